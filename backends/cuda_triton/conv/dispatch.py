@@ -1,0 +1,83 @@
+"""The CUDA body of ``triton::convolution``: pick a candidate, prepare its weight once, launch."""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+
+import torch
+
+from .op import output_layout, reference_in_layout
+from .params import ConvParams
+from .problem import ConvProblem
+from .templates import Candidate, NoTemplateError, select_candidate
+
+# Prepared weights keyed by the weight's identity and version: the eager op pays the layout transform once
+# per weight, as the AOT path does at export.
+_WEIGHT_CACHE: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+_WEIGHT_CACHE_SIZE = 256
+_warned: set[str] = set()
+
+
+def tuning_lookup(problem: ConvProblem):
+    """The shipped tuning table's choice for ``problem`` (None when it has none)."""
+    try:
+        from .tuning import lookup
+    except ImportError:
+        return None
+    return lookup(problem)
+
+
+def prepared_weight(candidate: Candidate, weight: torch.Tensor, problem: ConvProblem) -> torch.Tensor:
+    key = (
+        weight.data_ptr(),
+        weight._version,
+        tuple(weight.shape),
+        tuple(weight.stride()),
+        weight.dtype,
+        candidate.template.name,
+        candidate.schedule,
+        problem.signature(),
+    )
+    hit = _WEIGHT_CACHE.get(key)
+    if hit is None:
+        hit = candidate.template.prepare_weight(weight, problem, candidate.schedule)
+        _WEIGHT_CACHE[key] = hit
+        if len(_WEIGHT_CACHE) > _WEIGHT_CACHE_SIZE:
+            _WEIGHT_CACHE.popitem(last=False)
+    else:
+        _WEIGHT_CACHE.move_to_end(key)
+    return hit
+
+
+def run_convolution(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, p: ConvParams
+) -> torch.Tensor:
+    sizes, strides = output_layout(input, weight, p)
+    problem = ConvProblem.from_tensors(input, weight, bias, p)
+    try:
+        candidate = select_candidate(problem, tuning_lookup)
+    except NoTemplateError as e:
+        # The eager op stays usable for calls no template covers (float64, ...); the planner never routes
+        # such calls to the delegate, so this path exists only in PyTorch.
+        sig = problem.signature() + problem.dtype
+        if sig not in _warned:
+            _warned.add(sig)
+            warnings.warn(f"triton::convolution falls back to ATen: {e}", stacklevel=3)
+        return reference_in_layout(input, weight, bias, p)
+
+    out = torch.empty_strided(sizes, strides, dtype=input.dtype, device=input.device)
+    if out.numel() == 0:
+        return out
+    batched_in = input.unsqueeze(0) if input.dim() == weight.dim() - 1 else input
+    batched_out = out.unsqueeze(0) if out.dim() == weight.dim() - 1 else out
+    tensors = {
+        "input": batched_in,
+        "weight": prepared_weight(candidate, weight, problem),
+        "bias": bias,
+        "output": batched_out,
+    }
+    with torch.cuda.device(input.device):
+        for launch in candidate.launches(problem):
+            launch.run(tensors)
+    return out

@@ -1,0 +1,127 @@
+"""Convolution kernel families and the registry that orders them.
+
+``TEMPLATE_MODULES`` lists the families in priority order: the first whose ``supports`` accepts a problem is
+the one the op and the planner use (a tuning table may pick another that also supports it).
+``force_conv_candidate`` pins one (template, schedule) pair, so tests can run every schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..problem import ConvProblem
+from .base import ConvTemplate, KernelLaunch, Schedule, Support
+
+# Priority order: specialised families first, the general implicit GEMM last.
+TEMPLATE_MODULES: tuple[str, ...] = (
+    "gemm",
+    "implicit_gemm",
+)
+
+_registry: list[ConvTemplate] | None = None
+_forced = threading.local()
+
+
+def registered_templates() -> list[ConvTemplate]:
+    """Every template instance, in priority order (imported on first use)."""
+    global _registry
+    if _registry is None:
+        found: list[ConvTemplate] = []
+        for module_name in TEMPLATE_MODULES:
+            module = importlib.import_module(f"{__name__}.{module_name}")
+            found.extend(module.TEMPLATES)
+        _registry = found
+    return _registry
+
+
+def get_template(name: str) -> ConvTemplate:
+    for t in registered_templates():
+        if t.name == name:
+            return t
+    raise KeyError(f"no convolution template named {name!r}; known: {[t.name for t in registered_templates()]}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    template: ConvTemplate
+    schedule: Schedule
+
+    def launches(self, problem: ConvProblem) -> list[KernelLaunch]:
+        return self.template.launches(problem, self.schedule)
+
+
+@contextlib.contextmanager
+def force_conv_candidate(template: ConvTemplate | str, schedule: Schedule | None = None) -> Iterator[None]:
+    """Pin the template (and optionally the schedule) every convolution in this thread uses.
+
+    A pinned template that does not support a problem raises instead of falling back, so a test that forces
+    a candidate really runs it.
+    """
+    t = get_template(template) if isinstance(template, str) else template
+    previous = getattr(_forced, "value", None)
+    _forced.value = (t, schedule)
+    try:
+        yield
+    finally:
+        _forced.value = previous
+
+
+def forced_candidate() -> tuple[ConvTemplate, Schedule | None] | None:
+    return getattr(_forced, "value", None)
+
+
+def support_report(problem: ConvProblem) -> list[tuple[ConvTemplate, Support]]:
+    """Each template's verdict on ``problem``, in priority order."""
+    return [(t, t.supports(problem)) for t in registered_templates()]
+
+
+class NoTemplateError(ValueError):
+    """No registered template supports a convolution."""
+
+
+def select_candidate(problem: ConvProblem, tuning_lookup=None) -> Candidate:
+    """The template and schedule that run ``problem``: forced > tuning table > first supporting template.
+
+    ``tuning_lookup(problem)`` may return ``(template_name, Schedule)`` or None.
+    """
+    forced = forced_candidate()
+    if forced is not None:
+        template, schedule = forced
+        verdict = template.supports(problem)
+        if not verdict:
+            raise NoTemplateError(f"forced template {template.name!r} does not support this call: {verdict.reason}")
+        return Candidate(template, schedule or template.heuristic_schedule(problem))
+    if tuning_lookup is not None:
+        hit = tuning_lookup(problem)
+        if hit is not None:
+            name, schedule = hit
+            template = get_template(name)
+            if template.supports(problem):
+                return Candidate(template, schedule)
+    reasons = []
+    for template, verdict in support_report(problem):
+        if verdict:
+            return Candidate(template, template.heuristic_schedule(problem))
+        reasons.append(f"{template.name}: {verdict.reason}")
+    raise NoTemplateError("no convolution template supports this call (" + "; ".join(reasons) + ")")
+
+
+__all__ = [
+    "Candidate",
+    "ConvTemplate",
+    "KernelLaunch",
+    "NoTemplateError",
+    "Schedule",
+    "Support",
+    "TEMPLATE_MODULES",
+    "force_conv_candidate",
+    "forced_candidate",
+    "get_template",
+    "registered_templates",
+    "select_candidate",
+    "support_report",
+]

@@ -1,0 +1,182 @@
+"""The template protocol: what every convolution kernel family declares.
+
+A template turns a `ConvProblem` and one `Schedule` (a point of its tuning space) into a list of
+`KernelLaunch`es. That list is the single description of the kernel calls: the op's CUDA body launches it
+through Triton's JIT, the AOT preprocess compiles the same functions with the same constexprs and records the
+same argument list and grid in the delegate blob, and the C++ runtime replays it. Nothing else may describe a
+kernel's arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..problem import ConvProblem
+
+
+@dataclass(frozen=True)
+class Support:
+    """Truthy when supported; otherwise ``reason`` says why not, in a sentence a user understands."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @staticmethod
+    def yes() -> Support:
+        return Support(True)
+
+    @staticmethod
+    def no(reason: str) -> Support:
+        return Support(False, reason)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One point of a template's tuning space: every value that changes generated code.
+
+    ``params`` holds the template's own constexprs (block sizes, ...) as a sorted tuple of (name, value), so a
+    schedule is hashable and prints the same everywhere; ``num_warps``/``num_stages`` are Triton launch options.
+    """
+
+    params: tuple[tuple[str, int], ...]
+    num_warps: int = 4
+    num_stages: int = 2
+
+    @staticmethod
+    def make(num_warps: int = 4, num_stages: int = 2, **params: int) -> Schedule:
+        return Schedule(tuple(sorted(params.items())), num_warps, num_stages)
+
+    def __getitem__(self, name: str) -> int:
+        for key, value in self.params:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+    def as_dict(self) -> dict[str, int]:
+        return {**dict(self.params), "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    @staticmethod
+    def from_dict(d: dict[str, int]) -> Schedule:
+        d = dict(d)
+        return Schedule.make(d.pop("num_warps", 4), d.pop("num_stages", 2), **d)
+
+    def key(self) -> str:
+        parts = [f"{k}{v}" for k, v in self.params] + [f"w{self.num_warps}", f"s{self.num_stages}"]
+        return "_".join(parts)
+
+
+# ---- kernel arguments -------------------------------------------------------------------------------------
+# Tensor roles a launch can reference.
+TENSOR_ROLES = ("input", "weight", "bias", "output")
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A pointer argument: one of TENSOR_ROLES. The weight is the *prepared* weight (see `prepare_weight`)."""
+
+    role: str
+    dtype: str  # Triton pointer element type: "fp16", "bf16", "fp32", "fp64"
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A runtime scalar argument (batch and spatial sizes, strides, ...): name, Triton type, value."""
+
+    name: str
+    type: str  # "i32" or "i64" or "fp32"
+    value: int | float
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel call: a ``@triton.jit`` function, its constexprs, its runtime arguments and its grid.
+
+    ``args`` lists the non-constexpr parameters of ``fn`` in declaration order (the PTX parameter order);
+    ``constexprs`` every constexpr parameter by name. ``grid`` is the launch grid, fixed by the static shapes.
+    """
+
+    fn: Any  # triton.runtime.jit.JITFunction
+    args: tuple[TensorArg | ScalarArg, ...]
+    constexprs: tuple[tuple[str, Any], ...]
+    grid: tuple[int, int, int]
+    num_warps: int
+    num_stages: int
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+    def resolve(self, tensors: dict[str, torch.Tensor | None]) -> list[Any]:
+        """Positional JIT arguments: tensors by role, scalars by value."""
+        out: list[Any] = []
+        for a in self.args:
+            out.append(tensors[a.role] if isinstance(a, TensorArg) else a.value)
+        return out
+
+    def run(self, tensors: dict[str, torch.Tensor | None]) -> None:
+        """Launch through Triton's JIT on the current stream (the op's CUDA body and GPU tests)."""
+        self.fn[self.grid](
+            *self.resolve(tensors),
+            **dict(self.constexprs),
+            num_warps=self.num_warps,
+            num_stages=self.num_stages,
+        )
+
+
+TRITON_PTR_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def prod(xs: tuple[int, ...] | list[int]) -> int:
+    return math.prod(xs)
+
+
+@dataclass
+class ConvTemplate(ABC):
+    """A kernel family. Subclasses are stateless; the registry holds one instance each."""
+
+    name: str = field(default="", init=False)
+
+    @abstractmethod
+    def supports(self, problem: ConvProblem) -> Support:
+        """Whether this family computes ``problem`` exactly (dims, layouts, dtypes, index ranges)."""
+
+    @abstractmethod
+    def worth_routing(self, problem: ConvProblem) -> bool:
+        """Whether routing ``problem`` here is expected to beat the platform's own convolution."""
+
+    @abstractmethod
+    def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        """The tuning space for ``problem``: every schedule here must run it correctly."""
+
+    @abstractmethod
+    def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        """The schedule to use when no tuning table has ``problem``; one of `schedules(problem)`."""
+
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        """The weight laid out the way the kernels read it, as a contiguous tensor of any shape.
+
+        Done once at export (the C++ runtime uploads these bytes as they are) and cached by the op's CUDA body.
+        Default: the weight made contiguous in its ATen shape.
+        """
+        return weight.contiguous()
+
+    @abstractmethod
+    def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
+        """The kernel calls that compute ``problem`` with ``schedule``, in order, on one stream.
+
+        The output tensor is allocated with the layout rule (`problem.output_stride`) before the first launch;
+        launches must write every output element (bias or zero where no tap lands).
+        """
+

@@ -1,0 +1,1 @@
+"""An in-tree model zoo (random weights, no downloads) for export tests and GPU validation."""

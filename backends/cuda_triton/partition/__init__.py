@@ -1,0 +1,1 @@
+"""The ExecuTorch partitioner: which convolutions of an edge graph the delegate takes."""

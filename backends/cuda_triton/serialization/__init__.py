@@ -1,0 +1,1 @@
+"""The delegate blob format: one writer (Python) and one reader (C++, runtime/)."""

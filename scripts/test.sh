@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs everything and runs the whole CPU test suite (see README.md).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/scripts/setup_env.sh"
+cd "$root"
+python -m pytest -q "$@"
