@@ -1,0 +1,561 @@
+"""The routing planner: one decision per convolution node, for every overload of either lowering API.
+
+``plan(node, ...)`` answers, for one convolution node of an exported (ATen or edge dialect) graph, whether the
+delegate runs it and with which template. docs/routing.md is the contract; in short:
+
+* **REFUSED** - a gate failed: the call cannot be bound, has symbolic shapes, does not target a CUDA device,
+  targets ROCm, records an output layout other than the one the delegate writes, has a dtype the delegate does
+  not handle, or no registered template supports it. ``reason`` says which gate and why.
+* **DECLINED** - a template supports it but (per its ``worth_routing``) would not beat the platform convolution.
+* **ROUTED** - a template supports it and expects to win.
+* **REQUIRED** - Inductor's Triton conv templates cannot compile it (`inductor_cannot_compile`), so the delegate is
+  its only GPU path; routed whenever a template supports it, whatever ``worth_routing`` says.
+
+A REQUIRED call that a gate refuses fails the plan: ``strict=True`` raises `ConvRoutingError` (naming the node,
+its module path and source line, and the reason), ``strict=False`` returns REFUSED with that reason.
+
+The planner is pure (no kernel is compiled or run), deterministic, and fast: ``plan_graph`` caches the template
+verdicts per concrete problem, so a graph of hundreds of convolutions plans in milliseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.fx import Graph, GraphModule, Node
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+from .binding import ConvArgs, ConvBindingError, aten_overload, bind_conv, is_conv_node
+from .layout import out_shape_and_stride
+from .problem import DTYPE_NAMES, ConvProblem, layout_name
+from .templates import Schedule, registered_templates, support_report
+
+# The torch release whose Inductor conv lowering `inductor_cannot_compile` mirrors
+# (torch/_inductor/kernel/conv.py, `convolution`: the TRITON branch and `use_triton_template`).
+INDUCTOR_TORCH_VERSION = "2.13"
+
+
+class Decision(enum.Enum):
+    """What the planner decided for one convolution node."""
+
+    REFUSED = "refused"  # a gate failed; the node stays outside the delegate (or strict planning raises)
+    DECLINED = "declined"  # supported, but the platform convolution is expected to be faster
+    ROUTED = "routed"  # supported and expected to win: delegated
+    REQUIRED = "required"  # Inductor cannot compile it: delegated because there is no other GPU path
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class RoutingPlan:
+    """The planner's answer for one convolution node.
+
+    ``args`` is None when binding failed; ``problem`` is None when no concrete `ConvProblem` could be built
+    (binding failed, symbolic shapes, unsupported dtype). ``template`` names the chosen template (the first in
+    priority order that supports the problem, the one `templates.select_candidate` takes without a tuning
+    table) for DECLINED/ROUTED/REQUIRED, and None for REFUSED. ``schedules`` are that template's candidate
+    schedules, its heuristic choice first. ``required_because`` is `inductor_cannot_compile`'s answer: set
+    whenever the call is one Inductor cannot compile, including when it was refused.
+    """
+
+    decision: Decision
+    reason: str
+    node_name: str = ""
+    args: ConvArgs | None = None
+    problem: ConvProblem | None = None
+    template: str | None = None
+    schedules: tuple[Schedule, ...] = ()
+    required_because: str | None = None
+    unsupported: tuple[tuple[str, str], ...] = field(default=())  # (template, why not) for each declining one
+
+    @property
+    def delegated(self) -> bool:
+        """True when the delegate runs this node (ROUTED or REQUIRED)."""
+        return self.decision in (Decision.ROUTED, Decision.REQUIRED)
+
+    @property
+    def heuristic_schedule(self) -> Schedule | None:
+        return self.schedules[0] if self.schedules else None
+
+    @property
+    def failed(self) -> bool:
+        """A REQUIRED call that could not be routed (what strict planning raises for)."""
+        return self.decision is Decision.REFUSED and self.required_because is not None
+
+
+class ConvRoutingError(RuntimeError):
+    """Strict planning met convolutions that must be delegated (Inductor cannot compile them) but cannot be.
+
+    ``failures`` lists ``(node, plan)`` pairs; the message names each node, the module path and source line it
+    came from, and the reason.
+    """
+
+    def __init__(self, failures: list[tuple[Node, RoutingPlan]]):
+        self.failures = failures
+        lines = [f"{describe_node(n)}: {p.reason}" for n, p in failures]
+        if len(lines) == 1:
+            msg = "convolution cannot be routed to the CUDA Triton delegate, and nothing else can run it on the GPU: "
+            msg += lines[0]
+        else:
+            msg = (
+                f"{len(lines)} convolutions cannot be routed to the CUDA Triton delegate, and nothing else can run "
+                "them on the GPU:\n  " + "\n  ".join(lines)
+            )
+        super().__init__(msg)
+
+    @property
+    def node(self) -> Node:
+        return self.failures[0][0]
+
+    @property
+    def plan(self) -> RoutingPlan:
+        return self.failures[0][1]
+
+
+# ---- where a node came from ----------------------------------------------------------------------------------
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def module_path(node: Node) -> str | None:
+    """The innermost module (``'layer1.0.conv' (torch.nn.modules.conv.Conv2d)``) from ``nn_module_stack``."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    try:
+        path, kind = list(stack.values())[-1]
+    except (TypeError, ValueError):
+        return None
+    kind_name = kind if isinstance(kind, str) else getattr(kind, "__qualname__", str(kind))
+    return f"'{path}' ({kind_name})" if path else f"the root module ({kind_name})"
+
+
+def source_line(node: Node) -> str | None:
+    """``file:line in fn: code`` of the user frame that created the node (the last frame outside torch)."""
+    trace = node.meta.get("stack_trace")
+    if not trace:
+        return None
+    lines = trace.rstrip().splitlines()
+    frames: list[tuple[str, str, str, str]] = []
+    for i, line in enumerate(lines):
+        m = _FRAME.search(line)
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.search(lines[i + 1]) else ""
+            frames.append((m.group(1), m.group(2), m.group(3), code))
+    if not frames:
+        return lines[-1].strip() or None
+    user = [f for f in frames if "/torch/" not in f[0] and "/site-packages/" not in f[0]]
+    path, lineno, fn, code = (user or frames)[-1]
+    return f"{path}:{lineno} in {fn}" + (f": {code}" if code else "")
+
+
+def describe_node(node: Node) -> str:
+    """``node 'conv2d' (aten.convolution.default) from module 'a.b' (...) at file:line in fn: code``."""
+    text = f"node '{node.name}' ({aten_overload(node.target)})"
+    mod = module_path(node)
+    if mod:
+        text += f" from module {mod}"
+    src = source_line(node)
+    if src:
+        text += f" at {src}"
+    return text
+
+
+# ---- the REQUIRED predicate ------------------------------------------------------------------------------------
+def inductor_cannot_compile(conv: ConvProblem | ConvArgs) -> str | None:
+    """Why Inductor's Triton conv templates cannot compile this call, or None when they can.
+
+    Mirrors torch 2.13's ``torch/_inductor/kernel/conv.py`` (``convolution``: Triton choices are added only
+    when ``dilation`` is all ones, the call is not transposed, ``output_padding`` is zero, the layout dtype is
+    fp16/bf16/fp32 (``use_triton_template``), and the conv is 2-D or 3-D, or 1-D depthwise with channel multiplier
+    1: ``groups > 1``, ``C_in/groups == 1``, ``C_out == groups``). With only the TRITON conv backend (as upstream
+    ExecuTorch's CUDA backend configures Inductor) such a call has no GPU path but this delegate; FACTS.md
+    records NoValidChoicesError for these cases on an H200. Output-padding alone never occurs without
+    ``transposed``, so it is not a separate case.
+    """
+    if isinstance(conv, ConvProblem):
+        spatial, dilation, transposed = conv.spatial_dims, conv.params.dilation, conv.transposed
+        groups, dtype_name = conv.groups, conv.dtype
+        w = conv.weight_size
+        w0: Any = w[0]
+        w1: Any = w[1]
+    else:
+        spatial, dilation, transposed, groups = conv.spatial_dims, conv.dilation, conv.transposed, conv.groups
+        wv = conv.weight.meta.get("val")
+        xv = conv.input.meta.get("val")
+        w0 = wv.shape[0] if isinstance(wv, torch.Tensor) else None
+        w1 = wv.shape[1] if isinstance(wv, torch.Tensor) else None
+        dtype_name = DTYPE_NAMES.get(xv.dtype, str(xv.dtype)) if isinstance(xv, torch.Tensor) else "float32"
+    v = f"torch {INDUCTOR_TORCH_VERSION}"
+    if transposed:
+        return (
+            f"it is a transposed convolution, which Inductor's Triton conv templates ({v}) do not implement"
+        )
+    if any(d != 1 for d in dilation):
+        return f"it is dilated (dilation {list(dilation)}), which Inductor's Triton conv templates ({v}) do not implement"
+    if dtype_name == "float64":
+        return f"it is float64, which Inductor's Triton conv templates ({v}) do not accept"
+    if spatial == 1:
+        depthwise = _is_int(w0) and _is_int(w1) and groups > 1 and int(w1) == 1 and int(w0) == groups
+        if not depthwise:
+            return (
+                f"it is a 1-D convolution that is not depthwise with channel multiplier 1; Inductor's Triton conv "
+                f"templates ({v}) cover only 2-D, 3-D and such depthwise 1-D convolutions"
+            )
+    return None
+
+
+# ---- gates ------------------------------------------------------------------------------------------------------
+def _is_int(x: Any) -> bool:
+    """A concrete int (a SymInt that is really a constant counts; a free symbol does not)."""
+    return type(x) is int or is_concrete_int(x)
+
+
+def _symbolic(t: torch.Tensor) -> bool:
+    return not all(_is_int(s) for s in t.shape) or not all(_is_int(s) for s in t.stride())
+
+
+def _fmt(xs: Iterable[Any]) -> str:
+    return "[" + ", ".join(str(x) for x in xs) + "]"
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The platform the caller plans for (see `plan`'s ``target_device`` and ``rocm``)."""
+
+    device: torch.device | str | None  # None: each node's input device; "rocm" for a ROCm target
+    rocm: bool | None  # None: ROCm when torch is a HIP build or the device names hip/rocm
+
+
+def _parse_target_device(target_device: str | bytes | torch.device | None) -> torch.device | str | None:
+    if target_device is None:
+        return None
+    if isinstance(target_device, bytes):  # the CompileSpec spelling, b"cuda:0"
+        target_device = target_device.decode()
+    if isinstance(target_device, str) and target_device.split(":")[0].lower() == "rocm":
+        return "rocm"
+    return torch.device(target_device)
+
+
+def _device_gate(x: torch.Tensor, target: _Target) -> tuple[str | None, bool]:
+    """(refusal reason or None, whether the stated device is a ROCm device)."""
+    if target.device is None:
+        dev = x.device
+        stated = f"the input is on '{dev}' (its recorded example value)"
+        hint = (
+            "; an export whose example inputs live on the CPU plans for CUDA with target_device='cuda' "
+            "(or CudaTritonPartitioner's target device)"
+        )
+    else:
+        dev = target.device
+        stated = f"the target device is '{dev}'"
+        hint = ""
+    if isinstance(dev, str) or dev.type == "hip":  # "rocm" / "hip": a ROCm target
+        return None, True
+    if dev.type != "cuda":
+        return f"{stated}, not a CUDA device: the delegate runs only on NVIDIA GPUs{hint}", False
+    return None, False
+
+
+def _rocm_reason(is_rocm_device: bool, rocm: bool | None) -> str | None:
+    if is_rocm_device:
+        return "the target is a ROCm (HIP) device: the delegate ships NVIDIA cubins only"
+    if rocm is True:
+        return "planning for ROCm (rocm=True): the delegate ships NVIDIA cubins only"
+    if rocm is None and getattr(torch.version, "hip", None):
+        return (
+            f"this torch is a ROCm (HIP {torch.version.hip}) build, so 'cuda' means an AMD GPU; the delegate ships "
+            "NVIDIA cubins only (pass rocm=False when exporting on a ROCm machine for an NVIDIA target)"
+        )
+    return None
+
+
+def _layout_reason(
+    args: ConvArgs, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, is_float64: bool
+) -> str | None:
+    sizes, strides = out_shape_and_stride(
+        [int(s) for s in x.shape],
+        [int(s) for s in x.stride()],
+        [int(s) for s in w.shape],
+        [int(s) for s in w.stride()],
+        list(args.stride),
+        list(args.padding_before),
+        list(args.padding_after),
+        list(args.dilation),
+        args.transposed,
+        list(args.output_padding),
+        args.groups,
+        is_float64,
+    )
+    rec_sizes = [int(s) for s in out.shape]
+    rec_strides = [int(s) for s in out.stride()]
+    same = rec_sizes == sizes and all(
+        size <= 1 or a == b for size, a, b in zip(sizes, rec_strides, strides, strict=True)
+    )
+    if same:
+        return None
+
+    def name(sz: list[int], st: list[int]) -> str:
+        if len(sz) == args.spatial_dims + 1:  # unbatched
+            sz, st = [1, *sz], [sz[0] * st[0], *st]
+        return layout_name(tuple(sz), tuple(st))
+
+    return (
+        f"the node records an output of sizes {_fmt(rec_sizes)} strides {_fmt(rec_strides)} "
+        f"({name(rec_sizes, rec_strides)}), but the delegate writes the layout ATen's CUDA convolution returns, "
+        f"sizes {_fmt(sizes)} strides {_fmt(strides)} ({name(sizes, strides)}), and ExecuTorch would read it "
+        "with the recorded layout"
+    )
+
+
+# ---- template choice (cached per problem) ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Verdict:
+    template: str | None
+    worth: bool
+    schedules: tuple[Schedule, ...]
+    unsupported: tuple[tuple[str, str], ...]
+    error: str | None = None
+
+
+def _evaluate(problem: ConvProblem) -> _Verdict:
+    try:
+        report = [(t, v) for t, v in support_report(problem)]
+    except Exception:  # a template raised: judge them one by one so one bug does not hide the others
+        report = []
+        for t in registered_templates():
+            try:
+                report.append((t, t.supports(problem)))
+            except Exception as e:
+                report.append((t, _No(f"supports() raised {type(e).__name__}: {e}")))
+    unsupported = tuple((t.name, v.reason) for t, v in report if not v)
+    for t, v in report:
+        if not v:
+            continue
+        try:
+            heuristic = t.heuristic_schedule(problem)
+            rest = [s for s in t.schedules(problem) if s != heuristic]
+            worth = bool(t.worth_routing(problem))
+        except Exception as e:
+            return _Verdict(
+                t.name, False, (), unsupported, f"template '{t.name}' failed while planning: {e!r}"
+            )
+        return _Verdict(t.name, worth, (heuristic, *rest), unsupported)
+    return _Verdict(None, False, (), unsupported)
+
+
+@dataclass(frozen=True)
+class _No:
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class _Cache:
+    """Template verdicts per concrete problem, valid for one registry (tests may swap it)."""
+
+    def __init__(self) -> None:
+        self.registry: tuple[int, ...] = ()
+        self.verdicts: dict[ConvProblem, _Verdict] = {}
+
+    def verdict(self, problem: ConvProblem) -> _Verdict:
+        registry = tuple(id(t) for t in registered_templates())
+        if registry != self.registry:
+            self.registry = registry
+            self.verdicts = {}
+        hit = self.verdicts.get(problem)
+        if hit is None:
+            hit = self.verdicts[problem] = _evaluate(problem)
+        return hit
+
+
+# ---- the planner -------------------------------------------------------------------------------------------------
+def plan(
+    node: Node,
+    *,
+    target_device: str | bytes | torch.device | None = None,
+    rocm: bool | None = None,
+    strict: bool = False,
+    allow_tf32: bool | None = None,
+    _cache: _Cache | None = None,
+) -> RoutingPlan:
+    """Decide whether the delegate runs convolution ``node`` (docs/routing.md is the contract).
+
+    Keyword arguments:
+
+    * ``target_device``: the device the program will run on - ``"cuda"``, ``"cuda:0"``, ``b"cuda:0"`` (the
+      ``target_device`` compile-spec spelling), a ``torch.device``, ``"cpu"``, or ``"rocm"``/``"hip"``. It overrides
+      the recorded device, so an export traced with CPU example inputs plans for CUDA with ``target_device="cuda"``.
+      ``None`` (default): the device of the input's recorded example value (``node.meta["val"]``).
+    * ``rocm``: whether the target is ROCm. ``None`` (default): yes when this torch is a HIP build
+      (``torch.version.hip``) or ``target_device`` names hip/rocm; ``False`` plans for NVIDIA even on a ROCm
+      build; ``True`` refuses everything as ROCm.
+    * ``strict``: raise `ConvRoutingError` for a REQUIRED call that cannot be routed, instead of returning REFUSED.
+    * ``allow_tf32``: whether fp32 convolutions may use TF32 (becomes ``ConvProblem.allow_tf32``); ``None``:
+      ``torch.backends.cudnn.allow_tf32``.
+    """
+    target = _Target(_parse_target_device(target_device), rocm)  # type: ignore[arg-type]
+    result = _plan(node, target, allow_tf32, _cache or _Cache())
+    if strict and result.failed:
+        raise ConvRoutingError([(node, result)])
+    return result
+
+
+def plan_graph(
+    graph: GraphModule | Graph | Any,
+    *,
+    target_device: str | bytes | torch.device | None = None,
+    rocm: bool | None = None,
+    strict: bool = False,
+    allow_tf32: bool | None = None,
+) -> dict[Node, RoutingPlan]:
+    """`plan` for every convolution node of ``graph`` (a GraphModule, a Graph or an ExportedProgram), in order.
+
+    Template verdicts are cached per concrete problem, so repeated layers cost one evaluation. With ``strict``,
+    every REQUIRED call that cannot be routed is collected and one `ConvRoutingError` names them all.
+    """
+    if hasattr(graph, "graph_module"):  # ExportedProgram
+        graph = graph.graph_module
+    g: Graph = graph.graph if isinstance(graph, GraphModule) else graph
+    target = _Target(_parse_target_device(target_device), rocm)  # type: ignore[arg-type]
+    cache = _Cache()
+    plans: dict[Node, RoutingPlan] = {}
+    for node in g.nodes:
+        if is_conv_node(node):
+            plans[node] = _plan(node, target, allow_tf32, cache)
+    if strict:
+        failures = [(n, p) for n, p in plans.items() if p.failed]
+        if failures:
+            raise ConvRoutingError(failures)
+    return plans
+
+
+def _refuse(node: Node, reason: str, args: ConvArgs | None = None, **kw: Any) -> RoutingPlan:
+    return RoutingPlan(Decision.REFUSED, reason, node.name, args, **kw)
+
+
+def _plan(node: Node, target: _Target, allow_tf32: bool | None, cache: _Cache) -> RoutingPlan:
+    try:
+        args = bind_conv(node)
+    except ConvBindingError as e:
+        return _refuse(node, f"its arguments cannot be bound: {e}")
+    required = inductor_cannot_compile(args)
+
+    def refuse(reason: str, problem: ConvProblem | None = None, **kw: Any) -> RoutingPlan:
+        if required is not None:
+            reason = f"it must be routed because {required}, but {reason}"
+        return _refuse(node, reason, args, problem=problem, required_because=required, **kw)
+
+    x = args.input.meta["val"]
+    w = args.weight.meta["val"]
+    b = args.bias.meta["val"] if args.bias is not None else None
+    out = node.meta.get("val")
+
+    # Gate 1: symbolic shapes.
+    symbolic = [
+        f"{what} sizes {_fmt(t.shape)} strides {_fmt(t.stride())}"
+        for what, t in (("input", x), ("weight", w), ("bias", b), ("output", out))
+        if isinstance(t, torch.Tensor) and _symbolic(t)
+    ]
+    if symbolic:
+        return refuse(
+            "its shapes are symbolic ("
+            + "; ".join(symbolic)
+            + "); the delegate compiles kernels for static shapes"
+        )
+    if not isinstance(out, torch.Tensor):
+        return refuse("the node has no recorded output tensor (meta['val']), so its output layout is unknown")
+
+    # Gate 2: a CUDA target; gate 3: not ROCm.
+    device_reason, rocm_device = _device_gate(x, target)
+    if device_reason is not None:
+        return refuse(device_reason)
+    rocm_reason = _rocm_reason(rocm_device, target.rocm)
+    if rocm_reason is not None:
+        return refuse(rocm_reason)
+
+    # Gate 4: the recorded output layout is the one the delegate writes.
+    dtypes = {x.dtype, w.dtype} | ({b.dtype} if b is not None else set())
+    layout_reason = _layout_reason(args, x, w, out, x.dtype == torch.float64)
+    if layout_reason is not None:
+        return refuse(layout_reason)
+
+    # Gate 5: a dtype the templates handle, and a template that supports the call.
+    if len(dtypes) != 1:
+        return refuse(
+            f"its tensors have different dtypes ({', '.join(sorted(str(d) for d in dtypes))}); the convolution "
+            "templates need input, weight and bias of one dtype"
+        )
+    if x.dtype not in DTYPE_NAMES:
+        return refuse(
+            f"its dtype is {x.dtype}; the convolution templates handle only "
+            + ", ".join(str(d) for d in DTYPE_NAMES)
+        )
+    problem = ConvProblem.from_shapes(
+        tuple(int(s) for s in x.shape),
+        tuple(int(s) for s in x.stride()),
+        tuple(int(s) for s in w.shape),
+        tuple(int(s) for s in w.stride()),
+        b is not None,
+        args.params,
+        x.dtype,
+        allow_tf32,
+    )
+    verdict = cache.verdict(problem)
+    if verdict.error is not None:
+        return refuse(verdict.error, problem, unsupported=verdict.unsupported)
+    if verdict.template is None:
+        why = "; ".join(f"'{name}': {reason}" for name, reason in verdict.unsupported) or "none is registered"
+        return refuse(
+            f"no registered convolution template supports it ({why})",
+            problem,
+            unsupported=verdict.unsupported,
+        )
+
+    common = dict(
+        node_name=node.name,
+        args=args,
+        problem=problem,
+        template=verdict.template,
+        schedules=verdict.schedules,
+        required_because=required,
+        unsupported=verdict.unsupported,
+    )
+    if required is not None:
+        return RoutingPlan(
+            Decision.REQUIRED,
+            f"{required}, so the delegate is its only GPU path: template '{verdict.template}' runs it",
+            **common,  # type: ignore[arg-type]
+        )
+    if verdict.worth:
+        return RoutingPlan(
+            Decision.ROUTED,
+            f"template '{verdict.template}' supports it and expects to beat the platform convolution",
+            **common,  # type: ignore[arg-type]
+        )
+    return RoutingPlan(
+        Decision.DECLINED,
+        f"template '{verdict.template}' supports it but does not expect to beat the platform convolution "
+        "(cuDNN or Inductor), so it stays outside the delegate",
+        **common,  # type: ignore[arg-type]
+    )
+
+
+__all__ = [
+    "INDUCTOR_TORCH_VERSION",
+    "ConvRoutingError",
+    "Decision",
+    "RoutingPlan",
+    "describe_node",
+    "inductor_cannot_compile",
+    "module_path",
+    "plan",
+    "plan_graph",
+    "source_line",
+]
