@@ -1,0 +1,233 @@
+"""1x1 and patchify (kernel == stride) convolutions without padding, as plain GEMMs.
+
+With no padding every tap of every window is in bounds, so the A matrix (M = batch * output pixels rows,
+K = taps * C_in columns) is addressed as ``row(m) + col(k)``: no masks but the tile edges, no per-tap loop.
+For a channels-last 1x1 stride-1 conv, row(m) = m * C_in and col(k) = k: the input *is* the A matrix. K is
+ordered (tap, channel) for channels-last inputs and (channel, tap) for contiguous ones, so consecutive k are
+adjacent in memory in both layouts (within a patch row).
+
+Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (leading sizes 1
+for 1-D/2-D). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, 1).
+
+Prepared weight: [K_P, COUT_P] contiguous, rows in the kernel's K order, zero-padded to BLOCK_K / BLOCK_N.
+Groups are left to the implicit GEMM.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..problem import ConvProblem
+from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2
+from .base import TRITON_PTR_DTYPE, ConvTemplate, KernelLaunch, ScalarArg, Schedule, Support, TensorArg, cdiv
+from .implicit_gemm import _swizzle, store_output
+
+
+@triton.jit
+def conv_gemm_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    BATCH, D, H, W, OD, OH, OW,
+    C_IN: tl.constexpr, C_OUT: tl.constexpr, COUT_P: tl.constexpr,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, INT64: tl.constexpr,
+    PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    if INT64:
+        BATCH = BATCH.to(tl.int64)
+        D = D.to(tl.int64)
+        H = H.to(tl.int64)
+        W = W.to(tl.int64)
+    if IN_CL:
+        s_c = 1
+        s_w = C_IN
+        s_h = W * C_IN
+        s_d = H * W * C_IN
+        s_n = D * H * W * C_IN
+    else:
+        s_w = 1
+        s_h = W
+        s_d = H * W
+        s_c = D * H * W
+        s_n = C_IN * D * H * W
+    TAPS: tl.constexpr = KD * KH * KW
+    K_TOTAL: tl.constexpr = TAPS * C_IN
+    out_pixels = OD * OH * OW
+    M = BATCH * out_pixels
+    pid_m, pid_n = _swizzle(
+        tl.program_id(0), (M + BLOCK_M - 1) // BLOCK_M, (C_OUT + BLOCK_N - 1) // BLOCK_N, GROUP_M
+    )
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+    m_ok = offs_m < M
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    od = (offs_m // (OW * OH)) % OD
+    rows = (offs_m // out_pixels) * s_n + od * (SD * s_d) + oh * (SH * s_h) + ow * (SW * s_w)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K_TOTAL, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        if IN_CL:
+            c = offs_k % C_IN
+            tap = offs_k // C_IN
+        else:
+            c = offs_k // TAPS
+            tap = offs_k % TAPS
+        cols = (
+            c * s_c
+            + (tap // (KH * KW)) * (DD * s_d)
+            + ((tap // KW) % KH) * (DH * s_h)
+            + (tap % KW) * (DW * s_w)
+        )
+        if K_TOTAL % BLOCK_K == 0:
+            a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=m_ok[:, None], other=0.0)
+        else:
+            a_ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
+            a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
+        b = tl.load(w_ptr + offs_k[:, None] * COUT_P + offs_n[None, :])
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+
+    store_output(y_ptr, b_ptr, acc, offs_m, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles.
+_BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 256, 64, 8, 3),
+    (256, 128, 64, 8, 3),
+    (128, 128, 64, 8, 3),
+    (128, 128, 32, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+    (64, 64, 32, 4, 5),
+    (128, 32, 64, 4, 4),
+    (32, 64, 64, 4, 4),
+    (32, 32, 64, 2, 4),
+)
+_GROUP_M = 8
+
+
+def _fit(block: int, extent: int) -> int:
+    return max(16, min(block, next_pow2(extent)))
+
+
+class GemmTemplate(ConvTemplate):
+    """Unpadded 1x1 / patchify convolutions as GEMMs with separable addressing (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.name = "gemm"
+
+    def supports(self, problem: ConvProblem) -> Support:
+        reason = common_support_problems(problem)
+        if reason:
+            return Support.no(reason)
+        p = problem.params
+        if p.groups != 1:
+            return Support.no("grouped convolutions go to the implicit GEMM")
+        if any(p.padding_before) or any(p.padding_after):
+            return Support.no("padded convolutions go to the implicit GEMM")
+        for k, s, d in zip(problem.kernel, p.stride, p.dilation, strict=True):
+            if not (k == 1 or (k == s and d == 1)):
+                return Support.no("only 1x1 and kernel == stride (patchify) convolutions are plain GEMMs")
+        return Support.yes()
+
+    def worth_routing(self, problem: ConvProblem) -> bool:
+        return bool(self.supports(problem))
+
+    def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        g = Geometry.of(problem)
+        fp32 = problem.dtype == "float32"
+        out: list[Schedule] = []
+        for bm, bn, bk, warps, stages in _BASE_CONFIGS:
+            if fp32 and bm * bn >= 128 * 128 and bk > 32:
+                bk = 32
+            s = Schedule.make(
+                warps,
+                stages,
+                BLOCK_M=_fit(bm, g.m),
+                BLOCK_N=_fit(bn, g.cout),
+                BLOCK_K=_fit(bk, g.taps * g.cin),
+                GROUP_M=_GROUP_M,
+            )
+            if s not in out:
+                out.append(s)
+        return out
+
+    def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        g = Geometry.of(problem)
+        fp32 = problem.dtype == "float32"
+        bn = _fit(256 if g.cout >= 256 and g.m >= 8192 else 128, g.cout)
+        bm = 128
+        while bm > 32 and cdiv(g.m, bm) * cdiv(g.cout, bn) < NUM_SMS:
+            bm //= 2
+        if bn == 256 and bm < 128:
+            bn = 128
+        bm = _fit(bm, g.m)
+        bk = _fit(32 if fp32 else 64, g.taps * g.cin)
+        big = bm * bn >= 128 * 128
+        warps = 8 if big else 4
+        stages = 3 if big else 4
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
+
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        """(C_out, C_in, *k) -> [K_P, COUT_P]: rows (tap, c) for channels-last input, (c, tap) otherwise."""
+        g = Geometry.of(problem)
+        w = weight.detach().reshape(g.cout, g.cin, g.taps)
+        w = w.permute(2, 1, 0) if g.in_cl else w.permute(1, 2, 0)  # [taps, cin, cout] or [cin, taps, cout]
+        k_total = g.taps * g.cin
+        bk, bn = schedule["BLOCK_K"], schedule["BLOCK_N"]
+        out = weight.new_zeros((cdiv(k_total, bk) * bk, cdiv(g.cout, bn) * bn))
+        out[:k_total, : g.cout] = w.reshape(k_total, g.cout)
+        return out.contiguous()
+
+    def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
+        g = Geometry.of(problem)
+        dt = TRITON_PTR_DTYPE[problem.dtype]
+        (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
+        sizes = (("BATCH", g.batch), ("D", d), ("H", h), ("W", w), ("OD", od), ("OH", oh), ("OW", ow))
+        args = (
+            TensorArg("input", dt),
+            TensorArg("weight", dt),
+            TensorArg("bias", dt),
+            TensorArg("output", dt),
+            *(ScalarArg(name, "i32", v) for name, v in sizes),
+        )
+        bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
+        constexprs = (
+            ("C_IN", g.cin),
+            ("C_OUT", g.cout),
+            ("COUT_P", cdiv(g.cout, bn) * bn),
+            ("KD", g.kernel[0]),
+            ("KH", g.kernel[1]),
+            ("KW", g.kernel[2]),
+            ("SD", g.stride[0]),
+            ("SH", g.stride[1]),
+            ("SW", g.stride[2]),
+            ("DD", g.dilation[0]),
+            ("DH", g.dilation[1]),
+            ("DW", g.dilation[2]),
+            ("IN_CL", g.in_cl),
+            ("OUT_CL", g.out_cl),
+            ("HAS_BIAS", problem.has_bias),
+            ("INT64", g.int64),
+            ("PRECISION", dot_precision(problem)),
+            ("BLOCK_M", bm),
+            ("BLOCK_N", bn),
+            ("BLOCK_K", schedule["BLOCK_K"]),
+            ("GROUP_M", schedule["GROUP_M"]),
+        )
+        grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, 1)
+        return [
+            KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
+        ]
+
+
+TEMPLATES = [GemmTemplate()]

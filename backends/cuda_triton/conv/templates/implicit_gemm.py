@@ -1,0 +1,384 @@
+"""Implicit GEMM for forward convolutions, 1-D/2-D/3-D, any stride, dilation, (asymmetric) padding and groups.
+
+The GEMM: M = batch * output pixels, N = output channels of a group tile, K = taps * input channels of the
+tile. A program computes a BLOCK_M x BLOCK_N output tile; its K loop runs over (tap, channel block) pairs in one
+flat loop (so Triton pipelines it), taps outer and channels inner, so a channels-last A tile is BLOCK_M rows of
+BLOCK_K contiguous channels. Padding is a load mask. When a group has few channels, GROUP_TILE groups share a
+program: the prepared weight of such a tile is block-diagonal (zeros between groups), so one dense MMA covers
+them, instead of a grid axis of tiny GEMMs. When the tile has fewer than 16 input channels (RGB stems), FLAT_K
+walks the flattened (tap, channel) axis instead, so K blocks are not mostly padding.
+
+Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (1-D/2-D problems
+have leading sizes 1). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(COUT_T, BLOCK_N),
+groups / GROUP_TILE, 1).
+
+Prepared weight: [groups / GROUP_TILE, taps, CIN_P, COUT_P] contiguous, CIN_P = CIN_T rounded up to BLOCK_K,
+COUT_P = COUT_T rounded up to BLOCK_N, zero-filled, so weight loads need no mask (FLAT_K: [tiles, 1, K_ROWS,
+COUT_P] with the taps * CIN_T (tap, channel) rows rounded up to BLOCK_K). K_ROWS = rows of one tile's matrix.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..problem import ConvProblem
+from ._geometry import (
+    NUM_SMS,
+    Geometry,
+    common_support_problems,
+    dot_precision,
+    next_pow2,
+)
+from .base import (
+    TRITON_PTR_DTYPE,
+    ConvTemplate,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    Support,
+    TensorArg,
+    cdiv,
+)
+
+
+@triton.jit
+def _swizzle(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Program id -> (tile row, tile column), GROUP_M row tiles at a time so weight tiles stay in L2."""
+    width = GROUP_M * num_pid_n
+    group_id = pid // width
+    first_m = group_id * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % size_m
+    pid_n = (pid % width) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def store_output(
+    y_ptr, b_ptr, acc, offs_m, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, out_pixels,
+    HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr,
+):  # fmt: skip
+    """Epilogue: add the bias, convert, store rows offs_m (output pixels) x channels co_base + offs_n."""
+    co = co_base + offs_n
+    n_ok = offs_n < COUT_T
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + co, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+    if OUT_CL:
+        y_ptrs = y_ptr + offs_m[:, None] * C_OUT + co[None, :]
+    else:
+        n = offs_m // out_pixels
+        pixel = offs_m % out_pixels
+        y_ptrs = y_ptr + (n * C_OUT * out_pixels + pixel)[:, None] + co[None, :] * out_pixels
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def conv_implicit_gemm_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    BATCH, D, H, W, OD, OH, OW,
+    C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_T: tl.constexpr, COUT_T: tl.constexpr,
+    CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr,
+    INT64: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    if INT64:
+        BATCH = BATCH.to(tl.int64)
+        D = D.to(tl.int64)
+        H = H.to(tl.int64)
+        W = W.to(tl.int64)
+    # Input strides in elements, from the layout.
+    if IN_CL:
+        s_c = 1
+        s_w = C_IN
+        s_h = W * C_IN
+        s_d = H * W * C_IN
+        s_n = D * H * W * C_IN
+    else:
+        s_w = 1
+        s_h = W
+        s_d = H * W
+        s_c = D * H * W
+        s_n = C_IN * D * H * W
+    out_pixels = OD * OH * OW
+    M = BATCH * out_pixels
+    pid_m, pid_n = _swizzle(
+        tl.program_id(0), (M + BLOCK_M - 1) // BLOCK_M, (COUT_T + BLOCK_N - 1) // BLOCK_N, GROUP_M
+    )
+    tile = tl.program_id(1)  # group tile
+
+    # Output pixel of each A row, and the input corner its window starts at.
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+    m_ok = offs_m < M
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    od = (offs_m // (OW * OH)) % OD
+    n = offs_m // out_pixels
+    d0 = od * SD - PD
+    h0 = oh * SH - PH
+    w0 = ow * SW - PW
+    x_tile = x_ptr + tile * CIN_T * s_c
+    x_rows = n * s_n
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    w_tile = w_ptr + tile * (K_ROWS * COUT_P)
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if FLAT_K:
+        # K = (tap, channel) flattened: each A column has its own tap.
+        K_TOTAL: tl.constexpr = KD * KH * KW * CIN_T
+        for k0 in range(0, K_TOTAL, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            c = offs_k % CIN_T
+            tap = offs_k // CIN_T
+            di = d0[:, None] + ((tap // (KH * KW)) * DD)[None, :]
+            hi = h0[:, None] + (((tap // KW) % KH) * DH)[None, :]
+            wi = w0[:, None] + ((tap % KW) * DW)[None, :]
+            ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
+            ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
+            a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
+            a = tl.load(a_ptrs, mask=ok, other=0.0)
+            b = tl.load(w_tile + offs_k[:, None] * COUT_P + offs_n[None, :])
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    else:
+        C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
+        for i in range(0, KD * KH * KW * C_BLOCKS):
+            tap = i // C_BLOCKS
+            c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
+            di = d0 + (tap // (KH * KW)) * DD
+            hi = h0 + ((tap // KW) % KH) * DH
+            wi = w0 + (tap % KW) * DW
+            ok = m_ok & (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
+            rows = x_rows + di * s_d + hi * s_h + wi * s_w
+            if CIN_T % BLOCK_K == 0:
+                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=ok[:, None], other=0.0)
+            else:
+                a_ok = ok[:, None] & (c < CIN_T)[None, :]
+                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
+            b = tl.load(w_tile + (tap * CIN_P + c)[:, None] * COUT_P + offs_n[None, :])
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+
+    store_output(
+        y_ptr, b_ptr, acc, offs_m, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, HAS_BIAS, OUT_CL
+    )
+
+
+# ---- tuning space ------------------------------------------------------------------------------------------
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles
+# (shared memory). Ordered from large to small tiles.
+_BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 256, 64, 8, 3),
+    (256, 128, 64, 8, 3),
+    (128, 128, 64, 8, 3),
+    (128, 128, 32, 4, 4),
+    (128, 64, 64, 4, 3),
+    (128, 64, 32, 4, 4),
+    (64, 128, 64, 4, 3),
+    (64, 64, 64, 4, 3),
+    (64, 64, 32, 4, 4),
+    (128, 32, 32, 4, 4),
+    (64, 32, 32, 4, 3),
+    (32, 64, 32, 4, 3),
+    (32, 32, 32, 2, 3),
+)
+_GROUP_M = 8
+# A group tile is widened until it has this many output channels (block-diagonal weight; wasted MMAs are
+# cheap next to the memory traffic of a grouped conv).
+_GROUP_TILE_CHANNELS = 64
+
+
+def group_tile_options(g: Geometry) -> list[int]:
+    """Divisors of groups worth trying as GROUP_TILE: 1, and the widest tile of <= 64 channels."""
+    if g.groups == 1:
+        return [1]
+    options = [1]
+    best = 1
+    for t in range(1, g.groups + 1):
+        if g.groups % t == 0 and t * max(g.cin_g, g.cout_g) <= _GROUP_TILE_CHANNELS:
+            best = t
+    if best > 1:
+        options.append(best)
+    return options
+
+
+def _fit(block: int, extent: int) -> int:
+    """Shrink a block to the extent it tiles (power of two, at least 16 for tl.dot)."""
+    return max(16, min(block, next_pow2(extent)))
+
+
+class ImplicitGemmTemplate(ConvTemplate):
+    """Implicit GEMM over channels-last or contiguous dense tensors (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.name = "implicit_gemm"
+
+    # -- support -------------------------------------------------------------------------------------------
+    def supports(self, problem: ConvProblem) -> Support:
+        reason = common_support_problems(problem)
+        if reason:
+            return Support.no(reason)
+        if problem.groups > 65535:
+            return Support.no("more than 65535 groups")
+        return Support.yes()
+
+    def worth_routing(self, problem: ConvProblem) -> bool:
+        return bool(self.supports(problem))
+
+    # -- schedules -----------------------------------------------------------------------------------------
+    def _tile_channels(self, g: Geometry, group_tile: int) -> tuple[int, int]:
+        return g.cin_g * group_tile, g.cout_g * group_tile
+
+    def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        g = Geometry.of(problem)
+        fp32 = problem.dtype == "float32"
+        out: list[Schedule] = []
+        for gt in group_tile_options(g):
+            cin_t, cout_t = self._tile_channels(g, gt)
+            flat = 1 if cin_t < 16 else 0
+            k_extent = g.taps * cin_t if flat else cin_t
+            for bm, bn, bk, warps, stages in _BASE_CONFIGS:
+                if fp32 and bm * bn >= 128 * 128 and bk > 32:
+                    bk = 32
+                bm = _fit(bm, g.m)
+                bn = _fit(bn, cout_t)
+                bk = _fit(bk, k_extent)
+                s = Schedule.make(
+                    warps,
+                    stages,
+                    BLOCK_M=bm,
+                    BLOCK_N=bn,
+                    BLOCK_K=bk,
+                    GROUP_M=_GROUP_M,
+                    GROUP_TILE=gt,
+                    FLAT_K=flat,
+                )
+                if s not in out:
+                    out.append(s)
+        return out
+
+    def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        g = Geometry.of(problem)
+        gt = group_tile_options(g)[-1]
+        cin_t, cout_t = self._tile_channels(g, gt)
+        flat = 1 if cin_t < 16 else 0
+        k_extent = g.taps * cin_t if flat else cin_t
+        fp32 = problem.dtype == "float32"
+        tiles_n = g.groups // gt
+        bn = _fit(256 if cout_t >= 256 and g.m >= 8192 else 128, cout_t)
+        bm = 128
+        # Fill the machine: shrink BLOCK_M while there is less than one wave of programs.
+        while bm > 32 and cdiv(g.m, bm) * cdiv(cout_t, bn) * tiles_n < NUM_SMS:
+            bm //= 2
+        if bn == 256 and bm < 128:
+            bn = 128
+        bm = _fit(bm, g.m)
+        bk = _fit(32 if fp32 else 64, k_extent)
+        big = bm * bn >= 128 * 128
+        warps = 8 if big else 4
+        stages = 3 if bk >= 64 or (fp32 and big) else 4
+        if bm * bn <= 32 * 32:
+            warps = 2
+        return Schedule.make(
+            warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M, GROUP_TILE=gt, FLAT_K=flat
+        )
+
+    # -- weight and launches -------------------------------------------------------------------------------
+    def prepared_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int, int]:
+        g = Geometry.of(problem)
+        gt = schedule["GROUP_TILE"]
+        cin_t, cout_t = self._tile_channels(g, gt)
+        if schedule["FLAT_K"]:
+            rows = cdiv(g.taps * cin_t, schedule["BLOCK_K"]) * schedule["BLOCK_K"]
+            return (g.groups // gt, 1, rows, cdiv(cout_t, schedule["BLOCK_N"]) * schedule["BLOCK_N"])
+        cin_p = cdiv(cin_t, schedule["BLOCK_K"]) * schedule["BLOCK_K"]
+        return (g.groups // gt, g.taps, cin_p, cdiv(cout_t, schedule["BLOCK_N"]) * schedule["BLOCK_N"])
+
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        """(C_out, C_in/g, *k) -> [groups/GT, taps, CIN_P, COUT_P], block-diagonal within a group tile."""
+        g = Geometry.of(problem)
+        gt = schedule["GROUP_TILE"]
+        tiles, taps_dim, rows, cout_p = self.prepared_shape(problem, schedule)
+        # [groups, cout_g, cin_g, taps] -> [groups, taps, cin_g, cout_g]
+        w = weight.detach().reshape(g.groups, g.cout_g, g.cin_g, g.taps).permute(0, 3, 2, 1)
+        out = weight.new_zeros((tiles, g.taps, gt * g.cin_g, cout_p))
+        for j in range(gt):  # group j of each tile sits on the diagonal block j
+            ci = slice(j * g.cin_g, (j + 1) * g.cin_g)
+            co = slice(j * g.cout_g, (j + 1) * g.cout_g)
+            out[:, :, ci, co] = w[j::gt]
+        if schedule["FLAT_K"]:
+            flat = out.reshape(tiles, 1, g.taps * gt * g.cin_g, cout_p)
+            padded = weight.new_zeros((tiles, 1, rows, cout_p))
+            padded[:, :, : flat.shape[2]] = flat
+            return padded.contiguous()
+        padded = weight.new_zeros((tiles, g.taps, rows, cout_p))
+        padded[:, :, : gt * g.cin_g] = out
+        return padded.contiguous()
+
+    def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
+        g = Geometry.of(problem)
+        gt = schedule["GROUP_TILE"]
+        if g.groups % gt:
+            raise ValueError(f"GROUP_TILE {gt} does not divide groups {g.groups}")
+        cin_t, cout_t = self._tile_channels(g, gt)
+        _, taps_dim, cin_p, cout_p = self.prepared_shape(problem, schedule)
+        k_rows = taps_dim * cin_p  # rows of one group tile's weight matrix
+        if schedule["FLAT_K"]:
+            cin_p = cin_t  # flat rows: (tap * CIN_T + c), padded at the end only
+        dt = TRITON_PTR_DTYPE[problem.dtype]
+        (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
+        args = (
+            TensorArg("input", dt),
+            TensorArg("weight", dt),
+            TensorArg("bias", dt),
+            TensorArg("output", dt),
+            *(ScalarArg(nm, "i32", v) for nm, v in (("BATCH", g.batch), ("D", d), ("H", h), ("W", w))),
+            *(ScalarArg(nm, "i32", v) for nm, v in (("OD", od), ("OH", oh), ("OW", ow))),
+        )
+        bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
+        constexprs = (
+            ("C_IN", g.cin),
+            ("C_OUT", g.cout),
+            ("CIN_T", cin_t),
+            ("COUT_T", cout_t),
+            ("CIN_P", cin_p),
+            ("COUT_P", cout_p),
+            ("K_ROWS", k_rows),
+            ("KD", g.kernel[0]),
+            ("KH", g.kernel[1]),
+            ("KW", g.kernel[2]),
+            ("SD", g.stride[0]),
+            ("SH", g.stride[1]),
+            ("SW", g.stride[2]),
+            ("PD", g.pad[0]),
+            ("PH", g.pad[1]),
+            ("PW", g.pad[2]),
+            ("DD", g.dilation[0]),
+            ("DH", g.dilation[1]),
+            ("DW", g.dilation[2]),
+            ("IN_CL", g.in_cl),
+            ("OUT_CL", g.out_cl),
+            ("HAS_BIAS", problem.has_bias),
+            ("FLAT_K", bool(schedule["FLAT_K"])),
+            ("INT64", g.int64),
+            ("PRECISION", dot_precision(problem)),
+            ("BLOCK_M", bm),
+            ("BLOCK_N", bn),
+            ("BLOCK_K", schedule["BLOCK_K"]),
+            ("GROUP_M", schedule["GROUP_M"]),
+        )
+        grid = (cdiv(g.m, bm) * cdiv(cout_t, bn), g.groups // gt, 1)
+        return [
+            KernelLaunch(
+                conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
+            )
+        ]
+
+
+TEMPLATES = [ImplicitGemmTemplate()]
