@@ -1,0 +1,149 @@
+"""`CudaTritonOptions`: the typed face of the delegate's compile specs.
+
+ExecuTorch hands a backend nothing but ``list[CompileSpec]`` (key: str, value: bytes). This module is the one
+place that spells those keys and their encodings, in both directions:
+
+=================== ================================ ==========================================================
+key                 value (UTF-8 bytes)              meaning
+=================== ================================ ==========================================================
+``archs``           ``"80,90"``                      SM architectures to compile every kernel for (8.x -> 80,
+                                                     9.0 -> 90, an sm_90a cubin)
+``strict``          ``"0"`` / ``"1"``                strict planning: a convolution only Triton can run on the
+                                                     GPU (REQUIRED) that cannot be routed fails the export
+``allow_tf32``      ``"0"`` / ``"1"``                fp32 convolutions may use TF32 tensor cores
+``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
+``external_tag``    a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
+``target_device``   ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
+                                                     device memory, with H2D/D2H copies inserted around it
+=================== ================================ ==========================================================
+
+``target_device`` is ExecuTorch's own key (``exir.passes.propagate_device_pass``); the others are ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+KEY_ARCHS = "archs"
+KEY_STRICT = "strict"
+KEY_TF32 = "allow_tf32"
+KEY_TUNING = "tuning_table"
+KEY_EXTERNAL = "external_tag"
+KEY_TARGET_DEVICE = "target_device"  # exir.passes.propagate_device_pass.TARGET_DEVICE_COMPILE_SPEC_KEY
+
+SUPPORTED_ARCHS: tuple[int, ...] = (80, 90)
+DEFAULT_ARCHS: tuple[int, ...] = (80, 90)
+
+
+def _bool(value: bytes, key: str) -> bool:
+    text = value.decode().strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"compile spec {key!r}: expected 0 or 1, got {text!r}")
+
+
+def parse_archs(text: str | Iterable[int | str]) -> tuple[int, ...]:
+    """``"80,90"``, ``"sm_80 sm_90a"`` or ``[80, 90]`` -> ``(80, 90)`` (sorted, unique, validated)."""
+    items: Iterable[Any] = text.replace(",", " ").split() if isinstance(text, str) else text
+    out: set[int] = set()
+    for item in items:
+        s = str(item).strip().lower().removeprefix("sm_").removeprefix("sm").rstrip("a")
+        if not s:
+            continue
+        try:
+            arch = int(s)
+        except ValueError as e:
+            raise ValueError(f"target arch {item!r} is not a number like 80 or 90") from e
+        if arch not in SUPPORTED_ARCHS:
+            raise ValueError(
+                f"target arch {arch} is not supported; choose from {list(SUPPORTED_ARCHS)} "
+                "(80 covers every 8.x GPU through its sm_80 cubin, 90 is an sm_90a cubin for 9.0)"
+            )
+        out.add(arch)
+    if not out:
+        raise ValueError("at least one target arch is needed")
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class CudaTritonOptions:
+    """Options of the CUDA Triton delegate; `compile_specs()` encodes them, `from_compile_specs` decodes.
+
+    Args:
+        archs: SM architectures every kernel is compiled for (default sm_80 and sm_90a).
+        strict: fail the export when a convolution that only Triton can run on the GPU cannot be routed;
+            otherwise it stays on the CPU with the planner's reason logged.
+        allow_tf32: fp32 convolutions may use TF32 tensor cores (PyTorch's cuDNN default is on).
+        tuning_table: a tuning table (JSON) consulted before the shipped one.
+        external_tag: when set, weights are written to ``<external_tag>.ptd`` beside the .pte.
+        target_device: e.g. ``"cuda:0"``: ExecuTorch plans the delegate's inputs and outputs in device memory
+            (the program then needs the runtime's CUDA DeviceAllocator). None keeps them in host memory.
+    """
+
+    archs: tuple[int, ...] = DEFAULT_ARCHS
+    strict: bool = False
+    allow_tf32: bool = True
+    tuning_table: str | None = None
+    external_tag: str | None = None
+    target_device: str | None = None
+    extra: tuple[tuple[str, bytes], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "archs", parse_archs(self.archs))
+        if self.target_device is not None:
+            dev = self.target_device.strip().lower()
+            kind, _, index = dev.partition(":")
+            if kind != "cuda" or (index and not index.isdigit()):
+                raise ValueError(
+                    f"target_device must look like 'cuda' or 'cuda:N', got {self.target_device!r}"
+                )
+            object.__setattr__(self, "target_device", dev if index else "cuda:0")
+        if self.external_tag is not None and not self.external_tag.strip():
+            object.__setattr__(self, "external_tag", None)
+
+    def compile_specs(self) -> list[CompileSpec]:
+        specs = [
+            CompileSpec(KEY_ARCHS, ",".join(map(str, self.archs)).encode()),
+            CompileSpec(KEY_STRICT, b"1" if self.strict else b"0"),
+            CompileSpec(KEY_TF32, b"1" if self.allow_tf32 else b"0"),
+        ]
+        if self.tuning_table:
+            specs.append(CompileSpec(KEY_TUNING, str(self.tuning_table).encode()))
+        if self.external_tag:
+            specs.append(CompileSpec(KEY_EXTERNAL, self.external_tag.encode()))
+        if self.target_device:
+            specs.append(CompileSpec(KEY_TARGET_DEVICE, self.target_device.encode()))
+        specs.extend(CompileSpec(k, v) for k, v in self.extra)
+        return specs
+
+    @staticmethod
+    def from_compile_specs(specs: Sequence[CompileSpec]) -> CudaTritonOptions:
+        """Decode; keys we do not know are kept in ``extra`` (other tools may add their own)."""
+        kw: dict[str, Any] = {}
+        extra: list[tuple[str, bytes]] = []
+        for spec in specs:
+            key, value = spec.key, bytes(spec.value)
+            if key == KEY_ARCHS:
+                kw["archs"] = parse_archs(value.decode())
+            elif key == KEY_STRICT:
+                kw["strict"] = _bool(value, key)
+            elif key == KEY_TF32:
+                kw["allow_tf32"] = _bool(value, key)
+            elif key == KEY_TUNING:
+                kw["tuning_table"] = value.decode() or None
+            elif key == KEY_EXTERNAL:
+                kw["external_tag"] = value.decode() or None
+            elif key == KEY_TARGET_DEVICE:
+                kw["target_device"] = value.decode() or None
+            else:
+                extra.append((key, value))
+        return CudaTritonOptions(**kw, extra=tuple(extra))
+
+
+__all__ = ["CudaTritonOptions", "DEFAULT_ARCHS", "SUPPORTED_ARCHS", "parse_archs"]

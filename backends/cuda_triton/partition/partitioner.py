@@ -1,0 +1,317 @@
+"""`CudaTritonPartitioner`: which convolutions of an edge program the CUDA Triton delegate takes.
+
+Usable with both lowering APIs::
+
+    to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner()])
+    to_edge(ep).to_backend(CudaTritonPartitioner())
+
+For every convolution node it asks the routing planner (`cuda_triton.conv.routing.plan`, planning for a CUDA
+target: example inputs live on the CPU at export) and delegates what is ROUTED or REQUIRED, provided the
+weight and bias are constants of the program (the delegate owns them; `tag_constant_data` tags them).
+
+* ``ops_to_not_decompose`` keeps the convolution overloads that carry what the core decomposition loses (string
+  padding, the transposed overloads, unbatched forms), with a filter that answers True only for nodes this
+  partitioner will really delegate, so a preserved op is never left undelegated (lowering would raise).
+* A zero ``constant_pad_nd`` that pads only spatial dims and whose every user is a delegated convolution that
+  can fold it (how plain ``to_edge`` spells asymmetric 'same' and causal padding) joins the partition; the
+  preprocess folds it into padding_before/after (`cuda_triton.partition.graph.pad_fold`, shared by both).
+* Connected delegated nodes form one partition (`CapabilityBasedPartitioner`), so intermediates stay on the
+  GPU; it also merges independent ones where no cycle results.
+* Every convolution left on the CPU is logged with the planner's reason; `last_report` keeps the full table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+from executorch.exir.backend.utils import tag_constant_data
+from torch.export import ExportedProgram
+from torch.fx import Node
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from ..conv.binding import aten_overload, is_conv_node
+from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, describe_node, module_path, plan
+from .graph import PadFold, constant_names, is_pad_node, pad_fold, pad_users_ok
+from .options import CudaTritonOptions
+
+logger = logging.getLogger("cuda_triton.partition")
+
+BACKEND_ID = "CudaTritonBackend"  # the BackendDetails subclass name = the runtime's registration name
+aten = torch.ops.aten
+
+# Overloads kept from decomposition (with the filter below). convolution.default is not in the default
+# decomposition table (listing it would be a no-op) and _convolution/conv_tbc never appear by default.
+PRESERVED_OVERLOADS: tuple[torch._ops.OpOverload, ...] = (
+    aten.conv1d.default,
+    aten.conv2d.default,
+    aten.conv3d.default,
+    aten.conv1d.padding,
+    aten.conv2d.padding,
+    aten.conv3d.padding,
+    aten.conv_transpose1d.default,
+    aten.conv_transpose2d.input,
+    aten.conv_transpose3d.input,
+)
+
+
+@dataclass
+class ConvDecision:
+    """The partitioner's verdict on one convolution node."""
+
+    node: str
+    target: str
+    decision: str  # ROUTED / REQUIRED / DECLINED / REFUSED
+    delegated: bool
+    reason: str
+    template: str | None = None
+    module: str | None = None
+    folded_pad: str | None = None  # name of the constant_pad_nd folded into this conv
+    pad_note: str = ""  # why an input pad was not folded
+    tag: str | None = None
+
+
+@dataclass
+class PartitionReport:
+    """What one `partition()` call did: a decision per convolution and the partitions it formed."""
+
+    decisions: list[ConvDecision] = field(default_factory=list)
+    partitions: dict[str, list[str]] = field(default_factory=dict)  # tag -> node names
+
+    @property
+    def num_convs(self) -> int:
+        return len(self.decisions)
+
+    @property
+    def num_delegated(self) -> int:
+        return sum(d.delegated for d in self.decisions)
+
+    @property
+    def left_on_cpu(self) -> list[ConvDecision]:
+        return [d for d in self.decisions if not d.delegated]
+
+    def counts(self) -> dict[str, int]:
+        """Convolutions per outcome: ROUTED/REQUIRED (delegated), DECLINED/REFUSED, KEPT (routable, not owned)."""
+        out: dict[str, int] = {}
+        for d in self.decisions:
+            key = d.decision if d.delegated or d.decision in ("DECLINED", "REFUSED") else "KEPT"
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def summary(self) -> str:
+        c = self.counts()
+        parts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(c.items()))
+        pads = sum(d.folded_pad is not None for d in self.decisions)
+        return (
+            f"{self.num_delegated}/{self.num_convs} convolutions delegated in {len(self.partitions)} partition(s)"
+            f" ({parts}{f', {pads} pads folded' if pads else ''})"
+        )
+
+    def format(self, verbose: bool = False) -> str:
+        lines = [self.summary()]
+        for d in self.decisions:
+            if d.delegated and not verbose:
+                continue
+            where = f" [{d.module}]" if d.module else ""
+            status = f"-> {d.tag}" if d.delegated else "stays on CPU"
+            extra = f" (folds {d.folded_pad})" if d.folded_pad else ""
+            lines.append(f"  {d.node:<24} {d.decision:<9} {status}{extra}{where}: {d.reason}")
+        return "\n".join(lines)
+
+
+class _Supported(OperatorSupportBase):
+    def __init__(self, nodes: set[Node]) -> None:
+        self.nodes = nodes
+
+    def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: Node) -> bool:
+        return node in self.nodes
+
+
+class CudaTritonPartitioner(Partitioner):
+    """Delegates convolutions to ``CudaTritonBackend`` (AOT-compiled Triton kernels on NVIDIA GPUs).
+
+    Args:
+        options: a `CudaTritonOptions` (archs, strict planning, TF32, tuning table, external weights tag,
+            target device); or give the same fields as keyword arguments.
+        compile_specs: raw compile specs instead (decoded with `CudaTritonOptions.from_compile_specs`).
+    """
+
+    def __init__(
+        self,
+        options: CudaTritonOptions | None = None,
+        *,
+        compile_specs: list[CompileSpec] | None = None,
+        **option_fields: Any,
+    ) -> None:
+        super().__init__()
+        if compile_specs is not None:
+            if options is not None or option_fields:
+                raise ValueError("give either options/option fields or compile_specs, not both")
+            options = CudaTritonOptions.from_compile_specs(compile_specs)
+        elif options is None:
+            options = CudaTritonOptions(**option_fields)
+        elif option_fields:
+            raise ValueError("give either a CudaTritonOptions or its fields as keyword arguments, not both")
+        self.options = options
+        self.delegation_spec = DelegationSpec(BACKEND_ID, options.compile_specs())
+        self.reports: list[PartitionReport] = []
+
+    @property
+    def last_report(self) -> PartitionReport | None:
+        return self.reports[-1] if self.reports else None
+
+    # -- planning -----------------------------------------------------------------------------------------
+    def _plan(self, node: Node) -> RoutingPlan:
+        return plan(
+            node,
+            target_device=self.options.target_device or "cuda",
+            strict=self.options.strict,
+            allow_tf32=self.options.allow_tf32,
+        )
+
+    def _verdict(self, node: Node, constants: set[str]) -> tuple[bool, RoutingPlan, str]:
+        """(delegate?, the plan, the reason to report)."""
+        p = self._plan(node)
+        if not p.delegated:
+            return False, p, p.reason
+        assert p.args is not None
+        for what, arg in (("weight", p.args.weight), ("bias", p.args.bias)):
+            if arg is None:
+                continue
+            if arg.op != "placeholder" or arg.name not in constants:
+                why = (
+                    f"its {what} is computed in the graph (node '{arg.name}'), but the delegate owns only constant "
+                    "weights (parameters, buffers or lifted constants)"
+                )
+                if self.options.strict and p.decision is Decision.REQUIRED:
+                    raise ConvRoutingError([(node, _with_reason(p, why))])
+                return False, p, why
+        return True, p, p.reason
+
+    # -- ExecuTorch hooks ---------------------------------------------------------------------------------
+    def ops_to_not_decompose(
+        self, ep: ExportedProgram
+    ) -> tuple[list[torch._ops.OpOverload], Callable[[Node], bool] | None]:
+        constants = constant_names(ep)
+        preserved = set(PRESERVED_OVERLOADS)
+
+        def will_delegate(node: Node) -> bool:
+            if node.op != "call_function" or aten_overload(node.target) not in preserved:
+                return False
+            return self._verdict(node, constants)[0]
+
+        return list(PRESERVED_OVERLOADS), will_delegate
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        ep = exported_program
+        gm = ep.graph_module
+        constants = constant_names(ep)
+        report = PartitionReport()
+
+        delegated: dict[Node, RoutingPlan] = {}
+        decisions: dict[Node, ConvDecision] = {}
+        for node in gm.graph.nodes:
+            if not is_conv_node(node):
+                continue
+            ok, p, reason = self._verdict(node, constants)
+            d = ConvDecision(
+                node=node.name,
+                target=str(aten_overload(node.target)),
+                decision=p.decision.name,
+                delegated=ok,
+                reason=reason,
+                template=p.template,
+                module=module_path(node),
+            )
+            decisions[node] = d
+            report.decisions.append(d)
+            if ok:
+                delegated[node] = p
+
+        # Pads that every user folds join the partition.
+        folds: dict[Node, PadFold] = {}
+        for node, p in delegated.items():
+            assert p.args is not None
+            fold, why = pad_fold(node, p.args, self.options.allow_tf32)
+            if fold is not None:
+                folds[node] = fold
+            elif why:
+                decisions[node].pad_note = why
+        pads = {f.pad for f in folds.values() if pad_users_ok(f.pad, folds)}
+
+        supported = set(delegated) | pads
+        partitions = self._propose(gm, supported)
+        # A folded pad must share its partition with all its users; otherwise keep it on the CPU and retry.
+        while True:
+            where = {n: i for i, part in enumerate(partitions) for n in part}
+            split = {pad for pad in pads if any(where.get(u) != where.get(pad) for u in pad.users)}
+            if not split:
+                break
+            pads -= split
+            supported -= split
+            partitions = self._propose(gm, supported)
+
+        for i, part in enumerate(partitions):
+            tag = f"cuda_triton_{i}"
+            for n in part:
+                n.meta["delegation_tag"] = tag
+                if n in decisions:
+                    decisions[n].tag = tag
+            report.partitions[tag] = [n.name for n in part]
+        for node, fold in folds.items():
+            if fold.pad in pads:
+                decisions[node].folded_pad = fold.pad.name
+            elif not decisions[node].pad_note:
+                decisions[
+                    node
+                ].pad_note = "its input pad has users outside the delegate, so it runs on the CPU"
+        tag_constant_data(ep)
+
+        self.reports.append(report)
+        self._log(report, {d.node: n for n, d in decisions.items()})
+        return PartitionResult(
+            tagged_exported_program=ep,
+            partition_tags={tag: self.delegation_spec for tag in report.partitions},
+        )
+
+    @staticmethod
+    def _propose(gm: torch.fx.GraphModule, supported: set[Node]) -> list[list[Node]]:
+        if not supported:
+            return []
+        proposer = CapabilityBasedPartitioner(gm, _Supported(supported), allows_single_node_partition=True)
+        parts = proposer.propose_partitions()
+        order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        out = [sorted(p.nodes, key=order.__getitem__) for p in parts]
+        out.sort(key=lambda nodes: order[nodes[0]])
+        return out
+
+    def _log(self, report: PartitionReport, nodes: dict[str, Node]) -> None:
+        logger.info("CudaTritonPartitioner: %s", report.summary())
+        for d in report.left_on_cpu:
+            level = logging.WARNING if d.decision in ("REFUSED", "REQUIRED") else logging.INFO
+            logger.log(level, "convolution left on the CPU: %s: %s", describe_node(nodes[d.node]), d.reason)
+        for d in report.decisions:
+            if d.delegated and d.pad_note:
+                logger.info("%s: input pad not folded: %s", d.node, d.pad_note)
+
+
+def _with_reason(p: RoutingPlan, reason: str) -> RoutingPlan:
+    from dataclasses import replace
+
+    return replace(p, decision=Decision.REFUSED, reason=reason)
+
+
+__all__ = [
+    "BACKEND_ID",
+    "ConvDecision",
+    "CudaTritonPartitioner",
+    "PRESERVED_OVERLOADS",
+    "PartitionReport",
+    "is_pad_node",
+]
