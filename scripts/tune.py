@@ -1,0 +1,901 @@
+#!/usr/bin/env python
+"""Measure every schedule of every template on a list of convolutions and write the tuning table (GPU).
+
+    PYTHONPATH=backends python scripts/tune.py --out $OUT/tuning \\
+        --problems public,models --dtypes fp16,bf16,fp32 --model-dtypes fp16 --batches 1,8 --budget-s 280
+
+For each convolution it runs every schedule of every template whose ``supports`` accepts it: first once on a
+NaN-poisoned output, checked element by element against ATen (fp32 reference without TF32, tolerance from the
+dtype's rounding times sum |x||w|); then timed with CUDA events over a CUDA graph of back-to-back calls that
+rotate through enough copies of input/weight/output to overflow L2 (median of several replays). ATen/cuDNN
+(``cudnn.benchmark=True``) is timed the same way on the same inputs.
+
+Output (``--out DIR`` writes ``DIR/sm<arch>.json``; ``--out FILE.json`` writes that file):
+  * the table, ``cuda_triton.conv.tuning`` format, directly usable as ``backends/cuda_triton/conv/tuning/sm90.json``;
+  * ``<table>.log.jsonl``: one line per convolution with every candidate's time or error (appended and fsynced
+    as it goes; a rerun with the same --out, or ``--resume OLD.log.jsonl``, skips what is done);
+  * ``<table>.md``: a summary (speed-up over cuDNN, heuristic vs tuned, failures).
+The table is rewritten after every convolution, so an interrupted or budget-stopped run leaves a usable table.
+``--rebuild LOG...`` writes the table from logs without measuring anything.
+
+Problem sources (``--problems``, comma-separated, in priority order): ``public`` (bench/public_suite.py, its own
+batch sizes and layouts, every --dtypes), ``models`` (all of scripts/tuning_signatures.py) or ``model:NAME``
+(one of them; --model-dtypes, --batches, --layouts), ``zoo:NAME`` (a cuda_triton.models.zoo model, its convs
+found by torch.export + cuda_triton.conv.binding), ``json:PATH`` (a list of problem specs, a table or a log).
+
+Kernels are compiled ahead of the measurements by --jobs worker processes (they warm Triton's on-disk cache,
+which the measuring process then hits). Without a GPU the script runs the kernels in the Triton interpreter and
+times them on the CPU: only for smoke tests; such tables are marked ``meta.timing = "cpu-interpreter"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+if str(ROOT / "backends") not in sys.path:
+    sys.path.insert(0, str(ROOT / "backends"))
+
+import torch  # noqa: E402
+
+LOG_VERSION = 1
+
+
+# ---- small utilities ----------------------------------------------------------------------------------------
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """tqdm when importable, else a line every few seconds."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.n, self.desc = total, 0, desc
+        self._last = 0.0
+        try:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, dynamic_ncols=True, file=sys.stderr)
+        except ImportError:
+            self._bar = None
+
+    def update(self, postfix: str = "") -> None:
+        self.n += 1
+        if self._bar is not None:
+            self._bar.set_postfix_str(postfix[:60], refresh=False)
+            self._bar.update(1)
+            return
+        now = time.monotonic()
+        if now - self._last > 5 or self.n == self.total:
+            self._last = now
+            _stderr(f"{self.desc}: {self.n}/{self.total} {postfix}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# ---- problem sources ----------------------------------------------------------------------------------------
+def _load_public_suite():
+    for path in (ROOT / "bench" / "public_suite.py", Path("/work/shared/bench/public_suite.py")):
+        if path.exists():
+            spec = importlib.util.spec_from_file_location("public_suite", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["public_suite"] = module
+            spec.loader.exec_module(module)
+            return module.PUBLIC
+    raise FileNotFoundError("bench/public_suite.py not found")
+
+
+def public_problems(dtypes: list[str], bias: bool) -> list[tuple[str, Any]]:
+    from tuning_signatures import Layer, layer_problem, parse_dtype
+
+    out = []
+    for dt in dtypes:
+        dtype, tf32 = parse_dtype(dt)
+        for case in _load_public_suite():
+            layer = Layer(
+                f"public:{case.name}",
+                case.C,
+                tuple(case.spatial),
+                case.K,
+                tuple(case.kernel),
+                tuple(case.stride),
+                tuple(case.pad_before),
+                tuple(case.pad_after),
+                tuple(case.dilation),
+                case.groups,
+                case.transposed,
+                tuple(case.output_padding) if case.transposed else (),
+                bias,
+            )
+            layout = "channels_last" if case.channels_last else "contiguous"
+            out.append((layer.net, layer_problem(layer, case.N, dtype, layout, tf32)))
+    return out
+
+
+def model_problems(names: list[str] | None, dtypes: list[str], batches: list[int], layouts: list[str]):
+    from tuning_signatures import problems
+
+    return [(f"model:{net}", p) for net, p in problems(names, batches, dtypes, layouts)]
+
+
+def zoo_problems(name: str, dtypes: list[str], batches: list[int]) -> list[tuple[str, Any]]:
+    """The convolutions of a zoo model as torch.export records them (no executorch involved)."""
+    from cuda_triton.conv.binding import bind_conv, is_conv_node
+    from cuda_triton.conv.problem import ConvProblem
+    from cuda_triton.models import zoo
+    from tuning_signatures import parse_dtype
+
+    out = []
+    for dt in dtypes:
+        dtype, tf32 = parse_dtype(dt)
+        for batch in batches:
+            shape = (batch, *zoo.ZOO[name].input_shape[1:])
+            model, example = zoo.build(name, getattr(torch, dtype), shape)
+            ep = torch.export.export(model, example)
+            for node in ep.graph.nodes:
+                if node.op != "call_function" or not is_conv_node(node):
+                    continue
+                args = bind_conv(node)
+                x, w = args.input.meta["val"], args.weight.meta["val"]
+                p = ConvProblem.from_shapes(
+                    tuple(x.shape), tuple(x.stride()), tuple(w.shape), tuple(w.stride()),
+                    args.bias is not None, args.params, dtype, tf32,
+                )  # fmt: skip
+                out.append((f"zoo:{name}", p))
+    return out
+
+
+def json_problems(path: str) -> list[tuple[str, Any]]:
+    from cuda_triton.conv.tuning import problem_from_spec
+
+    text = Path(path).read_text()
+    if path.endswith(".jsonl"):
+        items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        data = json.loads(text)
+        items = data["entries"] if isinstance(data, dict) else data
+    out = []
+    for item in items:
+        spec = item.get("problem", item)
+        out.append((f"json:{Path(path).name}", problem_from_spec(spec)))
+    return out
+
+
+def collect_problems(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    for source in [s.strip() for s in args.problems.split(",") if s.strip()]:
+        if source == "public":
+            found += public_problems(args.dtypes, args.bias)
+        elif source == "models":
+            found += model_problems(None, args.model_dtypes, args.batches, args.layouts)
+        elif source.startswith("model:"):
+            found += model_problems([source[6:]], args.model_dtypes, args.batches, args.layouts)
+        elif source.startswith("zoo:"):
+            found += zoo_problems(source[4:], args.model_dtypes, args.batches)
+        elif source.startswith("json:"):
+            found += json_problems(source[5:])
+        else:
+            raise SystemExit(
+                f"unknown problem source {source!r} (public, models, model:NAME, zoo:NAME, json:PATH)"
+            )
+    return found
+
+
+# ---- the measuring machinery ------------------------------------------------------------------------------
+@dataclass
+class Env:
+    device: torch.device
+    cuda: bool
+    arch: int
+    l2_bytes: int
+    rep_ms: float
+    repeats: int
+    max_rotations: int
+    prune: float
+
+
+def _seed_for(problem) -> int:
+    return int(hashlib.sha1(problem.signature().encode() + problem.dtype.encode()).hexdigest()[:8], 16)
+
+
+def _dense_like(size, stride, dtype, device, gen) -> torch.Tensor:
+    t = torch.empty_strided(size, stride, dtype=dtype, device=device)
+    t.copy_(torch.randn(size, generator=gen, device=device))
+    return t
+
+
+@dataclass
+class Operands:
+    inputs: list[torch.Tensor]
+    weights: list[torch.Tensor]
+    biases: list[torch.Tensor | None]
+    outputs: list[torch.Tensor]
+    reference: torch.Tensor  # fp32, logical shape of the output
+    bound: torch.Tensor  # allowed |error| per element
+
+
+def unit_roundoff(problem) -> float:
+    if problem.dtype == "float16":
+        return 2.0**-11
+    if problem.dtype == "bfloat16":
+        return 2.0**-8
+    return 2.0**-11 if problem.allow_tf32 else 2.0**-24
+
+
+def make_operands(problem, env: Env) -> Operands:
+    """Random operands (rotated copies), the fp32 reference and the per-element error bound."""
+    from cuda_triton.conv.op import reference_convolution
+
+    gen = torch.Generator(device=env.device).manual_seed(_seed_for(problem))
+    dt = problem.torch_dtype
+    x0 = _dense_like(problem.input_size, problem.input_stride, dt, env.device, gen)
+    w0 = _dense_like(problem.weight_size, problem.weight_stride, dt, env.device, gen)
+    w0.mul_(1.0 / math.sqrt(max(1, math.prod(problem.weight_size[1:]))))
+    b0 = (
+        torch.randn(problem.out_channels, generator=gen, device=env.device).to(dt)
+        if problem.has_bias
+        else None
+    )
+
+    p = problem.params
+    with _exact_fp32():
+        ref = reference_convolution(x0.float(), w0.float(), None if b0 is None else b0.float(), p)
+        absref = reference_convolution(x0.float().abs(), w0.float().abs(), None, p)
+    taps = (problem.in_channels // problem.groups) * math.prod(problem.kernel)
+    u = unit_roundoff(problem)
+    # Inputs rounded to the dtype (exact here: operands are already in it), products exact in fp32, sums of
+    # `taps` terms in fp32 (ours and the reference's), output rounded once: |err| <= (4u + 2*taps*2^-24) * sum|x||w|
+    # plus one rounding of the bias-added value.
+    rel = 4 * u + 2 * taps * 2.0**-24
+    bound = rel * absref + 2 * u * ref.abs() + 1e-6
+
+    per_set = problem.min_bytes()
+    rot = 1
+    if env.cuda:
+        rot = max(2, min(env.max_rotations, math.ceil(2 * env.l2_bytes / max(per_set, 1))))
+        rot = max(1, min(rot, (2 << 30) // max(per_set, 1)))
+    inputs, weights, biases, outputs = [x0], [w0], [b0], []
+    for _ in range(rot - 1):
+        inputs.append(x0.clone(memory_format=torch.preserve_format))
+        weights.append(w0.clone(memory_format=torch.preserve_format))
+        biases.append(None if b0 is None else b0.clone())
+    for _ in range(rot):
+        outputs.append(
+            torch.empty_strided(problem.output_size, problem.output_stride, dtype=dt, device=env.device)
+        )
+    return Operands(inputs, weights, biases, outputs, ref, bound)
+
+
+@contextlib.contextmanager
+def _exact_fp32():
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def check_output(out: torch.Tensor, ops: Operands) -> tuple[bool, float]:
+    """Every element finite and within its bound; returns (ok, max |err| / bound)."""
+    o = out.float()
+    err = (o - ops.reference).abs()
+    finite = bool(torch.isfinite(o).all())
+    ratio = float((err / ops.bound).max()) if o.numel() else 0.0
+    return finite and ratio <= 1.0, (ratio if finite else math.inf)
+
+
+def _sync(env: Env) -> None:
+    if env.cuda:
+        torch.cuda.synchronize(env.device)
+
+
+def time_us(fn, nrot: int, env: Env, best_so_far: float | None = None) -> tuple[float, str]:
+    """Median microseconds per call of ``fn(i)`` (i = rotation index); returns (time, method)."""
+    if not env.cuda:
+        fn(0)
+        samples = []
+        for i in range(3):
+            t0 = time.perf_counter()
+            fn(i % nrot)
+            samples.append((time.perf_counter() - t0) * 1e6)
+        return statistics.median(samples), "cpu"
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for i in range(nrot):  # warm up every rotation once
+        fn(i)
+    # Rough estimate from an eager loop (launch overhead included, so it over-estimates small kernels).
+    n_est = max(nrot, 3)
+    start.record()
+    for i in range(n_est):
+        fn(i % nrot)
+    end.record()
+    end.synchronize()
+    est = start.elapsed_time(end) * 1e3 / n_est
+    if best_so_far is not None and est > env.prune * best_so_far and est > 50:
+        return est, "eager-pruned"
+    n_inner = max(nrot, min(2000, math.ceil(env.rep_ms * 1e3 / max(est, 1.0))))
+    samples: list[float] = []
+    method = "graph"
+    try:
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream(env.device)
+        stream.wait_stream(torch.cuda.current_stream(env.device))
+        with torch.cuda.stream(stream):
+            fn(0)  # side-stream warm-up, as torch.cuda.graph's docs ask
+        torch.cuda.current_stream(env.device).wait_stream(stream)
+        with torch.cuda.graph(graph):
+            for i in range(n_inner):
+                fn(i % nrot)
+        graph.replay()
+        for _ in range(env.repeats):
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3 / n_inner)
+        del graph
+    except Exception as e:  # capture not possible: fall back to an eager loop
+        method = f"eager ({type(e).__name__})"
+        torch.cuda.synchronize(env.device)
+        samples = []
+        for _ in range(env.repeats):
+            start.record()
+            for i in range(n_inner):
+                fn(i % nrot)
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3 / n_inner)
+    return statistics.median(samples), method
+
+
+@dataclass
+class CandidateResult:
+    template: str
+    schedule: dict[str, int]
+    time_us: float | None = None
+    method: str = ""
+    error: str | None = None
+    max_err_ratio: float | None = None
+    offered: bool | None = None  # False: not in template.schedules(problem) (the heuristic's own choice)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class ProblemResult:
+    key: list[Any]
+    problem: dict[str, Any]
+    sources: list[str]
+    candidates: list[CandidateResult] = field(default_factory=list)
+    cudnn_us: float | None = None
+    heuristic: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+    def best(self) -> CandidateResult | None:
+        ok = [
+            c
+            for c in self.candidates
+            if c.time_us is not None
+            and c.error is None
+            and c.method != "eager-pruned"
+            and c.offered is not False
+        ]
+        return min(ok, key=lambda c: c.time_us) if ok else None
+
+    def to_json(self, run: dict[str, Any]) -> dict[str, Any]:
+        best = self.best()
+        return {
+            "log_version": LOG_VERSION,
+            "run": run,
+            "key": self.key,
+            "problem": self.problem,
+            "sources": self.sources,
+            "cudnn_us": self.cudnn_us,
+            "heuristic": self.heuristic,
+            "best": None if best is None else best.to_json(),
+            "candidates": [c.to_json() for c in self.candidates],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+def measure_problem(
+    problem, sources: list[str], env: Env, deadline: float | None, cudnn: bool
+) -> ProblemResult:
+    from cuda_triton.conv.templates import registered_templates
+    from cuda_triton.conv.tuning import problem_spec, table_key
+
+    t_start = time.monotonic()
+    result = ProblemResult(list(table_key(problem, env.arch)), problem_spec(problem), sources)
+    ops = make_operands(problem, env)
+    nrot = len(ops.inputs)
+    supporting = [t for t in registered_templates() if t.supports(problem)]
+    heuristic = None
+    if supporting:
+        heuristic = (supporting[0].name, supporting[0].heuristic_schedule(problem))
+    best_us: float | None = None
+    tf32_saved = torch.backends.cudnn.allow_tf32
+    for template in supporting:
+        try:
+            schedules = template.schedules(problem)
+        except Exception as e:  # a template bug must not stop the run
+            result.candidates.append(
+                CandidateResult(template.name, {}, error=f"schedules(): {type(e).__name__}: {e}")
+            )
+            continue
+        offered = set(schedules)
+        if heuristic is not None and heuristic[0] == template.name:
+            # Measure the heuristic's choice first (it sets the pruning bar), even when the template's
+            # tuning space lacks it (then it only gives heuristic_us and can never be the table's choice).
+            schedules = [heuristic[1], *[s for s in schedules if s != heuristic[1]]]
+        for schedule in schedules:
+            if deadline is not None and time.monotonic() > deadline:
+                raise BudgetExceeded
+            cand = CandidateResult(template.name, schedule.as_dict())
+            if schedule not in offered:
+                cand.offered = False
+            result.candidates.append(cand)
+            try:
+                launches = template.launches(problem, schedule)
+                tensors = [
+                    {
+                        "input": ops.inputs[i],
+                        "weight": template.prepare_weight(ops.weights[i], problem, schedule),
+                        "bias": ops.biases[i],
+                        "output": ops.outputs[i],
+                    }
+                    for i in range(nrot)
+                ]
+
+                def run(i: int, launches=launches, tensors=tensors) -> None:
+                    for launch in launches:
+                        launch.run(tensors[i])
+
+                ops.outputs[0].fill_(float("nan"))
+                run(0)
+                _sync(env)
+                ok, ratio = check_output(ops.outputs[0], ops)
+                cand.max_err_ratio = round(ratio, 4) if math.isfinite(ratio) else None
+                if not ok:
+                    cand.error = f"numerics: max |err|/bound = {ratio:.3g}"
+                    continue
+                cand.time_us, cand.method = time_us(run, nrot, env, best_us)
+                if cand.method != "eager-pruned":
+                    best_us = cand.time_us if best_us is None else min(best_us, cand.time_us)
+            except BudgetExceeded:
+                raise
+            except Exception as e:
+                cand.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+                _sync_quiet(env)
+    if heuristic is not None:
+        hd = heuristic[1].as_dict()
+        h = next((c for c in result.candidates if c.template == heuristic[0] and c.schedule == hd), None)
+        result.heuristic = {
+            "template": heuristic[0],
+            "schedule": hd,
+            "time_us": None if h is None else h.time_us,
+        }
+        if h is not None and h.error:
+            result.heuristic["error"] = h.error
+    if cudnn:
+        from cuda_triton.conv.op import reference_convolution
+
+        try:
+            torch.backends.cudnn.allow_tf32 = problem.allow_tf32
+            result.cudnn_us, _ = time_us(
+                lambda i: reference_convolution(ops.inputs[i], ops.weights[i], ops.biases[i], problem.params),
+                nrot,
+                env,
+            )
+        except Exception as e:
+            _stderr(f"cuDNN timing failed for {problem.signature()}: {type(e).__name__}: {e}")
+        finally:
+            torch.backends.cudnn.allow_tf32 = tf32_saved
+    result.seconds = time.monotonic() - t_start
+    return result
+
+
+def _sync_quiet(env: Env) -> None:
+    with contextlib.suppress(Exception):
+        _sync(env)
+
+
+# ---- ahead-of-time compilation in worker processes -----------------------------------------------------------
+def warm_job(
+    spec: dict[str, Any], template_name: str, schedules: list[dict[str, int]]
+) -> tuple[int, list[str]]:
+    """Compile (JIT warm-up, no launch) the kernels of some schedules; fills Triton's on-disk cache."""
+    from cuda_triton.conv.templates import get_template
+    from cuda_triton.conv.templates.base import Schedule, TensorArg
+    from cuda_triton.conv.tuning import problem_from_spec
+
+    problem = problem_from_spec(spec)
+    template = get_template(template_name)
+    errors: list[str] = []
+    done = 0
+    for sd in schedules:
+        try:
+            for launch in template.launches(problem, Schedule.from_dict(sd)):
+                args = []
+                for a in launch.args:
+                    if isinstance(a, TensorArg):
+                        if a.role == "bias" and not problem.has_bias:
+                            args.append(None)
+                        else:  # a MockTensor: the dtype and a 16-byte-aligned pointer
+                            args.append(problem.torch_dtype)
+                    else:
+                        args.append(a.value)
+                launch.fn.warmup(
+                    *args,
+                    grid=launch.grid,
+                    num_warps=launch.num_warps,
+                    num_stages=launch.num_stages,
+                    **dict(launch.constexprs),
+                )
+            done += 1
+        except Exception as e:
+            errors.append(f"{Schedule.from_dict(sd).key()}: {type(e).__name__}: {str(e)[:200]}")
+    return done, errors
+
+
+class Precompiler:
+    """Submits every (problem, template) compile job up front; `wait(key)` blocks until a problem's are done."""
+
+    def __init__(self, jobs: int) -> None:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        self._cf = cf
+        self.pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+        self.futures: dict[str, list[Any]] = {}
+
+    def submit(self, key: str, problem) -> None:
+        from cuda_triton.conv.templates import registered_templates
+        from cuda_triton.conv.tuning import problem_spec
+
+        spec = problem_spec(problem)
+        futs = []
+        for t in registered_templates():
+            if not t.supports(problem):
+                continue
+            scheds = [s.as_dict() for s in t.schedules(problem)]
+            for i in range(0, len(scheds), 4):
+                futs.append(self.pool.submit(warm_job, spec, t.name, scheds[i : i + 4]))
+        self.futures[key] = futs
+
+    def wait(self, key: str, deadline: float | None) -> None:
+        futs = self.futures.pop(key, [])
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self._cf.wait(futs, timeout=timeout)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+# ---- the table from the log ---------------------------------------------------------------------------------
+def read_logs(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        if not path.exists():
+            continue
+        for n, line in enumerate(path.read_text().splitlines()):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                _stderr(f"{path}:{n + 1}: skipping a truncated line")
+                continue
+            if rec.get("log_version") != LOG_VERSION:
+                continue
+            records[json.dumps(rec["key"])] = rec
+    return records
+
+
+def build_table(records: dict[str, dict[str, Any]], arch: int, meta: dict[str, Any]):
+    from cuda_triton.conv.templates.base import Schedule
+    from cuda_triton.conv.tuning import TuningEntry, TuningTable, problem_from_spec
+
+    entries = []
+    for rec in records.values():
+        best = rec.get("best")
+        if not best or rec["key"][0] != arch:
+            continue
+        h = rec.get("heuristic") or {}
+        entries.append(
+            TuningEntry.from_problem(
+                problem_from_spec(rec["problem"]),
+                arch,
+                best["template"],
+                Schedule.from_dict(best["schedule"]),
+                best["time_us"],
+                rec.get("cudnn_us"),
+                h.get("time_us"),
+            )
+        )
+    return TuningTable(entries, arch, meta)
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def table_meta(records: dict[str, dict[str, Any]], command: str) -> dict[str, Any]:
+    """Provenance of a table: the measuring runs' device/timing/versions (joined when they differ)."""
+    meta: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    }
+    for name in ("device", "timing", "torch", "triton"):
+        values = sorted({str(r.get("run", {}).get(name, "unknown")) for r in records.values()})
+        meta[name] = " + ".join(values) if values else "none"
+    meta["commands"] = sorted({str(r.get("run", {}).get("command", "unknown")) for r in records.values()})
+    meta["written_by"] = command
+    meta["convolutions_measured"] = len(records)
+    return meta
+
+
+def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
+    lines = [
+        "# Tuning run summary",
+        "",
+        f"- date: {meta.get('date')}; device: {meta.get('device')}; timing: {meta.get('timing')}",
+        f"- torch {meta.get('torch')}, triton {meta.get('triton')}; commands: {meta.get('commands')}",
+        "",
+    ]
+    by_prec: dict[str, list[dict[str, Any]]] = {}
+    for rec in records.values():
+        by_prec.setdefault(rec["key"][1], []).append(rec)
+    lines += [
+        "| precision | convs | tuned | geomean cuDNN/tuned | geomean heuristic/tuned | < 0.8x cuDNN |",
+        "|---|---|---|---|---|---|",
+    ]
+    for prec, recs in sorted(by_prec.items()):
+        tuned = [r for r in recs if r.get("best")]
+        sp = [r["cudnn_us"] / r["best"]["time_us"] for r in tuned if r.get("cudnn_us")]
+        hr = [
+            r["heuristic"]["time_us"] / r["best"]["time_us"]
+            for r in tuned
+            if r.get("heuristic") and r["heuristic"].get("time_us")
+        ]
+        g1, g2 = _geomean(sp), _geomean(hr)
+        slow = sum(1 for s in sp if s < 0.8)
+        lines.append(
+            f"| {prec} | {len(recs)} | {len(tuned)} | {'-' if g1 is None else f'{g1:.2f}x'} | "
+            f"{'-' if g2 is None else f'{g2:.3f}'} | {slow} |"
+        )
+    lines += [
+        "",
+        "| precision | layout | signature | sources | template | schedule | us | cuDNN us | speed-up | heuristic us |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rec in sorted(records.values(), key=lambda r: r["key"]):
+        b = rec.get("best")
+        cud = rec.get("cudnn_us")
+        h = (rec.get("heuristic") or {}).get("time_us")
+        if b:
+            sched = "_".join(f"{k}{v}" for k, v in sorted(b["schedule"].items()))
+            sp = f"{cud / b['time_us']:.2f}x" if cud else "-"
+            lines.append(
+                f"| {rec['key'][1]} | {rec['key'][2]} | `{rec['key'][3]}` | {', '.join(rec['sources'][:3])} | "
+                f"{b['template']} | {sched} | {b['time_us']:.1f} | {'-' if cud is None else f'{cud:.1f}'} | {sp} | "
+                f"{'-' if h is None else f'{h:.1f}'} |"
+            )
+        else:
+            lines.append(
+                f"| {rec['key'][1]} | {rec['key'][2]} | `{rec['key'][3]}` | {', '.join(rec['sources'][:3])} | none | - | - | - | - | - |"
+            )
+    failures = [
+        (rec["key"], c)
+        for rec in records.values()
+        for c in rec.get("candidates", [])
+        if c.get("error", "").startswith("numerics")
+    ]
+    if failures:
+        lines += ["", f"## Candidates that failed numerics ({len(failures)})", ""]
+        for key, c in failures[:200]:
+            lines.append(f"- {key[1]} {key[2]} `{key[3]}` {c['template']} {c['schedule']}: {c['error']}")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+# ---- main ------------------------------------------------------------------------------------------------
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", required=True, help="output directory (writes sm<arch>.json) or a .json table path"
+    )
+    ap.add_argument("--problems", default="public,models", help="comma-separated sources, in priority order")
+    ap.add_argument(
+        "--dtypes", type=_csv, default=["fp16", "bf16", "fp32"], help="for the public suite and json"
+    )
+    ap.add_argument("--model-dtypes", type=_csv, default=None, help="for models/zoo (default: --dtypes)")
+    ap.add_argument("--batches", type=lambda s: [int(x) for x in _csv(s)], default=[1, 8])
+    ap.add_argument(
+        "--layouts", type=_csv, default=["channels_last", "contiguous"], help="2-D/3-D model layers"
+    )
+    ap.add_argument("--bias", action="store_true", help="give public-suite convs a bias (default: none)")
+    ap.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
+    ap.add_argument("--jobs", type=int, default=None, help="compile worker processes (0: compile inline)")
+    ap.add_argument(
+        "--arch", type=int, default=None, help="table arch (default: the GPU's, 90 without a GPU)"
+    )
+    ap.add_argument("--resume", type=Path, nargs="*", default=[], help="earlier .log.jsonl files to reuse")
+    ap.add_argument(
+        "--rebuild", type=Path, nargs="*", default=None, help="only write the table from these logs"
+    )
+    ap.add_argument("--rep-ms", type=float, default=0.5, help="GPU time per timed graph replay")
+    ap.add_argument("--repeats", type=int, default=7, help="timed replays per candidate (median)")
+    ap.add_argument(
+        "--prune", type=float, default=4.0, help="skip precise timing when the estimate is this x the best"
+    )
+    ap.add_argument("--no-cudnn", action="store_true", help="do not time ATen/cuDNN")
+    ap.add_argument("--limit", type=int, default=None, help="measure at most this many convolutions")
+    args = ap.parse_args(argv)
+    if args.model_dtypes is None:
+        args.model_dtypes = args.dtypes
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel module is imported
+    import triton
+    from cuda_triton.conv.tuning import clear_cache
+
+    if args.arch is None:
+        if cuda:
+            major, minor = torch.cuda.get_device_capability()
+            args.arch = major * 10 + minor
+        else:
+            args.arch = 90
+    out = Path(args.out)
+    table_path = out if out.suffix == ".json" else out / f"sm{args.arch}.json"
+    log_path = table_path.with_name(table_path.stem + ".log.jsonl")
+    summary_path = table_path.with_name(table_path.stem + ".md")
+    table_path.parent.mkdir(parents=True, exist_ok=True)
+
+    command = " ".join(["scripts/tune.py", *(argv if argv is not None else sys.argv[1:])])
+    run_info = {
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "timing": "cuda-graph" if cuda else "cpu-interpreter",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "command": command,
+    }
+
+    def flush_outputs(records: dict[str, dict[str, Any]]) -> int:
+        meta = table_meta(records, command)
+        table = build_table(records, args.arch, meta)
+        table.write(table_path)
+        write_summary(summary_path, records, meta)
+        clear_cache()
+        return len(table)
+
+    if args.rebuild is not None:
+        records = read_logs(list(args.rebuild))
+        n = flush_outputs(records)
+        print(f"wrote {table_path} ({n} entries from {len(records)} logged convolutions)")
+        return 0
+
+    records = read_logs([*args.resume, log_path])
+    if args.resume:  # carry the resumed records into this run's log, so the new log is complete on its own
+        with log_path.open("w") as f:
+            for rec in records.values():
+                f.write(json.dumps(rec) + "\n")
+
+    from cuda_triton.conv.templates import registered_templates
+    from cuda_triton.conv.tuning import table_key
+
+    registered_templates()
+    todo: list[tuple[str, Any, list[str]]] = []
+    by_key: dict[str, int] = {}
+    for source, problem in collect_problems(args):
+        key = json.dumps(list(table_key(problem, args.arch)))
+        if key in records:
+            continue
+        if key in by_key:
+            todo[by_key[key]][2].append(source)
+            continue
+        by_key[key] = len(todo)
+        todo.append((key, problem, [source]))
+    if args.limit is not None:
+        todo = todo[: args.limit]
+    _stderr(f"{len(records)} convolutions already measured, {len(todo)} to go -> {table_path}")
+
+    t0 = time.monotonic()
+    deadline = None if args.budget_s is None else t0 + args.budget_s
+    env = Env(
+        device=torch.device("cuda" if cuda else "cpu"),
+        cuda=cuda,
+        arch=args.arch,
+        l2_bytes=getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) if cuda else 0,
+        rep_ms=args.rep_ms,
+        repeats=args.repeats,
+        max_rotations=64,
+        prune=args.prune,
+    )
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+    jobs = args.jobs if args.jobs is not None else (min(16, max(1, (os.cpu_count() or 2) - 1)) if cuda else 0)
+    pre = Precompiler(jobs) if (cuda and jobs > 0 and todo) else None
+    if pre is not None:
+        for key, problem, _ in todo:
+            pre.submit(key, problem)
+
+    bar = _Progress(len(todo), "tuning")
+    stopped = None
+    measured = 0
+    try:
+        with log_path.open("a") as log:
+            for key, problem, sources in todo:
+                if deadline is not None and time.monotonic() > deadline:
+                    stopped = "budget"
+                    break
+                if pre is not None:
+                    pre.wait(key, deadline)
+                try:
+                    res = measure_problem(problem, sources, env, deadline, not args.no_cudnn)
+                except BudgetExceeded:
+                    stopped = "budget"
+                    break
+                rec = res.to_json(run_info)
+                log.write(json.dumps(rec) + "\n")
+                log.flush()
+                os.fsync(log.fileno())
+                records[key] = rec
+                measured += 1
+                flush_outputs(records)
+                b = rec["best"]
+                sp = ""
+                if b and rec["cudnn_us"]:
+                    sp = f" {rec['cudnn_us'] / b['time_us']:.2f}x"
+                bar.update(f"{rec['key'][1]} {problem.signature()[:30]}{sp}")
+    except KeyboardInterrupt:
+        stopped = "interrupt"
+    finally:
+        bar.close()
+        if pre is not None:
+            pre.shutdown()
+    n = flush_outputs(records)
+    elapsed = time.monotonic() - t0
+    state = "complete" if stopped is None else f"stopped ({stopped}); rerun the same command to continue"
+    print(f"{state}: measured {measured} convolutions in {elapsed:.0f} s; table {table_path} has {n} entries")
+    print(f"log {log_path}; summary {summary_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
