@@ -1,0 +1,416 @@
+"""Transposed convolution by phase (sub-pixel) decomposition, 1-D/2-D/3-D, any stride/dilation/padding/groups.
+
+Semantics (op.py): input element ``x`` scatters ``weight[c_in, :, t]`` to full-output position
+``f = x*s + t*d`` (per spatial dim); output position ``o = f - padding_before``. Write ``f = q*s + r`` with
+``0 <= r < s``: the phase ``r`` of an output position decides which taps reach it, namely the ``t`` with
+``t*d = r (mod s)``. With ``g = gcd(s, d)`` those are ``t = t0(r) + j*(s/g)`` (none when ``g`` does not divide
+``r``), and the input they read is ``x = q - (t0*d - r)/s - j*(d/g)``. So every phase is a dense, stride-1
+convolution of the input with its own (fewer) taps: a GEMM with M = N * (output positions of the phase),
+N = C_out/groups, K = taps_in_phase * C_in/groups. No zero is ever inserted and no tap is ever masked out;
+phases that receive no tap (``g`` does not divide ``r``, or ``t0 >= k``) run an empty K loop and write bias or 0.
+
+One launch covers every phase (the phase is part of grid axis 0, next to the N tiles, so the phases that
+read the same input rows run close together and share them in L2). Every problem is viewed as 3-D, missing
+dims having kernel 1, stride 1, dilation 1 and no padding.
+
+Kernel ``_conv_transpose_phase_kernel``:
+
+    args (PTX order): x, w, b, y (pointers; b is null when HAS_BIAS is False),
+                      N, ID, IH, IW, OD, OH, OW (i32)
+    constexprs: CIN_G, COUT_G, GROUPS, KD, KH, KW, SD, SH, SW, PD, PH, PW (padding_before), DD, DH, DW,
+                GD, GH, GW (gcd(stride, dilation) per dim), IN_CL, OUT_CL, HAS_BIAS, ALLOW_TF32, ROW_TILED,
+                BLOCK_M, BLOCK_N, BLOCK_K
+    grid: (TILES_M * SD*SH*SW * cdiv(COUT_G, BLOCK_N), GROUPS, 1) where, with QX = the largest number of output
+          positions any phase has along dim X,
+          TILES_M = cdiv(N * QD * QH * QW, BLOCK_M)           (ROW_TILED = 0: tiles over all of M)
+          TILES_M = N * QD * QH * cdiv(QW, BLOCK_M)            (ROW_TILED = 1: a tile stays in one W row, so
+                                                                contiguous inputs are read along W)
+    weight: prepared as (GROUPS, KD, KH, KW, CIN_G, COUT_G) contiguous.
+
+Input and output are dense channels-last or dense contiguous (``IN_CL``/``OUT_CL``; ``supports`` checks), so
+strides are products of constexpr channel counts and runtime sizes. In-sample offsets are 32-bit
+(``supports`` refuses samples of 2^31 elements or more); batch offsets are 64-bit.
+fp16/bf16 run on tensor cores with fp32 accumulation; fp32 uses TF32 when ``ALLOW_TF32`` (PyTorch's default for
+convolutions) and exact fp32 otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..problem import ConvProblem
+from .base import (
+    TRITON_PTR_DTYPE,
+    ConvTemplate,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    Support,
+    TensorArg,
+    cdiv,
+    prod,
+)
+from .depthwise import _pad3, dense_layout
+
+INT32_MAX = 2**31 - 1
+
+
+@triton.jit
+def _phase_geometry(
+    r, out_len, K: tl.constexpr, S: tl.constexpr, P: tl.constexpr, D: tl.constexpr, G: tl.constexpr
+):
+    """For phase ``r`` of one dim: (first q, number of q, first tap, number of taps, input offset of tap 0)."""
+    SG: tl.constexpr = S // G
+    t0 = r * 0 - 1
+    for t in tl.static_range(SG):
+        t0 = tl.where(r == (t * D) % S, t, t0)
+    n_taps = tl.where(t0 >= 0, (K - t0 + SG - 1) // SG, 0)
+    t0 = tl.maximum(t0, 0)
+    x_off = (t0 * D - r) // S  # exact and >= 0 whenever n_taps > 0
+    q_start = (P - r + S - 1) // S
+    q_count = (P + out_len - r + S - 1) // S - q_start
+    return q_start, q_count, t0, n_taps, x_off
+
+
+@triton.jit
+def _conv_transpose_phase_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    N,
+    ID,
+    IH,
+    IW,
+    OD,
+    OH,
+    OW,
+    CIN_G: tl.constexpr,
+    COUT_G: tl.constexpr,
+    GROUPS: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DD: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    GD: tl.constexpr,
+    GH: tl.constexpr,
+    GW: tl.constexpr,
+    IN_CL: tl.constexpr,
+    OUT_CL: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ALLOW_TF32: tl.constexpr,
+    ROW_TILED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    CIN: tl.constexpr = CIN_G * GROUPS
+    COUT: tl.constexpr = COUT_G * GROUPS
+    NPH: tl.constexpr = SD * SH * SW
+    TILES_N: tl.constexpr = (COUT_G + BLOCK_N - 1) // BLOCK_N
+    KCB: tl.constexpr = (CIN_G + BLOCK_K - 1) // BLOCK_K
+
+    pid = tl.program_id(0)
+    g = tl.program_id(1)
+    tile_n = pid % TILES_N
+    rest = pid // TILES_N
+    phase = rest % NPH
+    tile_m = rest // NPH
+    rw = phase % SW
+    rh = (phase // SW) % SH
+    rd = phase // (SW * SH)
+
+    qd0, QD, td0, ntd, xd0 = _phase_geometry(rd, OD, KD, SD, PD, DD, GD)
+    qh0, QH, th0, nth, xh0 = _phase_geometry(rh, OH, KH, SH, PH, DH, GH)
+    qw0, QW, tw0, ntw, xw0 = _phase_geometry(rw, OW, KW, SW, PW, DW, GW)
+
+    # Rows of this tile: (n, qd, qh, qw) positions of the phase.
+    if ROW_TILED:
+        row_tiles = tl.maximum(tl.cdiv(QW, BLOCK_M), 1)
+        row = tile_m // row_tiles
+        qw = (tile_m % row_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
+        qh = row % tl.maximum(QH, 1)
+        rest_r = row // tl.maximum(QH, 1)
+        qd = rest_r % tl.maximum(QD, 1)
+        n = rest_r // tl.maximum(QD, 1)
+        m_ok = (qw < QW) & (n < N) & (QH > 0) & (QD > 0)
+        n = n + qw * 0  # a row vector in both modes
+    else:
+        offs_m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_ok = offs_m < N * QD * QH * QW
+        qw = offs_m % tl.maximum(QW, 1)
+        rest_m = offs_m // tl.maximum(QW, 1)
+        qh = rest_m % tl.maximum(QH, 1)
+        rest_m = rest_m // tl.maximum(QH, 1)
+        qd = rest_m % tl.maximum(QD, 1)
+        n = rest_m // tl.maximum(QD, 1)
+    qd = qd + qd0
+    qh = qh + qh0
+    qw = qw + qw0
+
+    co = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    co_ok = co < COUT_G
+    ck = tl.arange(0, BLOCK_K)
+    if IN_CL:
+        x_rows = x_ptr + n.to(tl.int64) * (ID * IH * IW * CIN) + g * CIN_G
+    else:
+        x_rows = x_ptr + n.to(tl.int64) * (CIN * ID * IH * IW) + g * CIN_G * (ID * IH * IW)
+    w_group = w_ptr + g * (KD * KH * KW * CIN_G * COUT_G)
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    n_hw = nth * ntw
+    for it in range(0, ntd * n_hw * KCB):
+        tap = it // KCB
+        kc = it - tap * KCB
+        jd = tap // n_hw
+        rem = tap - jd * n_hw
+        jh = rem // ntw
+        jw = rem - jh * ntw
+        xd = qd - xd0 - jd * (DD // GD)
+        xh = qh - xh0 - jh * (DH // GH)
+        xw = qw - xw0 - jw * (DW // GW)
+        ok = m_ok & (xd >= 0) & (xd < ID) & (xh >= 0) & (xh < IH) & (xw >= 0) & (xw < IW)
+        ci = kc * BLOCK_K + ck
+        ci_ok = ci < CIN_G
+        pos = (xd * IH + xh) * IW + xw
+        if IN_CL:
+            a_ptrs = x_rows[:, None] + pos[:, None] * CIN + ci[None, :]
+        else:
+            a_ptrs = x_rows[:, None] + ci[None, :] * (ID * IH * IW) + pos[:, None]
+        a = tl.load(a_ptrs, mask=ok[:, None] & ci_ok[None, :], other=0.0)
+        tap_idx = ((td0 + jd * (SD // GD)) * KH + th0 + jh * (SH // GH)) * KW + tw0 + jw * (SW // GW)
+        b_ptrs = w_group + (tap_idx * CIN_G + ci[:, None]) * COUT_G + co[None, :]
+        b = tl.load(b_ptrs, mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
+        if ALLOW_TF32:
+            acc = tl.dot(a, b, acc, input_precision="tf32")
+        else:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + g * COUT_G + co, mask=co_ok, other=0.0).to(tl.float32)[None, :]
+    od = qd * SD + rd - PD
+    oh = qh * SH + rh - PH
+    ow = qw * SW + rw - PW
+    out_pos = (od * OH + oh) * OW + ow
+    if OUT_CL:
+        y_rows = y_ptr + n.to(tl.int64) * (OD * OH * OW * COUT) + g * COUT_G
+        y_ptrs = y_rows[:, None] + out_pos[:, None] * COUT + co[None, :]
+    else:
+        y_rows = y_ptr + n.to(tl.int64) * (COUT * OD * OH * OW) + g * COUT_G * (OD * OH * OW)
+        y_ptrs = y_rows[:, None] + co[None, :] * (OD * OH * OW) + out_pos[:, None]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & co_ok[None, :])
+
+
+# ---- geometry on the host -----------------------------------------------------------------------------------
+def phase_counts(out_size: int, stride: int, padding_before: int) -> list[int]:
+    """Number of output positions of each phase r (0 <= r < stride) along one dim."""
+    counts = []
+    for r in range(stride):
+        q_start = (padding_before - r + stride - 1) // stride
+        q_end = (padding_before + out_size - r + stride - 1) // stride
+        counts.append(max(0, q_end - q_start))
+    return counts
+
+
+def phase_taps(kernel: int, stride: int, dilation: int) -> list[list[int]]:
+    """The taps t of each phase r: those with t*dilation = r (mod stride)."""
+    return [[t for t in range(kernel) if (t * dilation) % stride == r] for r in range(stride)]
+
+
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+class TransposedTemplate(ConvTemplate):
+    """Transposed convolution as one dense GEMM per output phase, all phases in one launch."""
+
+    def __init__(self) -> None:
+        self.name = "transposed"
+
+    # -- support ----------------------------------------------------------------------------------------------
+    def supports(self, problem: ConvProblem) -> Support:
+        if not problem.transposed:
+            return Support.no("not a transposed convolution")
+        if problem.spatial_dims not in (1, 2, 3):
+            return Support.no(f"{problem.spatial_dims}-D convolutions are not supported")
+        if problem.dtype not in ("float16", "bfloat16", "float32"):
+            return Support.no(f"dtype {problem.dtype} is not supported (fp16/bf16/fp32 only)")
+        if problem.in_channels == 0 or problem.batch == 0:
+            return Support.no("empty input")
+        if dense_layout(problem.input_size, problem.input_stride) is None:
+            return Support.no("the input is neither dense channels-last nor dense contiguous")
+        if dense_layout(problem.output_size, problem.output_stride) is None:
+            return Support.no("the output layout is neither dense channels-last nor dense contiguous")
+        if prod(problem.input_size[1:]) > INT32_MAX or prod(problem.output_size[1:]) > INT32_MAX:
+            return Support.no("a sample has 2^31 elements or more (32-bit in-sample offsets)")
+        if problem.batch * prod(problem.out_spatial) > INT32_MAX:
+            return Support.no("N * output positions must stay below 2^31 (32-bit row indices)")
+        if problem.groups > 65535:
+            return Support.no("more than 65535 groups (grid axis 1)")
+        if prod(problem.params.stride) > 4096:
+            return Support.no("more than 4096 output phases (product of the strides)")
+        return Support.yes()
+
+    def worth_routing(self, problem: ConvProblem) -> bool:
+        # Inductor cannot compile transposed convs at all; the phase GEMM is competitive with cuDNN.
+        return bool(self.supports(problem))
+
+    # -- schedules --------------------------------------------------------------------------------------------
+    @staticmethod
+    def _in_cl(problem: ConvProblem) -> bool:
+        return dense_layout(problem.input_size, problem.input_stride) == "channels_last"
+
+    def _q_max(self, problem: ConvProblem) -> tuple[int, int, int]:
+        p = problem.params
+        out = _pad3(problem.out_spatial, 1)
+        st = _pad3(p.stride, 1)
+        pb = _pad3(p.padding_before, 0)
+        return tuple(max(phase_counts(o, s, b)) for o, s, b in zip(out, st, pb, strict=True))  # type: ignore[return-value]
+
+    # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
+    SPACE = (
+        (64, 32, 32, 4, 3),
+        (64, 64, 32, 4, 3),
+        (64, 64, 64, 4, 3),
+        (128, 64, 32, 4, 3),
+        (128, 64, 32, 4, 4),
+        (128, 64, 64, 4, 3),
+        (128, 128, 32, 8, 3),
+        (128, 128, 64, 8, 3),
+        (256, 64, 32, 8, 3),
+        (256, 64, 64, 8, 3),
+        (64, 16, 16, 4, 2),
+        (32, 32, 32, 4, 2),
+    )
+
+    def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        cin_g = problem.in_channels // problem.groups
+        cout_g = problem.out_channels // problem.groups
+        n_cap = max(16, _pow2_at_least(cout_g))
+        k_cap = max(16, _pow2_at_least(cin_g))
+        row_options = [0] if self._in_cl(problem) else [0, 1]
+        found = []
+        for bm, bn, bk, warps, stages in self.SPACE:
+            if bn > n_cap or bk > k_cap:
+                continue
+            if (bm * bk + bk * bn) * problem.element_size * stages > 160 * 1024:
+                continue  # beyond sm_80's shared memory
+            for row in row_options:
+                found.append(Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row))
+        if not found:
+            found.append(Schedule.make(4, 2, BLOCK_M=64, BLOCK_N=16, BLOCK_K=16, ROW_TILED=0))
+        return found
+
+    def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        cin_g = problem.in_channels // problem.groups
+        cout_g = problem.out_channels // problem.groups
+        bn = 128 if cout_g > 64 else 64 if cout_g > 32 else 32 if cout_g > 16 else 16
+        bk = 64 if cin_g >= 64 and problem.element_size <= 2 else 32 if cin_g > 16 else 16
+        m_rows = problem.batch * prod(self._q_max(problem))
+        bm = 128 if m_rows >= 8192 else 64
+        if bn == 16:
+            bm = 64
+        if bn == 128:
+            bk = min(bk, 32 if problem.element_size > 2 else 64)
+        warps = 8 if bm * bn >= 128 * 128 else 4
+        stages = 3
+        q_w = self._q_max(problem)[2]
+        row = 1 if (not self._in_cl(problem) and q_w >= 64) else 0
+        choice = Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row)
+        candidates = self.schedules(problem)
+        if choice in candidates:
+            return choice
+        # Closest schedule: same row tiling, largest tile not above the wanted one.
+        same_row = [s for s in candidates if s["ROW_TILED"] == row] or candidates
+        return max(
+            same_row, key=lambda s: (s["BLOCK_N"] <= bn, s["BLOCK_M"] <= bm, s["BLOCK_N"], s["BLOCK_M"])
+        )
+
+    # -- weight and launches ----------------------------------------------------------------------------------
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        g = problem.groups
+        kd, kh, kw = _pad3(problem.kernel, 1)
+        w = weight.reshape(g, problem.in_channels // g, problem.out_channels // g, kd, kh, kw)
+        return w.permute(0, 3, 4, 5, 1, 2).contiguous()  # (G, KD, KH, KW, CIN_G, COUT_G)
+
+    def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
+        p = problem.params
+        in_d, in_h, in_w = _pad3(problem.in_spatial, 1)
+        out_d, out_h, out_w = _pad3(problem.out_spatial, 1)
+        kd, kh, kw = _pad3(problem.kernel, 1)
+        sd, sh, sw = _pad3(p.stride, 1)
+        pd, ph, pw = _pad3(p.padding_before, 0)
+        dd, dh, dw = _pad3(p.dilation, 1)
+        groups = problem.groups
+        cin_g = problem.in_channels // groups
+        cout_g = problem.out_channels // groups
+        bm, bn, bk = schedule["BLOCK_M"], schedule["BLOCK_N"], schedule["BLOCK_K"]
+        row = schedule["ROW_TILED"]
+        qd, qh, qw = self._q_max(problem)
+        if row:
+            tiles_m = problem.batch * qd * qh * cdiv(qw, bm)
+        else:
+            tiles_m = cdiv(problem.batch * qd * qh * qw, bm)
+        grid = (max(1, tiles_m) * sd * sh * sw * cdiv(cout_g, bn), groups, 1)
+        dt = TRITON_PTR_DTYPE[problem.dtype]
+        args = (
+            TensorArg("input", dt),
+            TensorArg("weight", dt),
+            TensorArg("bias", dt),
+            TensorArg("output", dt),
+            ScalarArg("N", "i32", problem.batch),
+            ScalarArg("ID", "i32", in_d),
+            ScalarArg("IH", "i32", in_h),
+            ScalarArg("IW", "i32", in_w),
+            ScalarArg("OD", "i32", out_d),
+            ScalarArg("OH", "i32", out_h),
+            ScalarArg("OW", "i32", out_w),
+        )
+        constexprs = (
+            ("CIN_G", cin_g),
+            ("COUT_G", cout_g),
+            ("GROUPS", groups),
+            ("KD", kd),
+            ("KH", kh),
+            ("KW", kw),
+            ("SD", sd),
+            ("SH", sh),
+            ("SW", sw),
+            ("PD", pd),
+            ("PH", ph),
+            ("PW", pw),
+            ("DD", dd),
+            ("DH", dh),
+            ("DW", dw),
+            ("GD", math.gcd(sd, dd)),
+            ("GH", math.gcd(sh, dh)),
+            ("GW", math.gcd(sw, dw)),
+            ("IN_CL", self._in_cl(problem)),
+            ("OUT_CL", dense_layout(problem.output_size, problem.output_stride) == "channels_last"),
+            ("HAS_BIAS", problem.has_bias),
+            ("ALLOW_TF32", problem.allow_tf32 or problem.element_size <= 2),
+            ("ROW_TILED", bool(row)),
+            ("BLOCK_M", bm),
+            ("BLOCK_N", bn),
+            ("BLOCK_K", bk),
+        )
+        return [
+            KernelLaunch(
+                _conv_transpose_phase_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
+            )
+        ]
+
+
+TEMPLATES = [TransposedTemplate()]
