@@ -18,6 +18,8 @@ from .base import ConvTemplate, KernelLaunch, Schedule, Support
 
 # Priority order: specialised families first, the general implicit GEMM last.
 TEMPLATE_MODULES: tuple[str, ...] = (
+    "depthwise",
+    "transposed",
     "gemm",
     "implicit_gemm",
 )
