@@ -538,6 +538,7 @@ def _problem(
         (_problem((1, 8, 16, 16), (8, 4, 3, 3), transposed=True), "transposed"),
         (_problem((1, 8, 6, 6, 6), (8, 4, 3, 3, 3), transposed=True, stride=(2, 2, 2)), "transposed"),
         (_problem((1, 8, 16, 16), (16, 8, 3, 3), dtype=torch.float64), "float64"),
+        (_problem((1, 8, 16, 16), (16, 8, 3, 3), stride=(2, 2), output_padding=(1, 1)), "output_padding"),
     ],
 )
 def test_inductor_cannot_compile(problem, why):

@@ -175,17 +175,23 @@ def inductor_cannot_compile(conv: ConvProblem | ConvArgs) -> str | None:
     fp16/bf16/fp32 (``use_triton_template``), and the conv is 2-D or 3-D, or 1-D depthwise with channel multiplier
     1: ``groups > 1``, ``C_in/groups == 1``, ``C_out == groups``). With only the TRITON conv backend (as upstream
     ExecuTorch's CUDA backend configures Inductor) such a call has no GPU path but this delegate; FACTS.md
-    records NoValidChoicesError for these cases on an H200. Output-padding alone never occurs without
-    ``transposed``, so it is not a separate case.
+    records NoValidChoicesError for these cases on an H200. A forward call with a nonzero ``output_padding``
+    (possible only through ``convolution.default``; ATen ignores it) fails the same check.
+
+    Not modelled: Inductor's ``aten_conv1x1_via_mm`` extern choice for pointwise convs, and upstream ExecuTorch
+    1.5.1's ``CudaBackend`` decomposition of ``aten.conv1d.default`` into a (N, C, L, 1) 2-D conv
+    (docs/routing.md discusses both).
     """
     if isinstance(conv, ConvProblem):
         spatial, dilation, transposed = conv.spatial_dims, conv.params.dilation, conv.transposed
+        output_padding = conv.params.output_padding
         groups, dtype_name = conv.groups, conv.dtype
         w = conv.weight_size
         w0: Any = w[0]
         w1: Any = w[1]
     else:
         spatial, dilation, transposed, groups = conv.spatial_dims, conv.dilation, conv.transposed, conv.groups
+        output_padding = conv.output_padding
         wv = conv.weight.meta.get("val")
         xv = conv.input.meta.get("val")
         w0 = wv.shape[0] if isinstance(wv, torch.Tensor) else None
@@ -198,6 +204,11 @@ def inductor_cannot_compile(conv: ConvProblem | ConvArgs) -> str | None:
         )
     if any(d != 1 for d in dilation):
         return f"it is dilated (dilation {list(dilation)}), which Inductor's Triton conv templates ({v}) do not implement"
+    if any(o != 0 for o in output_padding):
+        return (
+            f"it has a nonzero output_padding ({list(output_padding)}), which Inductor's Triton conv templates ({v}) "
+            "do not implement"
+        )
     if dtype_name == "float64":
         return f"it is float64, which Inductor's Triton conv templates ({v}) do not accept"
     if spatial == 1:
