@@ -1,0 +1,21 @@
+// Public entry points of libcuda_triton_backend.so besides the ExecuTorch registration itself.
+#pragma once
+
+namespace cuda_triton {
+
+// The registration name: equals the Python BackendDetails class name (cuda_triton.backend.CudaTritonBackend).
+constexpr const char* kBackendName = "CudaTritonBackend";
+
+// Whether register_backend succeeded when the library was loaded.
+bool backend_registered();
+
+}  // namespace cuda_triton
+
+extern "C" {
+// "ok", or why the backend cannot run here (no driver, no device, registration failed). Not thread-safe.
+const char* cuda_triton_backend_status(void);
+// The last error the backend reported from init()/execute(), "" if none. Not thread-safe.
+const char* cuda_triton_backend_last_error(void);
+// 1 if the backend registered itself with ExecuTorch.
+int cuda_triton_backend_registered(void);
+}

@@ -1,0 +1,70 @@
+// One initialised delegate (the DelegateHandle ExecuTorch passes back to execute()): the parsed blob, the
+// loaded kernels of the device's arch, the weights on the device, intermediates, staging buffers and a
+// stream. Everything is owned by RAII members; deleting the object frees it all.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/named_data_map.h>
+#include <executorch/runtime/core/span.h>
+
+#include "blob/blob.h"
+#include "common/status.h"
+#include "cuda/handles.h"
+
+namespace cuda_triton {
+
+class DelegateProgram {
+ public:
+  // Loads the kernels of the device's arch, uploads the constants from `data_map` and allocates the
+  // intermediates and scratch buffers. `device` is the CUDA device ordinal.
+  static Status create(Blob blob, const executorch::runtime::NamedDataMap* data_map, int device,
+                       std::unique_ptr<DelegateProgram>* out);
+
+  // Checks every delegate input/output against the plan, runs the launches on the program's stream and
+  // returns when the results are in the output tensors (host-planned) or on the device (device-planned).
+  Status execute(executorch::runtime::Span<executorch::runtime::EValue*> args);
+
+  ~DelegateProgram();
+
+ private:
+  DelegateProgram() = default;
+
+  struct LoadedKernel {
+    Module module;
+    CUfunction function = nullptr;
+  };
+  struct PreparedLaunch {
+    uint32_t op = 0;
+    const KernelRecord* kernel = nullptr;
+    CUfunction function = nullptr;
+    uint32_t grid[3] = {1, 1, 1};
+    std::vector<uint64_t> slots;  // one 8-byte slot per kernel parameter (+ 2 scratch pointers)
+    std::vector<void*> params;    // pointers into `slots`
+    std::vector<std::pair<size_t, uint32_t>> value_slots;  // (slot, value index) patched per execute
+  };
+  struct ValueState {
+    DeviceBuffer device;   // intermediates, and staging for host-planned inputs/outputs
+    PinnedBuffer pinned;   // host staging for host-planned inputs/outputs
+    CUdeviceptr address = 0;
+    void* host = nullptr;  // host tensor data to copy back (outputs), set per execute
+  };
+
+  Status prepare_value(size_t v, executorch::runtime::EValue* ev, bool is_output);
+
+  Blob blob_;
+  uint32_t arch_ = 0;
+  PrimaryContext context_;
+  Stream stream_;
+  std::vector<LoadedKernel> kernels_;  // indexed like blob_.kernels; only the device's arch is loaded
+  std::vector<DeviceBuffer> constants_;
+  std::vector<ValueState> values_;
+  DeviceBuffer global_scratch_;
+  DeviceBuffer profile_scratch_;
+  std::vector<PreparedLaunch> launches_;
+};
+
+}  // namespace cuda_triton

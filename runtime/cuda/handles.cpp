@@ -1,0 +1,153 @@
+#include "cuda/handles.h"
+
+#include <string>
+
+namespace cuda_triton {
+
+Status check_cu(CUresult result, const char* what) {
+  if (result == CUDA_SUCCESS) {
+    return Status::Ok();
+  }
+  const Driver& d = Driver::get();
+  Code code = (result == CUDA_ERROR_OUT_OF_MEMORY) ? Code::kOutOfMemory : Code::kDriver;
+  if (result == CUDA_ERROR_NO_BINARY_FOR_GPU || result == CUDA_ERROR_INVALID_PTX ||
+      result == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+    code = Code::kIncompatible;
+  }
+  return Status(code, std::string(what) + " failed: " + d.describe(result));
+}
+
+namespace {
+Status need_driver() {
+  const Driver& d = Driver::get();
+  if (!d.ok()) {
+    return Status(Code::kNotSupported, d.error());
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status PrimaryContext::retain(int ordinal, PrimaryContext* out) {
+  CT_RETURN_IF_ERROR(need_driver());
+  const Driver& d = Driver::get();
+  if (ordinal < 0 || ordinal >= d.device_count()) {
+    return Status(Code::kNotSupported, "CUDA device " + std::to_string(ordinal) + " does not exist (" +
+                                           std::to_string(d.device_count()) + " device(s) present)");
+  }
+  PrimaryContext ctx;
+  CT_RETURN_IF_ERROR(check_cu(d.cuDeviceGet(&ctx.device_, ordinal), "cuDeviceGet"));
+  CT_RETURN_IF_ERROR(check_cu(d.cuDevicePrimaryCtxRetain(&ctx.ctx_, ctx.device_), "cuDevicePrimaryCtxRetain"));
+  *out = std::move(ctx);
+  return Status::Ok();
+}
+
+void PrimaryContext::reset() {
+  if (ctx_ != nullptr) {
+    Driver::get().cuDevicePrimaryCtxRelease(device_);
+    ctx_ = nullptr;
+  }
+}
+
+ScopedContext::ScopedContext(CUcontext ctx) {
+  const Driver& d = Driver::get();
+  if (!d.ok()) {
+    status_ = Status(Code::kNotSupported, d.error());
+    return;
+  }
+  status_ = check_cu(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
+  pushed_ = status_.ok();
+}
+
+ScopedContext::~ScopedContext() {
+  if (pushed_) {
+    CUcontext popped = nullptr;
+    Driver::get().cuCtxPopCurrent(&popped);
+  }
+}
+
+Status Module::load(const void* image, Module* out) {
+  CT_RETURN_IF_ERROR(need_driver());
+  Module m;
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuModuleLoadData(&m.mod_, image), "cuModuleLoadData"));
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+Status Module::function(const char* name, CUfunction* out) const {
+  return check_cu(Driver::get().cuModuleGetFunction(out, mod_, name),
+                  (std::string("cuModuleGetFunction(") + name + ")").c_str());
+}
+
+void Module::reset() {
+  if (mod_ != nullptr) {
+    Driver::get().cuModuleUnload(mod_);
+    mod_ = nullptr;
+  }
+}
+
+Status Stream::create(Stream* out) {
+  CT_RETURN_IF_ERROR(need_driver());
+  Stream s;
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuStreamCreate(&s.s_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status Stream::synchronize() const {
+  return check_cu(Driver::get().cuStreamSynchronize(s_), "cuStreamSynchronize");
+}
+
+void Stream::reset() {
+  if (s_ != nullptr) {
+    Driver::get().cuStreamDestroy(s_);
+    s_ = nullptr;
+  }
+}
+
+Status DeviceBuffer::allocate(size_t bytes, DeviceBuffer* out) {
+  DeviceBuffer b;
+  if (bytes > 0) {
+    CT_RETURN_IF_ERROR(need_driver());
+    CUresult r = Driver::get().cuMemAlloc(&b.ptr_, bytes);
+    if (r != CUDA_SUCCESS) {
+      return Status(r == CUDA_ERROR_OUT_OF_MEMORY ? Code::kOutOfMemory : Code::kDriver,
+                    "cuMemAlloc(" + std::to_string(bytes) + " bytes) failed: " + Driver::get().describe(r));
+    }
+    b.bytes_ = bytes;
+  }
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+void DeviceBuffer::reset() {
+  if (ptr_ != 0) {
+    Driver::get().cuMemFree(ptr_);
+    ptr_ = 0;
+    bytes_ = 0;
+  }
+}
+
+Status PinnedBuffer::allocate(size_t bytes, PinnedBuffer* out) {
+  PinnedBuffer b;
+  if (bytes > 0) {
+    CT_RETURN_IF_ERROR(need_driver());
+    CUresult r = Driver::get().cuMemHostAlloc(&b.ptr_, bytes, 0);
+    if (r != CUDA_SUCCESS) {
+      return Status(r == CUDA_ERROR_OUT_OF_MEMORY ? Code::kOutOfMemory : Code::kDriver,
+                    "cuMemHostAlloc(" + std::to_string(bytes) + " bytes) failed: " + Driver::get().describe(r));
+    }
+    b.bytes_ = bytes;
+  }
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+void PinnedBuffer::reset() {
+  if (ptr_ != nullptr) {
+    Driver::get().cuMemFreeHost(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+}
+
+}  // namespace cuda_triton

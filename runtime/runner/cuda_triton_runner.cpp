@@ -1,0 +1,312 @@
+// cuda_triton_runner: loads a .pte (and optional .ptd), feeds inputs from files or random data, runs the
+// method N times and prints latency statistics; writes outputs. Flags follow ExecuTorch's executor_runner
+// (--model_path --data_path --inputs --output_file --print_output --num_executions --method_name
+// --etdump_path) plus --warmup and --seed. Any error: a message on stderr and a non-zero exit code.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/core/error.h>
+#include <executorch/runtime/platform/runtime.h>
+#if defined(CUDA_TRITON_HAVE_ETDUMP)
+#include <executorch/devtools/etdump/etdump_flatcc.h>
+#endif
+
+#include "backend/cuda_triton_backend.h"
+#include "runner/flags.h"
+#include "runner/tensor_io.h"
+
+using executorch::extension::Module;
+using executorch::extension::TensorPtr;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::Method;
+using executorch::runtime::Tag;
+using namespace cuda_triton::runner;
+
+namespace {
+
+const char* error_name(Error e) {
+  switch (e) {
+    case Error::Ok: return "Ok";
+    case Error::Internal: return "Internal";
+    case Error::InvalidState: return "InvalidState";
+    case Error::NotSupported: return "NotSupported";
+    case Error::NotImplemented: return "NotImplemented";
+    case Error::InvalidArgument: return "InvalidArgument";
+    case Error::InvalidType: return "InvalidType";
+    case Error::OperatorMissing: return "OperatorMissing";
+    case Error::NotFound: return "NotFound";
+    case Error::MemoryAllocationFailed: return "MemoryAllocationFailed";
+    case Error::AccessFailed: return "AccessFailed";
+    case Error::InvalidProgram: return "InvalidProgram";
+    case Error::InvalidExternalData: return "InvalidExternalData";
+    case Error::OutOfResources: return "OutOfResources";
+    case Error::DelegateInvalidCompatibility: return "DelegateInvalidCompatibility";
+    case Error::DelegateMemoryAllocationFailed: return "DelegateMemoryAllocationFailed";
+    case Error::DelegateInvalidHandle: return "DelegateInvalidHandle";
+    default: return "Error";
+  }
+}
+
+int fail(const std::string& what, Error e) {
+  std::fprintf(stderr, "cuda_triton_runner: error: %s: %s (0x%x)\n", what.c_str(), error_name(e),
+               static_cast<unsigned>(e));
+  const std::string last = cuda_triton_backend_last_error();
+  if (!last.empty()) {
+    std::fprintf(stderr, "cuda_triton_runner: %s\n", last.c_str());
+  }
+  const std::string status = cuda_triton_backend_status();
+  if (status != "ok") {
+    std::fprintf(stderr, "cuda_triton_runner: CudaTritonBackend status: %s\n", status.c_str());
+  }
+  return 1;
+}
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "cuda_triton_runner: error: %s\n", what.c_str());
+  return 1;
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+bool file_exists(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  executorch::runtime::runtime_init();
+  Flags flags;
+  flags.define("model_path", "", "the .pte file to run (required)");
+  flags.define("data_path", "", "a .ptd file with external weights (export_pte.py --external-weights)");
+  flags.define("inputs", "", "comma-separated raw input files, one per method input, elements in logical row-major "
+                             "order; random inputs when empty");
+  flags.define("output_file", "", "write every output's elements (logical row-major order, concatenated) here");
+  flags.define("print_output", "false", "print the first elements of every output", true);
+  flags.define("num_executions", "10", "timed executions");
+  flags.define("warmup", "1", "untimed executions before timing");
+  flags.define("method_name", "forward", "the method to run");
+  flags.define("etdump_path", "", "write an ETDump trace of the timed executions here");
+  flags.define("seed", "0", "seed of the random inputs");
+  std::string err;
+  if (!flags.parse(argc, argv, &err)) {
+    std::fprintf(stderr, "cuda_triton_runner: error: %s\n\n%s", err.c_str(), flags.usage(argv[0]).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.usage(argv[0]).c_str());
+    return 0;
+  }
+  int64_t num_executions = 0, warmup = 0, seed = 0;
+  if (!flags.integer("num_executions", &num_executions, &err) || !flags.integer("warmup", &warmup, &err) ||
+      !flags.integer("seed", &seed, &err)) {
+    return fail(err);
+  }
+  if (num_executions < 1 || warmup < 0) {
+    return fail("--num_executions must be >= 1 and --warmup >= 0");
+  }
+  const std::string model_path = flags.str("model_path");
+  const std::string data_path = flags.str("data_path");
+  const std::string method_name = flags.str("method_name");
+  if (model_path.empty()) {
+    std::fprintf(stderr, "cuda_triton_runner: error: --model_path is required\n\n%s", flags.usage(argv[0]).c_str());
+    return 2;
+  }
+  if (!file_exists(model_path)) {
+    return fail("cannot open --model_path " + model_path);
+  }
+  if (!data_path.empty() && !file_exists(data_path)) {
+    return fail("cannot open --data_path " + data_path);
+  }
+  if (cuda_triton_backend_registered() == 0) {
+    return fail("CudaTritonBackend is not registered: " + std::string(cuda_triton_backend_status()));
+  }
+  std::printf("CudaTritonBackend: %s\n", cuda_triton_backend_status());
+
+  std::unique_ptr<executorch::runtime::EventTracer> tracer;
+#if defined(CUDA_TRITON_HAVE_ETDUMP)
+  executorch::etdump::ETDumpGen* etdump = nullptr;
+  if (!flags.str("etdump_path").empty()) {
+    auto gen = std::make_unique<executorch::etdump::ETDumpGen>();
+    etdump = gen.get();
+    tracer = std::move(gen);
+  }
+#else
+  if (!flags.str("etdump_path").empty()) {
+    return fail("--etdump_path: this runner was built without the executorch etdump library");
+  }
+#endif
+  std::unique_ptr<Module> module =
+      data_path.empty() ? std::make_unique<Module>(model_path, Module::LoadMode::File, std::move(tracer))
+                        : std::make_unique<Module>(model_path, data_path, Module::LoadMode::File, std::move(tracer));
+  Error e = module->load();
+  if (e != Error::Ok) {
+    return fail("loading program " + model_path, e);
+  }
+  auto meta = module->method_meta(method_name);
+  if (!meta.ok()) {
+    return fail("method '" + method_name + "' not found in " + model_path, meta.error());
+  }
+
+  // Inputs: from files or random, laid out in the dim order the program planned.
+  const std::vector<std::string> files = split_commas(flags.str("inputs"));
+  if (!files.empty() && files.size() != meta->num_inputs()) {
+    return fail("--inputs lists " + std::to_string(files.size()) + " files, method '" + method_name + "' has " +
+                std::to_string(meta->num_inputs()) + " inputs");
+  }
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::vector<std::vector<uint8_t>> storage(meta->num_inputs());
+  std::vector<TensorPtr> tensors;
+  std::vector<EValue> inputs;
+  for (size_t i = 0; i < meta->num_inputs(); ++i) {
+    auto tag = meta->input_tag(i);
+    if (!tag.ok() || *tag != Tag::Tensor) {
+      return fail("input " + std::to_string(i) + " is not a tensor; only tensor inputs are supported");
+    }
+    auto info = meta->input_tensor_meta(i);
+    if (!info.ok()) {
+      return fail("input " + std::to_string(i) + " has no tensor metadata", info.error());
+    }
+    std::vector<int64_t> sizes(info->sizes().begin(), info->sizes().end());
+    std::vector<uint8_t> dim_order(info->dim_order().begin(), info->dim_order().end());
+    std::vector<int64_t> strides = strides_from_dim_order(sizes, dim_order);
+    const ScalarType st = info->scalar_type();
+    const size_t elem = scalar_size(st);
+    if (elem == 0) {
+      return fail("input " + std::to_string(i) + " has an unsupported dtype");
+    }
+    size_t numel = 1;
+    for (int64_t s : sizes) {
+      numel *= static_cast<size_t>(s);
+    }
+    storage[i].assign(std::max<size_t>(numel * elem, 1), 0);
+    if (files.empty()) {
+      if (!fill_random(st, storage[i].data(), numel, rng)) {
+        return fail("input " + std::to_string(i) + ": cannot make random data of dtype " + scalar_name(st));
+      }
+    } else if (!read_logical(files[i], elem, sizes, strides, storage[i].data(), &err)) {
+      return fail(err);
+    }
+    std::vector<executorch::aten::SizesType> s32(sizes.begin(), sizes.end());
+    std::vector<executorch::aten::DimOrderType> d32(dim_order.begin(), dim_order.end());
+    std::vector<executorch::aten::StridesType> st32(strides.begin(), strides.end());
+    tensors.push_back(executorch::extension::make_tensor_ptr(std::move(s32), storage[i].data(), std::move(d32),
+                                                             std::move(st32), st));
+    inputs.emplace_back(tensors.back());
+    std::printf("input %zu: %s [", i, scalar_name(st));
+    for (size_t d = 0; d < sizes.size(); ++d) std::printf("%s%lld", d ? ", " : "", static_cast<long long>(sizes[d]));
+    std::printf("]%s\n", files.empty() ? " (random)" : "");
+  }
+
+  e = module->load_method(method_name);
+  if (e != Error::Ok) {
+    return fail("loading method '" + method_name + "'", e);
+  }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  auto method_result = module->method(method_name);
+#pragma GCC diagnostic pop
+  if (!method_result.ok()) {
+    return fail("method '" + method_name + "'", method_result.error());
+  }
+  Method* method = *method_result;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    e = method->set_input(inputs[i], i);
+    if (e != Error::Ok) {
+      return fail("setting input " + std::to_string(i), e);
+    }
+  }
+
+  for (int64_t i = 0; i < warmup; ++i) {
+    e = method->execute();
+    if (e != Error::Ok) {
+      return fail("warmup execution " + std::to_string(i), e);
+    }
+  }
+  std::vector<double> ms;
+  for (int64_t i = 0; i < num_executions; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    e = method->execute();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (e != Error::Ok) {
+      return fail("execution " + std::to_string(i), e);
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  double mean = 0;
+  for (double v : ms) mean += v;
+  mean /= static_cast<double>(ms.size());
+  std::printf("latency over %lld executions (after %lld warmup): min %.4f ms, median %.4f ms, p90 %.4f ms, mean %.4f ms\n",
+              static_cast<long long>(num_executions), static_cast<long long>(warmup),
+              *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9), mean);
+
+  // Outputs.
+  std::ofstream out;
+  if (!flags.str("output_file").empty()) {
+    out.open(flags.str("output_file"), std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return fail("cannot write --output_file " + flags.str("output_file"));
+    }
+  }
+  for (size_t i = 0; i < method->outputs_size(); ++i) {
+    const EValue& v = method->get_output(i);
+    if (!v.isTensor()) {
+      std::printf("output %zu: (not a tensor)\n", i);
+      continue;
+    }
+    const auto& t = v.toTensor();
+    std::printf("output %zu: %s [", i, scalar_name(t.scalar_type()));
+    for (size_t d = 0; d < t.sizes().size(); ++d) std::printf("%s%d", d ? ", " : "", static_cast<int>(t.sizes()[d]));
+    std::printf("]\n");
+    const std::vector<uint8_t> data = gather_logical(t);
+    const size_t elem = scalar_size(t.scalar_type());
+    if (flags.boolean("print_output") && elem > 0) {
+      const size_t n = std::min<size_t>(data.size() / elem, 16);
+      std::printf("  ");
+      for (size_t k = 0; k < n; ++k) std::printf("%s%.6g", k ? ", " : "", element_as_double(t.scalar_type(), data.data() + k * elem));
+      std::printf("%s\n", data.size() / elem > n ? ", ..." : "");
+    }
+    if (out.is_open()) {
+      out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    }
+  }
+  if (out.is_open()) {
+    out.close();
+    if (!out) {
+      return fail("writing --output_file " + flags.str("output_file"));
+    }
+    std::printf("wrote outputs to %s\n", flags.str("output_file").c_str());
+  }
+#if defined(CUDA_TRITON_HAVE_ETDUMP)
+  if (etdump != nullptr) {
+    auto result = etdump->get_etdump_data();
+    if (result.buf != nullptr && result.size > 0) {
+      std::ofstream f(flags.str("etdump_path"), std::ios::binary | std::ios::trunc);
+      f.write(static_cast<const char*>(result.buf), static_cast<std::streamsize>(result.size));
+      free(result.buf);
+      if (!f) {
+        return fail("writing --etdump_path " + flags.str("etdump_path"));
+      }
+      std::printf("wrote ETDump to %s\n", flags.str("etdump_path").c_str());
+    }
+  }
+#endif
+  return 0;
+}
