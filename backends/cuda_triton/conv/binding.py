@@ -245,12 +245,16 @@ def bind_conv(node: Node) -> ConvArgs:
             f"{_describe(node)}: argument 'padding' must be non-negative, got "
             f"before={list(padding_before)} after={list(padding_after)}"
         )
+    if any(o < 0 for o in output_padding):
+        raise ConvBindingError(
+            f"{_describe(node)}: argument 'output_padding' must be non-negative, got {list(output_padding)}"
+        )
     if transposed:
         for i in range(n):
-            if output_padding[i] < 0 or output_padding[i] >= max(stride[i], dilation[i]):
+            if output_padding[i] >= max(stride[i], dilation[i]):
                 raise ConvBindingError(
-                    f"{_describe(node)}: argument 'output_padding' {list(output_padding)} must be non-negative and "
-                    f"smaller than max(stride, dilation) = {[max(s, d) for s, d in zip(stride, dilation)]} per dim"
+                    f"{_describe(node)}: argument 'output_padding' {list(output_padding)} must be smaller than "
+                    f"max(stride, dilation) = {[max(s, d) for s, d in zip(stride, dilation)]} per dim"
                 )
 
     if not all(is_concrete_int(d) for d in (*x.shape, *w.shape)):
@@ -262,6 +266,13 @@ def bind_conv(node: Node) -> ConvArgs:
         )
     c_in = int(x.shape[0 if unbatched else 1])
     w_shape = [int(s) for s in w.shape]
+    if w_shape[0] < groups:
+        # ATen: "expected weight to be at least <groups> at dimension 0" (so no empty C_out, or C_in when
+        # transposed).
+        raise ConvBindingError(
+            f"{_describe(node)}: argument 'weight' of shape {w_shape} has {w_shape[0]} entries in dim 0, "
+            f"fewer than groups ({groups})"
+        )
     if transposed:
         if w_shape[0] != c_in:
             raise ConvBindingError(
@@ -309,9 +320,11 @@ def bind_conv(node: Node) -> ConvArgs:
         else:
             out = (in_spatial[i] - 1) * stride[i] - padding_before[i] - padding_after[i]
             out += dilation[i] * (k - 1) + 1 + output_padding[i]
-            if out <= 0:
+            if out < 0:
+                # ATen returns an empty tensor for out == 0 and fails for negative sizes.
                 raise ConvBindingError(
-                    f"{_describe(node)}: argument 'padding' leaves an empty output in spatial dim {i} ({out})"
+                    f"{_describe(node)}: argument 'padding' ({padding_before[i]} + {padding_after[i]}) exceeds "
+                    f"the transposed output in spatial dim {i} (size {out})"
                 )
 
     return ConvArgs(

@@ -8,8 +8,9 @@ arithmetic, ``if``/``for i in range(...)`` and lists of ints, no recursion, no l
 
 The rule (verified on an H200 against real CUDA convolutions, see docs/convolution.md):
 
-* Batch 0, C_in == 0 or float64: contiguous.
-* Transposed with ``output_padding[i] >= stride[i]`` in some dim (ATen's slow path): contiguous.
+* Batch 0, C_in == 0 or float64: contiguous. With C_in == 0 ATen also reports 0 output channels.
+* ``output_padding[i] >= stride[i]`` in some dim (ATen's slow path; ATen tests this for forward convs too,
+  where output_padding otherwise has no effect): contiguous.
 * 2-D convs (4-D weight): channels_last if the input OR the weight suggests channels_last.
 * 3-D convs (5-D weight): channels_last_3d under the same condition.
 * 1-D convs: ATen makes the input contiguous and views both as 4-D (N, C, 1, L), so only the weight's layout
@@ -111,10 +112,10 @@ def output_memory_format(
         return CONTIGUOUS
     if input_sizes[0] == 0 or input_sizes[1] == 0:
         return CONTIGUOUS
-    if transposed:
-        for i in range(spatial):
-            if output_padding[i] >= stride[i]:
-                return CONTIGUOUS
+    # ATen's ``is_output_padding_big`` disables cuDNN whether or not the conv is transposed.
+    for i in range(spatial):
+        if output_padding[i] >= stride[i]:
+            return CONTIGUOUS
     if spatial == 1:
         # ATen views (C_out, C_in/g, k) as (C_out, C_in/g, 1, k); unsqueeze gives the new dim stride k*s[2].
         w4_sizes = [weight_sizes[0], weight_sizes[1], 1, weight_sizes[2]]
@@ -160,6 +161,9 @@ def out_shape_and_stride(
     out_channels = weight_sizes[0]
     if transposed:
         out_channels = weight_sizes[1] * groups
+    if in_sizes[1] == 0:
+        # ATen's empty-channel path reports 0 output channels (calc_output_size).
+        out_channels = 0
     sizes = [in_sizes[0], out_channels]
     for i in range(spatial):
         sizes.append(
