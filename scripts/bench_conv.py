@@ -1,0 +1,520 @@
+"""Benchmark ``torch.ops.triton.convolution`` against cuDNN and Inductor on the public suite (GPU).
+
+    PYTHONPATH=backends python scripts/bench_conv.py --out OUT [--tune] [--no-inductor] [--md]
+
+For every case of the suite (bench/public_suite.py, a verbatim copy of the shared file) and every dtype:
+  * ours: the op (heuristic schedule, or the shipped tuning table's), and with --tune the best of every schedule
+    of every template that supports the case;
+  * cuDNN: PyTorch eager (aten.convolution, cudnn.benchmark=True; fp32 with TF32 allowed, PyTorch's conv default);
+  * Inductor: torch.compile(mode="max-autotune-no-cudagraphs") with conv backends = TRITON only ('n/a' when it
+    cannot compile the case);
+each beside its roofline floor max(flops / peak, min bytes / bandwidth).
+
+Timing: GPU time per call, median over many replays of a CUDA graph holding several calls, so the host's
+launch overhead is excluded for every contender (the C++ runtime launches a kernel in ~4 us). The L2 cache is
+warm (inference layers run back to back). Every case is checked against an fp32 ATen reference, output
+poisoned with NaN, before it is timed.
+
+Kernels are compiled ahead of the timing loop by a pool of worker processes (they fill Triton's and Inductor's
+on-disk caches; the main process then loads from them), so a full run fits in a few minutes.
+Writes OUT/bench.json (raw), OUT/bench.txt (table), OUT/speedup.png (when matplotlib is present) and, with
+--md, OUT/performance.md. ``--from-json OUT/bench.json`` re-renders those without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numerics_cases as nc  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SUITE = REPO / "bench" / "public_suite.py"
+
+# Roofline ceilings of the H200 (FACTS.md: measured fp16 matmul 740 TFLOP/s and 4.3 TB/s device copy; TF32 is
+# half the fp16 dense rate, plain fp32 FMA about 60 TFLOP/s).
+PEAK_FLOPS = {"float16": 740e12, "bfloat16": 740e12, "tf32": 370e12, "float32": 60e12}
+PEAK_BYTES_PER_S = 4.3e12
+
+
+# ---- suite ----------------------------------------------------------------------------------------------
+def load_suite(path: Path) -> list[Any]:
+    spec = importlib.util.spec_from_file_location("public_suite", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load the suite from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["public_suite"] = module  # dataclasses need the module registered
+    spec.loader.exec_module(module)
+    return list(module.PUBLIC)
+
+
+def is_target(case: nc.Case) -> bool:
+    """The issue's target set: forward, non-depthwise cases."""
+    depthwise = case["groups"] > 1 and case["groups"] == case["C"]
+    return not case["transposed"] and not depthwise
+
+
+def problem_of(case: nc.Case, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None):
+    from cuda_triton.conv import ConvProblem
+
+    return ConvProblem.from_tensors(x, w, b, nc.params_of(case))
+
+
+def roofline_us(case: nc.Case, problem) -> float:
+    key = "tf32" if case["dtype"] == "float32" and problem.allow_tf32 else case["dtype"]
+    return max(problem.flops() / PEAK_FLOPS[key], problem.min_bytes() / PEAK_BYTES_PER_S) * 1e6
+
+
+# ---- timing ---------------------------------------------------------------------------------------------
+def time_gpu_us(fn, reps: int = 30, target_ms: float = 2.0) -> tuple[float, str]:
+    """Median GPU time per call in microseconds, CUDA-graph replays (fallback: eager calls)."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        fn()
+    end.record()
+    end.synchronize()
+    per_call_ms = max(start.elapsed_time(end) / 3, 1e-3)
+    inner = int(min(200, max(1, target_ms / per_call_ms)))
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(inner):
+                fn()
+        graph.replay()
+        run, mode = graph.replay, "cuda-graph"
+    except Exception:
+        torch.cuda.synchronize()
+
+        def run() -> None:
+            for _ in range(inner):
+                fn()
+
+        mode = "eager"
+    times = []
+    for _ in range(reps):
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / inner)
+    return statistics.median(times), mode
+
+
+# ---- contenders -----------------------------------------------------------------------------------------
+def ours_call(case: nc.Case, x, w, b):
+    args = nc.params_of(case).as_op_args()
+    return lambda: torch.ops.triton.convolution(x, w, b, *args)
+
+
+def cudnn_call(case: nc.Case, x, w, b):
+    from cuda_triton.conv.op import reference_convolution
+
+    p = nc.params_of(case)
+    return lambda: reference_convolution(x, w, b, p)
+
+
+def inductor_call(case: nc.Case, x, w, b):
+    import torch._inductor.config as icfg
+    from cuda_triton.conv.op import reference_convolution
+
+    icfg.max_autotune_conv_backends = "TRITON"
+    p = nc.params_of(case)
+    compiled = torch.compile(lambda t: reference_convolution(t, w, b, p), mode="max-autotune-no-cudagraphs")
+    return lambda: compiled(x)
+
+
+def check(case: nc.Case, fn, x, w, b) -> dict[str, Any]:
+    """Run ``fn`` once with the caching allocator's free memory poisoned by NaN, compare every element."""
+    ref = nc.reference(case, x, w, b)
+    torch.cuda.synchronize()
+    poison = torch.full((ref.numel(),), float("nan"), device=x.device, dtype=x.dtype)
+    del poison  # the caching allocator hands this NaN-filled block to the next allocation of the same size
+    out = fn()
+    torch.cuda.synchronize()
+    return nc.compare(case, out, ref, x, w, torch.backends.cudnn.allow_tf32)
+
+
+def candidates(problem) -> list[tuple[str, Any]]:
+    from cuda_triton.conv.templates import support_report
+
+    out = []
+    for template, verdict in support_report(problem):
+        if verdict:
+            out.extend((template.name, s) for s in template.schedules(problem))
+    return out
+
+
+# ---- parallel warm-up (compiles fill the on-disk caches) --------------------------------------------------
+def job_label(kind: str, case: nc.Case, template: str | None, schedule: dict | None) -> str:
+    return f"{kind}:{nc.case_label(case)}" + (f"/{template}/{sorted((schedule or {}).items())}" if template else "")
+
+
+def _warm_worker(job: tuple[str, nc.Case, str | None, dict | None]) -> tuple[str, str]:
+    kind, case, template, schedule = job
+    label = job_label(kind, case, template, schedule)
+    try:
+        torch.backends.cudnn.benchmark = True
+        x, w, b = nc.make_tensors(case, "cuda")
+        if kind == "ours":
+            from cuda_triton.conv.templates import force_conv_candidate
+            from cuda_triton.conv.templates.base import Schedule
+
+            if template is None:
+                ours_call(case, x, w, b)()
+            else:
+                with force_conv_candidate(template, Schedule.from_dict(schedule)):
+                    ours_call(case, x, w, b)()
+        else:
+            inductor_call(case, x, w, b)()
+        torch.cuda.synchronize()
+        return label, "ok"
+    except Exception as e:
+        return label, f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+
+
+def warm(jobs: list[tuple], workers: int, deadline_s: float) -> dict[str, str]:
+    """Run jobs in ``workers`` spawned processes until done or ``deadline_s``; returns label -> status."""
+    if not jobs or workers <= 0:
+        return {}
+    status: dict[str, str] = {}
+    ctx = mp.get_context("spawn")
+    t0 = time.time()
+    with ctx.Pool(workers, maxtasksperchild=64) as pool:
+        pending = pool.imap_unordered(_warm_worker, jobs)
+        for _ in range(len(jobs)):
+            left = deadline_s - (time.time() - t0)
+            if left <= 0:
+                break
+            try:
+                label, st = pending.next(timeout=left)
+            except mp.TimeoutError:
+                break
+            status[label] = st
+        pool.terminate()
+    return status
+
+
+# ---- main -----------------------------------------------------------------------------------------------
+def gmean(xs: list[float]) -> float:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def run_case(
+    case: nc.Case, args, inductor_status: dict[str, str], ours_status: dict[str, str]
+) -> dict[str, Any]:
+    from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, select_candidate
+
+    rec: dict[str, Any] = {"case": case, "label": nc.case_label(case), "target": is_target(case)}
+    x, w, b = nc.make_tensors(case, "cuda")
+    problem = problem_of(case, x, w, b)
+    rec.update(
+        flops=problem.flops(),
+        min_bytes=problem.min_bytes(),
+        floor_us=roofline_us(case, problem),
+        tf32=problem.allow_tf32,
+    )
+    # cuDNN
+    fn = cudnn_call(case, x, w, b)
+    rec["cudnn_check"] = check(case, fn, x, w, b)
+    rec["cudnn_us"], _ = time_gpu_us(fn, args.reps)
+    # ours
+    try:
+        from cuda_triton.conv.dispatch import tuning_lookup
+
+        cand = select_candidate(problem, tuning_lookup)
+        rec["template"], rec["schedule"] = cand.template.name, cand.schedule.as_dict()
+    except NoTemplateError as e:
+        rec["ours_us"], rec["ours_error"] = None, f"no template: {e}"
+        cand = None
+    if cand is not None:
+        fn = ours_call(case, x, w, b)
+        rec["ours_check"] = check(case, fn, x, w, b)
+        rec["ours_us"], rec["timing_mode"] = time_gpu_us(fn, args.reps)
+        if args.tune:
+            tuned = []
+            for name, sched in candidates(problem):
+                st = ours_status.get(job_label("ours", case, name, sched.as_dict()))
+                if st != "ok":  # not compiled within --compile-timeout, or failed there
+                    tuned.append(
+                        {"template": name, "schedule": sched.as_dict(), "error": st or "not compiled"}
+                    )
+                    continue
+                try:
+                    with force_conv_candidate(name, sched):
+                        c = check(case, fn, x, w, b)
+                        us, _ = time_gpu_us(fn, max(5, args.reps // 3))
+                    tuned.append({"template": name, "schedule": sched.as_dict(), "us": us, "ok": c["ok"]})
+                except Exception as e:
+                    tuned.append({"template": name, "schedule": sched.as_dict(), "error": str(e)[:300]})
+            good = [t for t in tuned if t.get("ok")]
+            rec["tuned"] = tuned
+            if good:
+                best = min(good, key=lambda t: t["us"])
+                rec["best_us"], rec["best"] = (
+                    best["us"],
+                    {"template": best["template"], "schedule": best["schedule"]},
+                )
+    # Inductor
+    if args.no_inductor:
+        rec["inductor_us"], rec["inductor_note"] = None, "not run"
+    else:
+        st = inductor_status.get(job_label("inductor", case, None, None))
+        if st != "ok":
+            rec["inductor_us"], rec["inductor_note"] = None, st or "timeout"
+        else:
+            try:
+                fn = inductor_call(case, x, w, b)
+                rec["inductor_check"] = check(case, fn, x, w, b)
+                rec["inductor_us"], _ = time_gpu_us(fn, args.reps)
+            except Exception as e:
+                rec["inductor_us"], rec["inductor_note"] = None, f"{type(e).__name__}"
+    return rec
+
+
+def fmt_us(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+def render(results: dict[str, Any], out: Path, md: bool) -> str:
+    rows = results["cases"]
+    lines = [
+        f"{'case':24} {'dtype':9} {'ours':>8} {'tuned':>8} {'cuDNN':>8} {'Induct':>8} {'floor':>7} "
+        f"{'x cuDNN':>7} {'tuned x':>7} {'ind x':>6} ok  template"
+    ]
+    summary: dict[str, dict[str, float]] = {}
+    for r in rows:
+        c = r["case"]
+        ours, cud, ind, best = r.get("ours_us"), r.get("cudnn_us"), r.get("inductor_us"), r.get("best_us")
+        sp = cud / ours if ours else None
+        spb = cud / best if best else None
+        spi = cud / ind if ind else None
+        ok = r.get("ours_check", {}).get("ok")
+        lines.append(
+            f"{c['name']:24} {c['dtype']:9} {fmt_us(ours):>8} {fmt_us(best):>8} {fmt_us(cud):>8} {fmt_us(ind):>8} "
+            f"{r['floor_us']:7.1f} {fmt_us(sp):>7} {fmt_us(spb):>7} {fmt_us(spi):>6} "
+            f"{'yes' if ok else ('n/a' if ok is None else 'NO'):3} {r.get('template', '-')}"
+        )
+    for dtype in nc.DTYPES:
+        sel = [r for r in rows if r["case"]["dtype"] == dtype and r["target"]]
+        if not sel:
+            continue
+        sp = [r["cudnn_us"] / r["ours_us"] for r in sel if r.get("ours_us")]
+        spb = [r["cudnn_us"] / r["best_us"] for r in sel if r.get("best_us")]
+        spi = [r["cudnn_us"] / r["inductor_us"] for r in sel if r.get("inductor_us")]
+        summary[dtype] = {
+            "gmean_speedup_ours": gmean(sp),
+            "gmean_speedup_tuned": gmean(spb),
+            "min_speedup_ours": min(sp) if sp else float("nan"),
+            "gmean_speedup_inductor": gmean(spi),
+            "inductor_cases": len(spi),
+            "cases": len(sel),
+        }
+    lines.append("")
+    lines.append("Geometric-mean speed-up over cuDNN, forward non-depthwise cases:")
+    for dtype, s in summary.items():
+        lines.append(
+            f"  {dtype:9} ours {s['gmean_speedup_ours']:.2f}x (min {s['min_speedup_ours']:.2f}x), tuned "
+            f"{s['gmean_speedup_tuned']:.2f}x, Inductor {s['gmean_speedup_inductor']:.2f}x on "
+            f"{s['inductor_cases']}/{s['cases']} cases"
+        )
+    text = "\n".join(lines)
+    results["summary"] = summary
+    (out / "bench.txt").write_text(text + "\n")
+    plot(rows, out / "speedup.png")
+    if md:
+        (out / "performance.md").write_text(markdown(results))
+    return text
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    dtypes = [d for d in nc.DTYPES if any(r["case"]["dtype"] == d for r in rows)]
+    names = list(dict.fromkeys(r["case"]["name"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.55), 4.5))
+    width = 0.8 / max(1, len(dtypes))
+    for i, d in enumerate(dtypes):
+        ys = []
+        for n in names:
+            r = next((r for r in rows if r["case"]["name"] == n and r["case"]["dtype"] == d), None)
+            ys.append(r["cudnn_us"] / r["ours_us"] if r and r.get("ours_us") else 0.0)
+        ax.bar([j + i * width for j in range(len(names))], ys, width, label=d)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))])
+    ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
+    ax.set_ylabel("speed-up over cuDNN (higher is better)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    out = [
+        f"Date: {meta['date']}  ",
+        f"GPU: {meta['gpu']} (torch {meta['torch']}, triton {meta['triton']})  ",
+        f"Command: `{meta['command']}`",
+        "",
+        "| case | dtype | ours us | tuned us | cuDNN us | Inductor us | floor us | ours x cuDNN | tuned x cuDNN | ours / floor | template |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results["cases"]:
+        c = r["case"]
+        ours, cud, best = r.get("ours_us"), r.get("cudnn_us"), r.get("best_us")
+        ind = r.get("inductor_us")
+        ind_s = fmt_us(ind) if ind is not None else f"n/a ({r.get('inductor_note', '')})"[:40]
+        out.append(
+            f"| {c['name']} | {c['dtype']} | {fmt_us(ours)} | {fmt_us(best)} | {fmt_us(cud)} | {ind_s} | "
+            f"{r['floor_us']:.1f} | {fmt_us(cud / ours if ours else None)} | {fmt_us(cud / best if best else None)} | "
+            f"{fmt_us(ours / r['floor_us'] if ours else None)} | {r.get('template', '-')} |"
+        )
+    out.append("")
+    out.append(
+        "| dtype | gmean ours x cuDNN | min ours x cuDNN | gmean tuned x cuDNN | gmean Inductor x cuDNN |"
+    )
+    out.append("|---|---:|---:|---:|---:|")
+    for dtype, s in results.get("summary", {}).items():
+        out.append(
+            f"| {dtype} | {s['gmean_speedup_ours']:.2f} | {s['min_speedup_ours']:.2f} | {s['gmean_speedup_tuned']:.2f} "
+            f"| {s['gmean_speedup_inductor']:.2f} ({s['inductor_cases']}/{s['cases']}) |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--suite", type=Path, default=DEFAULT_SUITE)
+    ap.add_argument("--dtypes", default="float16,bfloat16,float32")
+    ap.add_argument("--cases", default="", help="comma-separated substrings of case names to keep")
+    ap.add_argument("--all-cases", action="store_true", help="also time cases outside the target set")
+    ap.add_argument(
+        "--tune", action="store_true", help="also time every schedule of every supporting template"
+    )
+    ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--inductor-timeout", type=float, default=150.0, help="seconds for all Inductor compiles")
+    ap.add_argument(
+        "--compile-timeout", type=float, default=150.0, help="seconds for all of our JIT compiles"
+    )
+    ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument(
+        "--bias", action="store_true", help="give every conv a bias (cuDNN then adds it separately)"
+    )
+    ap.add_argument("--md", action="store_true", help="also write OUT/performance.md")
+    ap.add_argument("--from-json", type=Path, help="re-render a previous bench.json (no GPU needed)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.from_json:
+        results = json.loads(args.from_json.read_text())
+        print(render(results, args.out, args.md))
+        return
+
+    import cuda_triton.conv  # noqa: F401  (registers torch.ops.triton.convolution)
+    import triton
+
+    torch.backends.cudnn.benchmark = True
+    suite = load_suite(args.suite)
+    keep = [s for s in args.cases.split(",") if s]
+    cases = []
+    for dtype in args.dtypes.split(","):
+        for c in suite:
+            case = nc.case_from_suite(c, dtype, bias=args.bias)
+            if keep and not any(k in c.name for k in keep):
+                continue
+            if not args.all_cases and not is_target(case):
+                continue
+            cases.append(case)
+
+    t0 = time.time()
+    jobs: list[tuple] = [("ours", c, None, None) for c in cases]
+    if args.tune:
+        for c in cases:
+            x, w, b = nc.make_tensors(c, "cpu")
+            for name, sched in candidates(problem_of(c, x, w, b)):
+                jobs.append(("ours", c, name, sched.as_dict()))
+    ours_status = warm(jobs, args.workers, args.compile_timeout)
+    print(f"warmed {len(ours_status)}/{len(jobs)} of our kernels in {time.time() - t0:.0f} s", flush=True)
+    inductor_status: dict[str, str] = {}
+    if not args.no_inductor:
+        t1 = time.time()
+        inductor_status = warm(
+            [("inductor", c, None, None) for c in cases], args.workers, args.inductor_timeout
+        )
+        print(
+            f"Inductor compiled {sum(v == 'ok' for v in inductor_status.values())}/{len(cases)} in "
+            f"{time.time() - t1:.0f} s",
+            flush=True,
+        )
+
+    results: dict[str, Any] = {
+        "meta": {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "gpu": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "host": platform.node(),
+            "command": "PYTHONPATH=backends python scripts/bench_conv.py "
+            + " ".join(map(shlex.quote, sys.argv[1:])),
+            "peaks": {"flops": PEAK_FLOPS, "bytes_per_s": PEAK_BYTES_PER_S},
+        },
+        "cases": [],
+        "warm_failures": {k: v for k, v in ours_status.items() if v != "ok"},
+    }
+    for case in cases:
+        try:
+            rec = run_case(case, args, inductor_status, ours_status)
+        except Exception as e:
+            rec = {
+                "case": case,
+                "label": nc.case_label(case),
+                "target": is_target(case),
+                "floor_us": float("nan"),
+                "error": f"{type(e).__name__}: {e}",
+                "trace": traceback.format_exc()[-2000:],
+            }
+        results["cases"].append(rec)
+        print(
+            f"{rec['label']:40} ours {fmt_us(rec.get('ours_us'))} tuned {fmt_us(rec.get('best_us'))} "
+            f"cudnn {fmt_us(rec.get('cudnn_us'))} ind {fmt_us(rec.get('inductor_us'))} "
+            f"ok {rec.get('ours_check', {}).get('ok')} {rec.get('error', '')}",
+            flush=True,
+        )
+        (args.out / "bench.json").write_text(json.dumps(results, indent=1, default=str))
+    print(render(results, args.out, args.md))
+    (args.out / "bench.json").write_text(json.dumps(results, indent=1, default=str))
+    print(f"total {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

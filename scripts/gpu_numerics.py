@@ -1,0 +1,170 @@
+"""GPU numerics of the convolution templates against ATen (run on the GPU machine).
+
+    PYTHONPATH=backends python scripts/gpu_numerics.py --out OUT [--count 240] [--seed 0]
+
+Checks, each with a fresh random input/weight/bias, the output pre-filled with NaN (in the layout rule's
+strides), every element compared with an fp32 ATen reference (TF32 off) under a dtype- and reduction-scaled
+tolerance (scripts/numerics_cases.py):
+  1. ``--count`` random shapes drawn round-robin from ``numerics_cases.CASE_GENERATORS`` (each family's
+     template is forced when it supports the case, else the op's own choice runs);
+  2. the public suite x fp16/bf16/fp32 with the op's own choice, plus the op itself (output strides must match
+     the layout rule);
+  3. every schedule of every template on ``--schedule-cases`` random cases of its family (force_conv_candidate).
+Writes OUT/numerics.json and OUT/numerics.txt; exits non-zero on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+import traceback
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_conv  # noqa: E402
+import numerics_cases as nc  # noqa: E402
+
+
+def one(
+    case: nc.Case, template: str | None, schedule: Any, seed: int, op_too: bool = False, device: str = "cuda"
+) -> dict[str, Any]:
+    from cuda_triton.conv.templates import NoTemplateError
+
+    rec: dict[str, Any] = {"label": nc.case_label(case), "case": case}
+    try:
+        x, w, b = nc.make_tensors(case, device, seed)
+        ref = nc.reference(case, x, w, b)
+        try:
+            out, name, sched = nc.run_poisoned(case, x, w, b, template, schedule)
+        except NoTemplateError as e:
+            rec.update(status="unsupported", reason=str(e)[:300])
+            return rec
+        if device == "cuda":
+            torch.cuda.synchronize()
+        rec.update(template=name, schedule=sched.as_dict(), **nc.compare(case, out, ref, x, w))
+        rec["status"] = "ok" if rec["ok"] else "FAIL"
+        if op_too:
+            y = torch.ops.triton.convolution(x, w, b, *nc.params_of(case).as_op_args())
+            if y.stride() != out.stride() or y.shape != out.shape:
+                rec.update(status="FAIL", layout=f"op strides {y.stride()} != {out.stride()}")
+    except Exception as e:
+        rec.update(
+            status="ERROR", error=f"{type(e).__name__}: {e}"[:500], trace=traceback.format_exc()[-1500:]
+        )
+    return rec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--count", type=int, default=240)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--schedule-cases", type=int, default=2)
+    ap.add_argument("--suite", type=Path, default=bench_conv.DEFAULT_SUITE)
+    ap.add_argument("--workers", type=int, default=14)
+    ap.add_argument(
+        "--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1 (tiny counts only)"
+    )
+    ap.add_argument("--compile-timeout", type=float, default=150.0)
+    ap.add_argument("--no-warm", action="store_true")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import cuda_triton.conv  # noqa: F401
+    from cuda_triton.conv import ConvProblem
+    from cuda_triton.conv.templates import get_template
+
+    rng = random.Random(args.seed)
+    families = list(nc.CASE_GENERATORS)
+    # 1. random shapes
+    plan: list[tuple[str, nc.Case, str | None, Any, bool]] = []
+    for i in range(args.count):
+        fam = families[i % len(families)]
+        case = nc.CASE_GENERATORS[fam](rng)
+        x, w, b = nc.make_tensors(case, "meta")
+        problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
+        forced = fam if _has_template(fam) and get_template(fam).supports(problem) else None
+        plan.append(("random:" + fam, case, forced, None, False))
+    # 2. the public suite
+    for dtype in nc.DTYPES if args.suite.name else ():
+        for c in bench_conv.load_suite(args.suite):
+            plan.append(("suite", nc.case_from_suite(c, dtype, bias=rng.random() < 0.5), None, None, True))
+    # 3. every schedule on a few cases per family
+    for fam in families:
+        if not _has_template(fam):
+            continue
+        t = get_template(fam)
+        found = 0
+        while found < args.schedule_cases:
+            case = nc.CASE_GENERATORS[fam](rng)
+            x, w, b = nc.make_tensors(case, "meta")
+            problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
+            if not t.supports(problem) or problem.batch * math.prod(problem.out_spatial) > 100000:
+                continue
+            found += 1
+            for s in t.schedules(problem):
+                plan.append(("schedules:" + fam, case, fam, s, False))
+
+    t0 = time.time()
+    status: dict[str, str] | None = None
+    if not args.no_warm and args.device == "cuda":
+        jobs = [("ours", c, tname, s.as_dict() if s is not None else None) for _, c, tname, s, _ in plan]
+        status = bench_conv.warm(jobs, args.workers, args.compile_timeout)
+        print(f"warmed {len(status)}/{len(jobs)} kernels in {time.time() - t0:.0f} s", flush=True)
+
+    records = []
+    for i, (group, case, tname, sched, op_too) in enumerate(plan):
+        label = bench_conv.job_label("ours", case, tname, sched.as_dict() if sched is not None else None)
+        if status is not None and label not in status:  # not compiled within --compile-timeout: skip
+            records.append({"group": group, "label": nc.case_label(case), "case": case, "status": "skipped"})
+            continue
+        rec = one(case, tname, sched, seed=args.seed * 100003 + i, op_too=op_too, device=args.device)
+        rec["group"] = group
+        records.append(rec)
+        if rec["status"] not in ("ok", "unsupported"):
+            print(
+                f"{rec['status']}: {group} {rec['label']} {rec.get('error', '')} ratio {rec.get('max_ratio')}"
+            )
+    summary: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in records:
+        summary[r["group"]][r["status"]] += 1
+        if r.get("template"):
+            summary["template:" + r["template"]][r["status"]] += 1
+    lines = [
+        f"{g:28} " + " ".join(f"{k}={v}" for k, v in sorted(d.items())) for g, d in sorted(summary.items())
+    ]
+    worst = max((r.get("max_ratio", 0.0) for r in records if r["status"] == "ok"), default=0.0)
+    lines.append(
+        f"cases {len(records)}, worst passing error / tolerance {worst:.3f}, {time.time() - t0:.0f} s"
+    )
+    failures = [r for r in records if r["status"] in ("FAIL", "ERROR")]
+    lines.append(f"failures: {len(failures)}")
+    text = "\n".join(lines)
+    print(text)
+    (args.out / "numerics.txt").write_text(text + "\n")
+    (args.out / "numerics.json").write_text(
+        json.dumps({"summary": summary, "records": records}, indent=1, default=str)
+    )
+    sys.exit(1 if failures else 0)
+
+
+def _has_template(name: str) -> bool:
+    from cuda_triton.conv.templates import get_template
+
+    try:
+        get_template(name)
+        return True
+    except KeyError:
+        return False
+
+
+if __name__ == "__main__":
+    main()
