@@ -33,7 +33,7 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 from .binding import ConvArgs, ConvBindingError, aten_overload, bind_conv, is_conv_node
 from .layout import out_shape_and_stride
 from .problem import DTYPE_NAMES, ConvProblem, layout_name
-from .templates import Schedule, registered_templates, support_report
+from .templates import ConvTemplate, Schedule, registered_templates, support_report
 
 # The torch release whose Inductor conv lowering `inductor_cannot_compile` mirrors
 # (torch/_inductor/kernel/conv.py, `convolution`: the TRITON branch and `use_triton_template`).
@@ -368,22 +368,63 @@ class _No:
         return False
 
 
-class _Cache:
-    """Template verdicts per concrete problem, valid for one registry (tests may swap it)."""
+@dataclass(frozen=True)
+class _Stage:
+    """Outcome of the layout, dtype and template gates for one concrete call (what `_Cache` stores)."""
 
-    def __init__(self) -> None:
-        self.registry: tuple[int, ...] = ()
+    refusal: str | None
+    problem: ConvProblem | None
+    verdict: _Verdict | None
+
+
+class _Cache:
+    """Gate outcomes per concrete call (layouts, dtypes, params), valid for one template registry.
+
+    Templates are stateless and `ConvProblem` holds everything their verdicts depend on, so one process-wide
+    cache serves every `plan` call (the partitioner plans node by node). It is dropped when the registry
+    changes (tests swap it) and when it grows past ``limit`` entries; `clear_cache` drops it by hand.
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self.registry: tuple[ConvTemplate, ...] = ()
+        self.stages: dict[tuple, _Stage] = {}
         self.verdicts: dict[ConvProblem, _Verdict] = {}
 
-    def verdict(self, problem: ConvProblem) -> _Verdict:
-        registry = tuple(id(t) for t in registered_templates())
-        if registry != self.registry:
+    def check_registry(self) -> None:
+        registry = tuple(registered_templates())
+        if len(registry) != len(self.registry) or any(
+            a is not b for a, b in zip(registry, self.registry, strict=True)
+        ):
             self.registry = registry
-            self.verdicts = {}
+            self.clear()
+
+    def clear(self) -> None:
+        self.stages = {}
+        self.verdicts = {}
+
+    def stage(self, key: tuple) -> _Stage | None:
+        return self.stages.get(key)
+
+    def store(self, key: tuple, stage: _Stage) -> _Stage:
+        if len(self.stages) >= self.limit:
+            self.clear()
+        self.stages[key] = stage
+        return stage
+
+    def verdict(self, problem: ConvProblem) -> _Verdict:
         hit = self.verdicts.get(problem)
         if hit is None:
             hit = self.verdicts[problem] = _evaluate(problem)
         return hit
+
+
+_CACHE = _Cache()
+
+
+def clear_cache() -> None:
+    """Forget every cached verdict (needed only after changing a registered template in place)."""
+    _CACHE.clear()
 
 
 # ---- the planner -------------------------------------------------------------------------------------------------
@@ -394,7 +435,6 @@ def plan(
     rocm: bool | None = None,
     strict: bool = False,
     allow_tf32: bool | None = None,
-    _cache: _Cache | None = None,
 ) -> RoutingPlan:
     """Decide whether the delegate runs convolution ``node`` (docs/routing.md is the contract).
 
@@ -412,7 +452,8 @@ def plan(
       ``torch.backends.cudnn.allow_tf32``.
     """
     target = _Target(_parse_target_device(target_device), rocm)  # type: ignore[arg-type]
-    result = _plan(node, target, allow_tf32, _cache or _Cache())
+    _CACHE.check_registry()
+    result = _plan(node, target, allow_tf32, _CACHE)
     if strict and result.failed:
         raise ConvRoutingError([(node, result)])
     return result
@@ -435,16 +476,63 @@ def plan_graph(
         graph = graph.graph_module
     g: Graph = graph.graph if isinstance(graph, GraphModule) else graph
     target = _Target(_parse_target_device(target_device), rocm)  # type: ignore[arg-type]
-    cache = _Cache()
+    _CACHE.check_registry()
     plans: dict[Node, RoutingPlan] = {}
     for node in g.nodes:
         if is_conv_node(node):
-            plans[node] = _plan(node, target, allow_tf32, cache)
+            plans[node] = _plan(node, target, allow_tf32, _CACHE)
     if strict:
         failures = [(n, p) for n, p in plans.items() if p.failed]
         if failures:
             raise ConvRoutingError(failures)
     return plans
+
+
+def _concrete_gates(
+    args: ConvArgs,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    b: torch.Tensor | None,
+    out: torch.Tensor,
+    allow_tf32: bool,
+    cache: _Cache,
+) -> _Stage:
+    """Gates 4 (recorded output layout) and 5 (dtype, a supporting template) for a call with static shapes."""
+    layout_reason = _layout_reason(args, x, w, out, x.dtype == torch.float64)
+    if layout_reason is not None:
+        return _Stage(layout_reason, None, None)
+    dtypes = {x.dtype, w.dtype} | ({b.dtype} if b is not None else set())
+    if len(dtypes) != 1:
+        return _Stage(
+            f"its tensors have different dtypes ({', '.join(sorted(str(d) for d in dtypes))}); the convolution "
+            "templates need input, weight and bias of one dtype",
+            None,
+            None,
+        )
+    if x.dtype not in DTYPE_NAMES:
+        return _Stage(
+            f"its dtype is {x.dtype}; the convolution templates handle only "
+            + ", ".join(str(d) for d in DTYPE_NAMES),
+            None,
+            None,
+        )
+    problem = ConvProblem.from_shapes(
+        tuple(int(s) for s in x.shape),
+        tuple(int(s) for s in x.stride()),
+        tuple(int(s) for s in w.shape),
+        tuple(int(s) for s in w.stride()),
+        b is not None,
+        args.params,
+        x.dtype,
+        allow_tf32,
+    )
+    verdict = cache.verdict(problem)
+    if verdict.error is not None:
+        return _Stage(verdict.error, problem, verdict)
+    if verdict.template is None:
+        why = "; ".join(f"'{name}': {reason}" for name, reason in verdict.unsupported) or "none is registered"
+        return _Stage(f"no registered convolution template supports it ({why})", problem, verdict)
+    return _Stage(None, problem, verdict)
 
 
 def _refuse(node: Node, reason: str, args: ConvArgs | None = None, **kw: Any) -> RoutingPlan:
@@ -491,43 +579,30 @@ def _plan(node: Node, target: _Target, allow_tf32: bool | None, cache: _Cache) -
     if rocm_reason is not None:
         return refuse(rocm_reason)
 
-    # Gate 4: the recorded output layout is the one the delegate writes.
-    dtypes = {x.dtype, w.dtype} | ({b.dtype} if b is not None else set())
-    layout_reason = _layout_reason(args, x, w, out, x.dtype == torch.float64)
-    if layout_reason is not None:
-        return refuse(layout_reason)
-
-    # Gate 5: a dtype the templates handle, and a template that supports the call.
-    if len(dtypes) != 1:
-        return refuse(
-            f"its tensors have different dtypes ({', '.join(sorted(str(d) for d in dtypes))}); the convolution "
-            "templates need input, weight and bias of one dtype"
-        )
-    if x.dtype not in DTYPE_NAMES:
-        return refuse(
-            f"its dtype is {x.dtype}; the convolution templates handle only "
-            + ", ".join(str(d) for d in DTYPE_NAMES)
-        )
-    problem = ConvProblem.from_shapes(
-        tuple(int(s) for s in x.shape),
-        tuple(int(s) for s in x.stride()),
-        tuple(int(s) for s in w.shape),
-        tuple(int(s) for s in w.stride()),
-        b is not None,
+    # Gates 4 and 5 depend only on the concrete call: cached per layouts, dtypes and params.
+    if allow_tf32 is None:
+        allow_tf32 = bool(torch.backends.cudnn.allow_tf32)
+    key = (
         args.params,
+        tuple(x.shape),
+        x.stride(),
+        tuple(w.shape),
+        w.stride(),
+        tuple(out.shape),
+        out.stride(),
         x.dtype,
+        w.dtype,
+        None if b is None else b.dtype,
         allow_tf32,
     )
-    verdict = cache.verdict(problem)
-    if verdict.error is not None:
-        return refuse(verdict.error, problem, unsupported=verdict.unsupported)
-    if verdict.template is None:
-        why = "; ".join(f"'{name}': {reason}" for name, reason in verdict.unsupported) or "none is registered"
-        return refuse(
-            f"no registered convolution template supports it ({why})",
-            problem,
-            unsupported=verdict.unsupported,
-        )
+    stage = cache.stage(key)
+    if stage is None:
+        stage = cache.store(key, _concrete_gates(args, x, w, b, out, allow_tf32, cache))
+    if stage.refusal is not None:
+        unsupported = stage.verdict.unsupported if stage.verdict is not None else ()
+        return refuse(stage.refusal, stage.problem, unsupported=unsupported)
+    problem, verdict = stage.problem, stage.verdict
+    assert problem is not None and verdict is not None and verdict.template is not None
 
     common = dict(
         node_name=node.name,
@@ -563,6 +638,7 @@ __all__ = [
     "ConvRoutingError",
     "Decision",
     "RoutingPlan",
+    "clear_cache",
     "describe_node",
     "inductor_cannot_compile",
     "module_path",
