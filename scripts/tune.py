@@ -209,6 +209,7 @@ class Env:
     repeats: int
     max_rotations: int
     prune: float
+    stream: Any = None  # the CUDA graph capture stream
 
 
 def _seed_for(problem) -> int:
@@ -308,8 +309,44 @@ def _sync(env: Env) -> None:
         torch.cuda.synchronize(env.device)
 
 
-def time_us(fn, nrot: int, env: Env, best_so_far: float | None = None) -> tuple[float, str]:
-    """Median microseconds per call of ``fn(i)`` (i = rotation index); returns (time, method)."""
+def _graph_samples(fn, nrot: int, n_inner: int, env: Env) -> list[float]:
+    """Capture ``n_inner`` calls (rotating) in a CUDA graph, replay it ``env.repeats`` times: us per call.
+
+    Uses capture_begin/capture_end on a side stream rather than ``torch.cuda.graph`` (whose gc.collect and
+    empty_cache per capture would dominate a tuning run).
+    """
+    graph = torch.cuda.CUDAGraph()
+    stream = env.stream
+    assert stream is not None
+    stream.wait_stream(torch.cuda.current_stream(env.device))
+    with torch.cuda.stream(stream):
+        fn(0)  # a warm-up on the capture stream
+        graph.capture_begin()
+        try:
+            for i in range(n_inner):
+                fn(i % nrot)
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream(env.device).wait_stream(stream)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    graph.replay()
+    samples = []
+    for _ in range(env.repeats):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / n_inner)
+    del graph
+    return samples
+
+
+def time_us(fn, nrot: int, env: Env, best_est: float | None = None) -> tuple[float, str, float]:
+    """Median microseconds per call of ``fn(i)`` (i = rotation index): (time, method, eager estimate).
+
+    The eager estimate includes host launch overhead; when it exceeds ``env.prune`` times the best eager
+    estimate so far (and 50 us, so host-bound small kernels are never pruned) the precise timing is skipped.
+    """
     if not env.cuda:
         fn(0)
         samples = []
@@ -317,12 +354,12 @@ def time_us(fn, nrot: int, env: Env, best_so_far: float | None = None) -> tuple[
             t0 = time.perf_counter()
             fn(i % nrot)
             samples.append((time.perf_counter() - t0) * 1e6)
-        return statistics.median(samples), "cpu"
+        med = statistics.median(samples)
+        return med, "cpu", med
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for i in range(nrot):  # warm up every rotation once
         fn(i)
-    # Rough estimate from an eager loop (launch overhead included, so it over-estimates small kernels).
     n_est = max(nrot, 3)
     start.record()
     for i in range(n_est):
@@ -330,29 +367,17 @@ def time_us(fn, nrot: int, env: Env, best_so_far: float | None = None) -> tuple[
     end.record()
     end.synchronize()
     est = start.elapsed_time(end) * 1e3 / n_est
-    if best_so_far is not None and est > env.prune * best_so_far and est > 50:
-        return est, "eager-pruned"
+    if best_est is not None and est > env.prune * best_est and est > 50:
+        return est, "eager-pruned", est
     n_inner = max(nrot, min(2000, math.ceil(env.rep_ms * 1e3 / max(est, 1.0))))
-    samples: list[float] = []
-    method = "graph"
     try:
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream(env.device)
-        stream.wait_stream(torch.cuda.current_stream(env.device))
-        with torch.cuda.stream(stream):
-            fn(0)  # side-stream warm-up, as torch.cuda.graph's docs ask
-        torch.cuda.current_stream(env.device).wait_stream(stream)
-        with torch.cuda.graph(graph):
-            for i in range(n_inner):
-                fn(i % nrot)
-        graph.replay()
-        for _ in range(env.repeats):
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e3 / n_inner)
-        del graph
+        samples = _graph_samples(fn, nrot, n_inner, env)
+        per_graph_us = statistics.median(samples) * n_inner
+        if per_graph_us < 0.5 * env.rep_ms * 1e3 and n_inner < 2000:
+            # Host-bound estimate: the graph ran shorter than wanted; capture a longer one for precision.
+            n_inner = max(nrot, min(2000, math.ceil(n_inner * env.rep_ms * 1e3 / max(per_graph_us, 1.0))))
+            samples = _graph_samples(fn, nrot, n_inner, env)
+        method = "graph"
     except Exception as e:  # capture not possible: fall back to an eager loop
         method = f"eager ({type(e).__name__})"
         torch.cuda.synchronize(env.device)
@@ -364,7 +389,7 @@ def time_us(fn, nrot: int, env: Env, best_so_far: float | None = None) -> tuple[
             end.record()
             end.synchronize()
             samples.append(start.elapsed_time(end) * 1e3 / n_inner)
-    return statistics.median(samples), method
+    return statistics.median(samples), method, est
 
 
 @dataclass
@@ -376,6 +401,7 @@ class CandidateResult:
     error: str | None = None
     max_err_ratio: float | None = None
     offered: bool | None = None  # False: not in template.schedules(problem) (the heuristic's own choice)
+    first_run_s: float | None = None  # the first launch's wall time: large when it had to compile
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -436,7 +462,7 @@ def measure_problem(
     heuristic = None
     if supporting:
         heuristic = (supporting[0].name, supporting[0].heuristic_schedule(problem))
-    best_us: float | None = None
+    best_est: float | None = None
     tf32_saved = torch.backends.cudnn.allow_tf32
     for template in supporting:
         try:
@@ -475,16 +501,17 @@ def measure_problem(
                         launch.run(tensors[i])
 
                 ops.outputs[0].fill_(float("nan"))
-                run(0)
+                t_first = time.monotonic()
+                run(0)  # compiles here unless the precompile workers filled Triton's cache
                 _sync(env)
+                cand.first_run_s = round(time.monotonic() - t_first, 3)
                 ok, ratio = check_output(ops.outputs[0], ops)
                 cand.max_err_ratio = round(ratio, 4) if math.isfinite(ratio) else None
                 if not ok:
                     cand.error = f"numerics: max |err|/bound = {ratio:.3g}"
                     continue
-                cand.time_us, cand.method = time_us(run, nrot, env, best_us)
-                if cand.method != "eager-pruned":
-                    best_us = cand.time_us if best_us is None else min(best_us, cand.time_us)
+                cand.time_us, cand.method, est = time_us(run, nrot, env, best_est)
+                best_est = est if best_est is None else min(best_est, est)
             except BudgetExceeded:
                 raise
             except Exception as e:
@@ -505,7 +532,7 @@ def measure_problem(
 
         try:
             torch.backends.cudnn.allow_tf32 = problem.allow_tf32
-            result.cudnn_us, _ = time_us(
+            result.cudnn_us, _, _ = time_us(
                 lambda i: reference_convolution(ops.inputs[i], ops.weights[i], ops.biases[i], problem.params),
                 nrot,
                 env,
@@ -708,6 +735,16 @@ def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str
             lines.append(
                 f"| {rec['key'][1]} | {rec['key'][2]} | `{rec['key'][3]}` | {', '.join(rec['sources'][:3])} | none | - | - | - | - | - |"
             )
+    firsts = sorted(
+        c["first_run_s"] for rec in records.values() for c in rec.get("candidates", []) if "first_run_s" in c
+    )
+    if firsts:
+        slow = sum(1 for f in firsts if f > 0.5)
+        lines += [
+            "",
+            f"First launches: median {firsts[len(firsts) // 2]:.3f} s; {slow} of {len(firsts)} took > 0.5 s "
+            "(compiled in the measuring process: the precompile workers missed them).",
+        ]
     failures = [
         (rec["key"], c)
         for rec in records.values()
@@ -742,7 +779,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model-dtypes", type=_csv, default=None, help="for models/zoo (default: --dtypes)")
     ap.add_argument("--batches", type=lambda s: [int(x) for x in _csv(s)], default=[1, 8])
     ap.add_argument(
-        "--layouts", type=_csv, default=["channels_last", "contiguous"], help="2-D/3-D model layers"
+        "--layouts",
+        type=_csv,
+        default=["contiguous", "channels_last"],
+        help="2-D/3-D model layers, in priority order (exported models are contiguous unless converted)",
     )
     ap.add_argument("--bias", action="store_true", help="give public-suite convs a bias (default: none)")
     ap.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
@@ -849,6 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if cuda:
         torch.backends.cudnn.benchmark = True
+        env.stream = torch.cuda.Stream(env.device)
     jobs = args.jobs if args.jobs is not None else (min(16, max(1, (os.cpu_count() or 2) - 1)) if cuda else 0)
     pre = Precompiler(jobs) if (cuda and jobs > 0 and todo) else None
     if pre is not None:

@@ -73,6 +73,9 @@ COMPATIBLE_PRECISIONS = {"float16": ("bfloat16",), "bfloat16": ("float16",)}
 PRECISION_PENALTY = 1.0
 
 
+_MATCH_CACHE_LIMIT = 1 << 16
+
+
 class TuningTableError(ValueError):
     """A tuning table that cannot be used: missing when named explicitly, not JSON, wrong format or version."""
 
@@ -358,6 +361,8 @@ class TuningTable:
                 return self._cache[ck]
         result = self._match(problem, int(arch), max_distance)
         with self._lock:
+            if len(self._cache) >= _MATCH_CACHE_LIMIT:
+                self._cache.clear()
             self._cache[ck] = result
         return result
 
@@ -524,6 +529,30 @@ def entry_problems(entries: Iterable[TuningEntry]) -> list[ConvProblem]:
     return [e.problem for e in entries]
 
 
+def validate_table(table: TuningTable) -> list[str]:
+    """What is wrong with a parsed table against the registered templates (empty when it is usable).
+
+    Every entry must name an existing template that supports its problem and offers its schedule for it.
+    Compiling the entries is left to the caller (`cuda_triton.conv.aot.compile_launch`), since it is slow.
+    """
+    from .templates import get_template
+
+    problems: list[str] = []
+    for e in table.entries:
+        where = f"{table.source}: {e.precision} {e.layout} {e.signature}"
+        template = _template_or_none(get_template, e.template)
+        if template is None:
+            problems.append(f"{where}: no template named {e.template!r}")
+            continue
+        verdict = template.supports(e.problem)
+        if not verdict:
+            problems.append(f"{where}: {e.template} does not support it: {verdict.reason}")
+            continue
+        if e.schedule not in template.schedules(e.problem):
+            problems.append(f"{where}: {e.template} does not offer schedule {e.schedule.key()} for it")
+    return problems
+
+
 __all__ = [
     "DEFAULT_ARCH",
     "ENV_ENABLE",
@@ -549,4 +578,5 @@ __all__ = [
     "signature_distance",
     "table_key",
     "tuning_enabled",
+    "validate_table",
 ]
