@@ -13,8 +13,9 @@ The rule (verified on an H200 against real CUDA convolutions, see docs/convoluti
   where output_padding otherwise has no effect): contiguous.
 * 2-D convs (4-D weight): channels_last if the input OR the weight suggests channels_last.
 * 3-D convs (5-D weight): channels_last_3d under the same condition.
-* 1-D convs: ATen makes the input contiguous and views both as 4-D (N, C, 1, L), so only the weight's layout
-  counts; a channels-last 4-D result squeezes back to strides (C*L, 1, C).
+* 1-D convs: ATen makes the input contiguous and views both as 4-D (N, C, 1, L), so mostly only the weight's
+  layout counts (``contiguous()`` keeps odd strides of size-1 dims, so an (N, C, 1) input stored (N, 1, C) still
+  counts); a channels-last 4-D result squeezes back to strides (C*L, 1, C).
 * Unbatched inputs are given a batch of 1 and squeezed back.
 """
 
@@ -71,6 +72,21 @@ def is_channels_last_strides(sizes: list[int], strides: list[int]) -> bool:
     return True
 
 
+def is_contiguous_strides(sizes: list[int], strides: list[int]) -> bool:
+    """c10's ``compute_contiguous``: row-major up to the strides of size-1 dims; empty tensors are contiguous."""
+    rank = len(sizes)
+    for i in range(rank):
+        if sizes[i] == 0:
+            return True
+    expected = 1
+    for i in range(rank - 1, -1, -1):
+        if sizes[i] != 1:
+            if strides[i] != expected:
+                return False
+            expected = expected * sizes[i]
+    return True
+
+
 def contiguous_strides(sizes: list[int]) -> list[int]:
     """Row-major strides; size-0 dims count as 1, as in c10's ``empty_tensor_restride``."""
     rank = len(sizes)
@@ -117,7 +133,16 @@ def output_memory_format(
         if output_padding[i] >= stride[i]:
             return CONTIGUOUS
     if spatial == 1:
-        # ATen views (C_out, C_in/g, k) as (C_out, C_in/g, 1, k); unsqueeze gives the new dim stride k*s[2].
+        # ATen calls input.contiguous(), which keeps the strides of a tensor c10 already deems contiguous
+        # (size-1 dims may carry any stride), then views both tensors as 4-D with unsqueeze(2): the new dim
+        # gets stride size[2] * stride[2]. An (N, C, 1) input with strides (C, 1, C) is thus channels-last.
+        x3_strides = [input_strides[0], input_strides[1], input_strides[2]]
+        if not is_contiguous_strides(input_sizes, input_strides):
+            x3_strides = contiguous_strides(input_sizes)
+        x4_sizes = [input_sizes[0], input_sizes[1], 1, input_sizes[2]]
+        x4_strides = [x3_strides[0], x3_strides[1], input_sizes[2] * x3_strides[2], x3_strides[2]]
+        if is_channels_last_strides(x4_sizes, x4_strides):
+            return CHANNELS_LAST
         w4_sizes = [weight_sizes[0], weight_sizes[1], 1, weight_sizes[2]]
         w4_strides = [weight_strides[0], weight_strides[1], weight_sizes[2] * weight_strides[2], weight_strides[2]]
         if is_channels_last_strides(w4_sizes, w4_strides):
