@@ -150,9 +150,9 @@ def _string_padding(
                 f"{_describe(node)}: argument 'padding': padding='same' is not supported for strided "
                 f"convolutions (stride={list(stride)})"
             )
-        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        total = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
         before = tuple(t // 2 for t in total)
-        return before, tuple(t - b for t, b in zip(total, before))
+        return before, tuple(t - b for t, b in zip(total, before, strict=True))
     raise ConvBindingError(
         f"{_describe(node)}: argument 'padding' is {padding!r}; string padding must be 'same' or 'valid'"
     )
@@ -166,7 +166,9 @@ def bind_conv(node: Node) -> ConvArgs:
     if op not in CONV_OVERLOADS:
         raise ConvBindingError(f"node '{node.name}' ({node.target}) is not a convolution")
     try:
-        normalized = normalize_function(op, tuple(node.args), dict(node.kwargs), normalize_to_only_use_kwargs=True)
+        normalized = normalize_function(
+            op, tuple(node.args), dict(node.kwargs), normalize_to_only_use_kwargs=True
+        )
     except Exception as e:
         raise ConvBindingError(f"{_describe(node)}: arguments do not match the schema: {e}") from e
     if normalized is None:
@@ -219,7 +221,9 @@ def bind_conv(node: Node) -> ConvArgs:
         if isinstance(padding, str):
             if op not in _FORWARD_STRING:
                 raise ConvBindingError(f"{_describe(node)}: argument 'padding' is a string for {op}")
-            padding_before, padding_after = _string_padding(node, padding, tuple(w.shape[2:]), stride, dilation)
+            padding_before, padding_after = _string_padding(
+                node, padding, tuple(w.shape[2:]), stride, dilation
+            )
         else:
             padding_before = padding_after = _int_list(node, "padding", padding, n)
 
@@ -239,7 +243,9 @@ def bind_conv(node: Node) -> ConvArgs:
     if any(s <= 0 for s in stride):
         raise ConvBindingError(f"{_describe(node)}: argument 'stride' must be positive, got {list(stride)}")
     if any(d <= 0 for d in dilation):
-        raise ConvBindingError(f"{_describe(node)}: argument 'dilation' must be positive, got {list(dilation)}")
+        raise ConvBindingError(
+            f"{_describe(node)}: argument 'dilation' must be positive, got {list(dilation)}"
+        )
     if any(p < 0 for p in padding_before + padding_after):
         raise ConvBindingError(
             f"{_describe(node)}: argument 'padding' must be non-negative, got "
@@ -254,15 +260,24 @@ def bind_conv(node: Node) -> ConvArgs:
             if output_padding[i] >= max(stride[i], dilation[i]):
                 raise ConvBindingError(
                     f"{_describe(node)}: argument 'output_padding' {list(output_padding)} must be smaller than "
-                    f"max(stride, dilation) = {[max(s, d) for s, d in zip(stride, dilation)]} per dim"
+                    f"max(stride, dilation) = {[max(s, d) for s, d in zip(stride, dilation, strict=True)]} per dim"
                 )
 
     if not all(is_concrete_int(d) for d in (*x.shape, *w.shape)):
         # Symbolic sizes: the argument checks above hold for every size; shape checks are the planner's job
         # (it refuses symbolic shapes with its own reason).
         return ConvArgs(
-            x_node, w_node, b_node, stride, tuple(padding_before), tuple(padding_after), dilation,
-            transposed, tuple(output_padding), groups, unbatched,
+            x_node,
+            w_node,
+            b_node,
+            stride,
+            tuple(padding_before),
+            tuple(padding_after),
+            dilation,
+            transposed,
+            tuple(output_padding),
+            groups,
+            unbatched,
         )
     c_in = int(x.shape[0 if unbatched else 1])
     w_shape = [int(s) for s in w.shape]

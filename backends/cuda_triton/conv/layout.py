@@ -144,7 +144,12 @@ def output_memory_format(
         if is_channels_last_strides(x4_sizes, x4_strides):
             return CHANNELS_LAST
         w4_sizes = [weight_sizes[0], weight_sizes[1], 1, weight_sizes[2]]
-        w4_strides = [weight_strides[0], weight_strides[1], weight_sizes[2] * weight_strides[2], weight_strides[2]]
+        w4_strides = [
+            weight_strides[0],
+            weight_strides[1],
+            weight_sizes[2] * weight_strides[2],
+            weight_strides[2],
+        ]
         if is_channels_last_strides(w4_sizes, w4_strides):
             return CHANNELS_LAST
         return CONTIGUOUS

@@ -96,14 +96,20 @@ def reference_convolution(
         for i in reversed(range(n)):  # F.pad lists the last dim first
             pads += [p.padding_before[i], p.padding_after[i]]
         padded = F.pad(input, pads)
-        return torch.ops.aten.convolution(padded, weight, bias, p.stride, [0] * n, p.dilation, False, [0] * n, p.groups)
+        return torch.ops.aten.convolution(
+            padded, weight, bias, p.stride, [0] * n, p.dilation, False, [0] * n, p.groups
+        )
 
-    if p.symmetric_padding and all(o < max(s, d) for o, s, d in zip(p.output_padding, p.stride, p.dilation)):
+    if p.symmetric_padding and all(
+        o < max(s, d) for o, s, d in zip(p.output_padding, p.stride, p.dilation, strict=True)
+    ):
         return torch.ops.aten.convolution(
             input, weight, bias, p.stride, p.padding_before, p.dilation, True, p.output_padding, p.groups
         )
     # Asymmetric crop: compute the full (uncropped) output, then crop/extend each dim by F.pad.
-    full = torch.ops.aten.convolution(input, weight, None, p.stride, [0] * n, p.dilation, True, [0] * n, p.groups)
+    full = torch.ops.aten.convolution(
+        input, weight, None, p.stride, [0] * n, p.dilation, True, [0] * n, p.groups
+    )
     pads = []
     for i in reversed(range(n)):
         pads += [-p.padding_before[i], p.output_padding[i] - p.padding_after[i]]
@@ -129,19 +135,25 @@ def reference_in_layout(
     return _into_layout(result, sizes, strides)
 
 
-def convolution_cpu(input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups):
+def convolution_cpu(
+    input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
+):
     p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
     return reference_in_layout(input, weight, bias, p)
 
 
-def convolution_cuda(input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups):
+def convolution_cuda(
+    input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
+):
     from .dispatch import run_convolution  # imports triton; only needed on CUDA
 
     p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
     return run_convolution(input, weight, bias, p)
 
 
-def convolution_fake(input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups):
+def convolution_fake(
+    input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
+):
     p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
     sizes, strides = output_layout(input, weight, p)
     return input.new_empty_strided(sizes, strides)
@@ -152,6 +164,8 @@ _lib.impl("convolution", convolution_cuda, "CUDA")
 torch.library.register_fake("triton::convolution", convolution_fake, lib=_lib)
 
 
-def triton_convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, p: ConvParams) -> torch.Tensor:
+def triton_convolution(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, p: ConvParams
+) -> torch.Tensor:
     """Call ``torch.ops.triton.convolution`` with a `ConvParams`."""
     return torch.ops.triton.convolution(input, weight, bias, *p.as_op_args())
