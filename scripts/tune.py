@@ -69,7 +69,10 @@ class _Progress:
         try:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=desc, dynamic_ncols=True, file=sys.stderr)
+            interval = 1.0 if sys.stderr.isatty() else 15.0  # a captured log stays short
+            self._bar = tqdm(
+                total=total, desc=desc, dynamic_ncols=True, file=sys.stderr, mininterval=interval
+            )
         except ImportError:
             self._bar = None
 
@@ -99,7 +102,9 @@ def _load_public_suite():
             sys.modules["public_suite"] = module
             spec.loader.exec_module(module)
             return module.PUBLIC
-    raise FileNotFoundError("bench/public_suite.py not found")
+    raise FileNotFoundError(
+        "bench/public_suite.py not found in the repository (copy /work/shared/bench/public_suite.py there)"
+    )
 
 
 def public_problems(dtypes: list[str], bias: bool) -> list[tuple[str, Any]]:
