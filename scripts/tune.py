@@ -895,6 +895,10 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         torch.backends.cudnn.benchmark = True
         env.stream = torch.cuda.Stream(env.device)
+        if hasattr(triton, "set_allocator"):  # kernels with global scratch (device-side TMA descriptors)
+            triton.set_allocator(
+                lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda")
+            )
     jobs = args.jobs if args.jobs is not None else (min(16, max(1, (os.cpu_count() or 2) - 1)) if cuda else 0)
     pre = Precompiler(jobs) if (cuda and jobs > 0 and todo) else None
     if pre is not None:
