@@ -764,10 +764,14 @@ def test_error_kernel_larger_than_padded_input() -> None:
     )
 
 
-def test_error_transposed_output_negative() -> None:
-    expect_error(build(aten.conv_transpose1d.default, S(2, 4, 2), S(4, 6, 3), None, 1, 3), "'padding'")
-    # an output of size 0 is what ATen returns, so it binds
-    bind_conv(build(aten.conv_transpose1d.default, S(2, 4, 2), S(4, 6, 3), None, 1, 2))
+def test_error_transposed_output_empty() -> None:
+    expect_error(
+        build(aten.conv_transpose1d.default, S(2, 4, 2), S(4, 6, 3), None, 1, 3), "'padding'", "empty"
+    )
+    expect_error(
+        build(aten.conv_transpose1d.default, S(2, 4, 2), S(4, 6, 3), None, 1, 2), "'padding'", "size 0"
+    )
+    bind_conv(build(aten.conv_transpose1d.default, S(2, 4, 2), S(4, 6, 3), None, 1, 1))
 
 
 def test_error_input_without_meta_val() -> None:

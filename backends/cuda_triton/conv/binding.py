@@ -335,11 +335,12 @@ def bind_conv(node: Node) -> ConvArgs:
         else:
             out = (in_spatial[i] - 1) * stride[i] - padding_before[i] - padding_after[i]
             out += dilation[i] * (k - 1) + 1 + output_padding[i]
-            if out < 0:
-                # ATen returns an empty tensor for out == 0 and fails for negative sizes.
+            if out <= 0:
+                # ATen's transposed shape check: "Output size is too small" (some CPU paths return an empty
+                # tensor for a size of exactly 0; cuDNN-less paths reject it).
                 raise ConvBindingError(
-                    f"{_describe(node)}: argument 'padding' ({padding_before[i]} + {padding_after[i]}) exceeds "
-                    f"the transposed output in spatial dim {i} (size {out})"
+                    f"{_describe(node)}: argument 'padding' ({padding_before[i]} + {padding_after[i]}) leaves "
+                    f"the transposed output empty in spatial dim {i} (size {out})"
                 )
 
     return ConvArgs(
