@@ -690,6 +690,57 @@ def table_meta(records: dict[str, dict[str, Any]], command: str) -> dict[str, An
     return meta
 
 
+def generalisation_report(records: dict[str, dict[str, Any]]) -> list[str]:
+    """Leave-one-out: for each measured convolution, the time of what lookup would pick were it not in the
+    table (its nearest neighbour's schedule, else the heuristic), against the tuned best and the heuristic."""
+    from cuda_triton.conv.tuning import problem_from_spec
+
+    arch_of = {r["key"][0] for r in records.values()}
+    if len(arch_of) != 1:
+        return []
+    arch = arch_of.pop()
+    try:
+        table = build_table(records, arch, {})
+    except Exception as e:  # a summary must not stop a run
+        return ["", f"(generalisation report unavailable: {type(e).__name__}: {e})"]
+    by_prec: dict[str, list[tuple[float, float, bool]]] = {}
+    for rec in records.values():
+        best, heur = rec.get("best"), rec.get("heuristic") or {}
+        if not best or not heur.get("time_us"):
+            continue
+        times = {
+            (c["template"], json.dumps(c["schedule"], sort_keys=True)): c["time_us"]
+            for c in rec["candidates"]
+            if c.get("time_us") is not None and not c.get("error") and c.get("method") != "eager-pruned"
+        }
+        m = table.nearest(problem_from_spec(rec["problem"]), arch)
+        t_fallback = heur["time_us"]
+        used = False
+        if m is not None:
+            t = times.get((m.template, json.dumps(m.schedule.as_dict(), sort_keys=True)))
+            if t is not None:  # (a pruned or failed schedule has no time: count the heuristic's)
+                t_fallback, used = t, True
+        by_prec.setdefault(rec["key"][1], []).append(
+            (t_fallback / best["time_us"], heur["time_us"] / best["time_us"], used)
+        )
+    if not by_prec:
+        return []
+    out = [
+        "",
+        "Generalisation (leave-one-out): each convolution looked up as if it were not in the table.",
+        "",
+        "| precision | convs | neighbour used | geomean lookup/tuned | geomean heuristic/tuned | worst lookup/tuned |",
+        "|---|---|---|---|---|---|",
+    ]
+    for prec, rows in sorted(by_prec.items()):
+        g1 = _geomean([r[0] for r in rows])
+        g2 = _geomean([r[1] for r in rows])
+        out.append(
+            f"| {prec} | {len(rows)} | {sum(r[2] for r in rows)} | {g1:.3f} | {g2:.3f} | {max(r[0] for r in rows):.2f} |"
+        )
+    return out
+
+
 def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
     lines = [
         "# Tuning run summary",
@@ -740,6 +791,7 @@ def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str
             lines.append(
                 f"| {rec['key'][1]} | {rec['key'][2]} | `{rec['key'][3]}` | {', '.join(rec['sources'][:3])} | none | - | - | - | - | - |"
             )
+    lines += generalisation_report(records)
     firsts = sorted(
         c["first_run_s"] for rec in records.values() for c in rec.get("candidates", []) if "first_run_s" in c
     )
@@ -748,7 +800,7 @@ def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str
         lines += [
             "",
             f"First launches: median {firsts[len(firsts) // 2]:.3f} s; {slow} of {len(firsts)} took > 0.5 s "
-            "(compiled in the measuring process: the precompile workers missed them).",
+            "(compiled in the measuring process; on a GPU run, compiles the precompile workers missed).",
         ]
     failures = [
         (rec["key"], c)

@@ -233,6 +233,10 @@ def test_nearest_signature_fallback(fake_registry):
     assert m.entry.signature == near.signature()
     assert math.isclose(m.distance, tuning.signature_distance(q, near))
     assert tuning.lookup(q, 90, table) == ("fake", Schedule.make(4, 2, BLOCK=32))
+    # `nearest` answers as if the problem were not in the table (the tuner's leave-one-out report).
+    assert table.nearest(near, 90) is None  # `far` is the only other entry, beyond MAX_DISTANCE
+    assert table.nearest(near, 90, max_distance=100).entry.signature == far.signature()
+    assert tuning.lookup_match(near, 90, table).exact
     # Distance is symmetric, zero on itself, and infinite across structural classes.
     assert tuning.signature_distance(q, near) == tuning.signature_distance(near, q)
     assert tuning.signature_distance(q, q) == 0.0
@@ -403,7 +407,8 @@ def test_tune_script_writes_a_usable_table(fake_registry, tmp_path, capsys):
     assert len(log) == 2
     wrong = [c for rec in log for c in rec["candidates"] if c["schedule"]["BLOCK"] == 64]
     assert wrong and all(c["error"].startswith("numerics") for c in wrong)
-    assert (out / "sm90.md").exists()
+    summary = (out / "sm90.md").read_text()
+    assert "Generalisation (leave-one-out)" in summary and "json:problems.json" in summary
 
     # A rerun resumes: nothing left to measure, the table is unchanged.
     assert tune.main(["--out", str(out), "--problems", f"json:{src}", "--no-cudnn"]) == 0

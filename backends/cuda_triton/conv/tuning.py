@@ -366,11 +366,19 @@ class TuningTable:
             self._cache[ck] = result
         return result
 
-    def _match(self, problem: ConvProblem, arch: int, max_distance: float) -> Match | None:
+    def nearest(
+        self, problem: ConvProblem, arch: int = DEFAULT_ARCH, max_distance: float = MAX_DISTANCE
+    ) -> Match | None:
+        """The fallback alone, as if ``problem`` itself were not in the table (uncached; for evaluations)."""
+        return self._match(problem, int(arch), max_distance, skip_exact=True)
+
+    def _match(
+        self, problem: ConvProblem, arch: int, max_distance: float, skip_exact: bool = False
+    ) -> Match | None:
         from .templates import get_template
 
         exact = self.get(problem, arch)
-        if exact is not None:
+        if exact is not None and not skip_exact:
             template = _template_or_none(get_template, exact.template)
             if template is not None and template.supports(problem):
                 return Match(exact, 0.0, True)
