@@ -21,7 +21,8 @@ The table is rewritten after every convolution, so an interrupted or budget-stop
 Problem sources (``--problems``, comma-separated, in priority order): ``public`` (bench/public_suite.py, its own
 batch sizes and layouts, every --dtypes), ``models`` (all of scripts/tuning_signatures.py) or ``model:NAME``
 (one of them; --model-dtypes, --batches, --layouts), ``zoo:NAME`` (a cuda_triton.models.zoo model, its convs
-found by torch.export + cuda_triton.conv.binding), ``json:PATH`` (a list of problem specs, a table or a log).
+found by torch.export + cuda_triton.conv.binding), ``json:PATH`` (a list of signature strings, expanded over
+--dtypes and --layouts; or problem specs; or a table or a log).
 
 Kernels are compiled ahead of the measurements by --jobs worker processes (they warm Triton's on-disk cache,
 which the measuring process then hits). Without a GPU the script runs the kernels in the Triton interpreter and
@@ -167,8 +168,15 @@ def zoo_problems(name: str, dtypes: list[str], batches: list[int]) -> list[tuple
     return out
 
 
-def json_problems(path: str) -> list[tuple[str, Any]]:
-    from cuda_triton.conv.tuning import problem_from_spec
+def json_problems(path: str, dtypes: list[str], layouts: list[str]) -> list[tuple[str, Any]]:
+    """Problems from a JSON list (or a table's entries, or a .jsonl log). Items may be:
+
+    * a signature string (``ConvProblem.signature()``): every --dtypes x --layouts (dense tensors);
+    * an object with "signature" and optional "dtype" (fp16/bf16/fp32/fp32-ieee) and "layout";
+    * a problem spec (what tables and logs store), or an object holding one under "problem".
+    """
+    from cuda_triton.conv.tuning import problem_from_signature, problem_from_spec
+    from tuning_signatures import parse_dtype
 
     text = Path(path).read_text()
     if path.endswith(".jsonl"):
@@ -176,10 +184,25 @@ def json_problems(path: str) -> list[tuple[str, Any]]:
     else:
         data = json.loads(text)
         items = data["entries"] if isinstance(data, dict) else data
+    name = f"json:{Path(path).name}"
     out = []
     for item in items:
-        spec = item.get("problem", item)
-        out.append((f"json:{Path(path).name}", problem_from_spec(spec)))
+        if isinstance(item, str) or (
+            isinstance(item, dict) and "signature" in item and "problem" not in item
+        ):
+            sig = item if isinstance(item, str) else item["signature"]
+            dts = [item["dtype"]] if isinstance(item, dict) and "dtype" in item else dtypes
+            lays = [item["layout"]] if isinstance(item, dict) and "layout" in item else layouts
+            seen = set()
+            for dt in dts:
+                dtype, tf32 = parse_dtype(dt)
+                for lay in lays:
+                    p = problem_from_signature(sig, dtype, lay, tf32)
+                    if p not in seen:
+                        seen.add(p)
+                        out.append((name, p))
+        else:
+            out.append((name, problem_from_spec(item.get("problem", item))))
     return out
 
 
@@ -195,7 +218,7 @@ def collect_problems(args: argparse.Namespace) -> list[tuple[str, Any]]:
         elif source.startswith("zoo:"):
             found += zoo_problems(source[4:], args.model_dtypes, args.batches)
         elif source.startswith("json:"):
-            found += json_problems(source[5:])
+            found += json_problems(source[5:], args.dtypes, args.layouts)
         else:
             raise SystemExit(
                 f"unknown problem source {source!r} (public, models, model:NAME, zoo:NAME, json:PATH)"

@@ -392,9 +392,11 @@ def test_tune_script_writes_a_usable_table(fake_registry, tmp_path, capsys):
         make_problem(c=8, k=32, hw=(6, 6), dtype="float32"),
         make_problem(c=4, k=8, hw=(5, 5), bias=True),
     ]
-    src = write(tmp_path / "problems.json", [tuning.problem_spec(p) for p in problems])
+    # One as a problem spec, one as a signature string (expanded over --dtypes x --layouts).
+    src = write(tmp_path / "problems.json", [tuning.problem_spec(problems[0]), problems[1].signature()])
     out = tmp_path / "out"
-    assert tune.main(["--out", str(out), "--problems", f"json:{src}", "--no-cudnn"]) == 0
+    one = ["--dtypes", "fp16", "--layouts", "channels_last"]
+    assert tune.main(["--out", str(out), "--problems", f"json:{src}", "--no-cudnn", *one]) == 0
     table = tuning.read_table(out / "sm90.json")
     assert len(table) == 2
     assert table.meta["timing"] == "cpu-interpreter"
@@ -411,23 +413,41 @@ def test_tune_script_writes_a_usable_table(fake_registry, tmp_path, capsys):
     assert "Generalisation (leave-one-out)" in summary and "json:problems.json" in summary
 
     # A rerun resumes: nothing left to measure, the table is unchanged.
-    assert tune.main(["--out", str(out), "--problems", f"json:{src}", "--no-cudnn"]) == 0
+    assert tune.main(["--out", str(out), "--problems", f"json:{src}", "--no-cudnn", *one]) == 0
     assert "0 to go" in capsys.readouterr().err
     assert len((out / "sm90.log.jsonl").read_text().splitlines()) == 2
     # A budget of zero stops cleanly before measuring anything and still writes a table.
     out2 = tmp_path / "out2"
-    assert tune.main(["--out", str(out2), "--problems", f"json:{src}", "--no-cudnn", "--budget-s", "0"]) == 0
+    assert tune.main(["--out", str(out2), "--problems", f"json:{src}", *one, "--budget-s", "0"]) == 0
     assert len(tuning.read_table(out2 / "sm90.json")) == 0
     # --resume from another run's log, then --rebuild from logs alone.
     out3 = tmp_path / "t3.json"
     assert (
-        tune.main(["--out", str(out3), "--problems", f"json:{src}", "--resume", str(out / "sm90.log.jsonl")])
+        tune.main(
+            ["--out", str(out3), "--problems", f"json:{src}", *one, "--resume", str(out / "sm90.log.jsonl")]
+        )
         == 0
     )
     assert len(tuning.read_table(out3)) == 2
+    assert "0 to go" in capsys.readouterr().err
     out4 = tmp_path / "t4.json"
     assert tune.main(["--out", str(out4), "--rebuild", str(out / "sm90.log.jsonl")]) == 0
     assert [e.key for e in tuning.read_table(out4).entries] == [e.key for e in table.entries]
+
+
+def test_problem_from_signature():
+    for p in [
+        make_problem(),
+        make_problem(hw=(9,), kernel=5, stride=2, channels_last=False, bias=True),
+        make_problem(c=8, k=8, hw=(4, 6, 6), groups=8, dtype="float32"),
+        make_problem(c=16, k=8, hw=(7, 7), transposed=True, stride=2, channels_last=False),
+    ]:
+        layout = "channels_last" if p.input_layout == "channels_last" else "contiguous"
+        assert tuning.problem_from_signature(p.signature(), p.dtype, layout) == p
+    with pytest.raises(ValueError, match="not a convolution signature"):
+        tuning.problem_from_signature("n1_c3_k8_in8x8_w3x3_s1x1_pb1x1_pa1x1_d1x1_g1")  # no bias field
+    with pytest.raises(ValueError, match="not a convolution signature"):
+        tuning.problem_from_signature("resnet50")
 
 
 def test_tuning_signatures_cover_the_networks():

@@ -151,6 +151,74 @@ def problem_from_spec(spec: dict[str, Any]) -> ConvProblem:
     )
 
 
+_SIG_FIELDS = ("n", "c", "k", "in", "w", "s", "pb", "pa", "d", "g")
+
+
+def _dense_strides(sizes: tuple[int, ...], channels_last: bool) -> tuple[int, ...]:
+    rank = len(sizes)
+    order = [0, *range(2, rank), 1] if channels_last else list(range(rank))
+    strides = [0] * rank
+    acc = 1
+    for d in reversed(order):
+        strides[d] = acc
+        acc *= sizes[d]
+    return tuple(strides)
+
+
+def problem_from_signature(
+    signature: str, dtype: str = "float16", layout: str = "contiguous", allow_tf32: bool = True
+) -> ConvProblem:
+    """The dense ConvProblem a `ConvProblem.signature()` string describes, in ``layout`` (input and weight).
+
+    ``layout`` is "contiguous" or "channels_last" (1-D problems are always contiguous). Raises ValueError for
+    a string that is not a signature.
+    """
+    parts = signature.split("_")
+    try:
+        vals: dict[str, tuple[int, ...]] = {}
+        i = 0
+        for name in _SIG_FIELDS:
+            part = parts[i]
+            if not part.startswith(name) or (name == "in" and not part[2:3].isdigit()):
+                raise ValueError(f"expected field {name!r}, got {part!r}")
+            vals[name] = tuple(int(v) for v in part[len(name) :].split("x"))
+            i += 1
+        output_padding: tuple[int, ...] | None = None
+        if parts[i].startswith("t"):
+            output_padding = tuple(int(v) for v in parts[i][1:].split("x"))
+            i += 1
+        if parts[i] not in ("b", "nb") or i + 1 != len(parts):
+            raise ValueError(f"expected 'b' or 'nb' at the end, got {'_'.join(parts[i:])!r}")
+        has_bias = parts[i] == "b"
+    except (IndexError, ValueError) as e:
+        raise ValueError(f"not a convolution signature: {signature!r} ({e})") from None
+    n, c, k, g = vals["n"][0], vals["c"][0], vals["k"][0], vals["g"][0]
+    nd = len(vals["w"])
+    transposed = output_padding is not None
+    params = ConvParams(
+        stride=vals["s"],
+        padding_before=vals["pb"],
+        padding_after=vals["pa"],
+        dilation=vals["d"],
+        transposed=transposed,
+        output_padding=output_padding if output_padding is not None else (0,) * nd,
+        groups=g,
+    )
+    cl = layout == "channels_last" and nd > 1
+    isize = (n, c, *vals["in"])
+    wsize = (c, k // g, *vals["w"]) if transposed else (k, c // g, *vals["w"])
+    return ConvProblem.from_shapes(
+        isize,
+        _dense_strides(isize, cl),
+        wsize,
+        _dense_strides(wsize, cl),
+        has_bias,
+        params,
+        dtype,
+        allow_tf32,
+    )
+
+
 # ---- distance ---------------------------------------------------------------------------------------------
 def _features(problem: ConvProblem) -> tuple[float, ...]:
     """log2 features compared by `signature_distance` (same structural class, so same lengths)."""
@@ -579,6 +647,7 @@ __all__ = [
     "lookup_match",
     "parse_table",
     "precision_key",
+    "problem_from_signature",
     "problem_from_spec",
     "problem_spec",
     "read_table",
