@@ -238,6 +238,36 @@ class Env:
     max_rotations: int
     prune: float
     stream: Any = None  # the CUDA graph capture stream
+    inflight: Path | None = None  # names the candidate being run, so a crash is not repeated on resume
+    skip: set[str] = field(default_factory=set)  # candidates that crashed an earlier run
+
+
+# Errors after which the CUDA context is unusable: the run must stop (and not retry that candidate).
+CONTEXT_LOST = (
+    "illegal memory access",
+    "misaligned address",
+    "unspecified launch failure",
+    "illegal instruction",
+    "device-side assert",
+    "CUDA_ERROR_ILLEGAL",
+    "CUDA_ERROR_LAUNCH_FAILED",
+)
+
+
+class ContextLost(RuntimeError):
+    pass
+
+
+def _candidate_id(key: list[Any], template: str, schedule: dict[str, int]) -> str:
+    return json.dumps([key, template, schedule], sort_keys=True)
+
+
+def read_inflight(path: Path) -> set[str]:
+    """The candidate an earlier run was running when it died (empty when it finished cleanly)."""
+    try:
+        return {path.read_text().strip()} if path.exists() and path.read_text().strip() else set()
+    except OSError:
+        return set()
 
 
 def _seed_for(problem) -> int:
@@ -486,10 +516,25 @@ def measure_problem(
     result = ProblemResult(list(table_key(problem, env.arch)), problem_spec(problem), sources)
     ops = make_operands(problem, env)
     nrot = len(ops.inputs)
-    supporting = [t for t in registered_templates() if t.supports(problem)]
+    supporting = []
+    for t in registered_templates():
+        try:
+            if t.supports(problem):
+                supporting.append(t)
+        except Exception as e:  # a template bug must not stop the run
+            result.candidates.append(
+                CandidateResult(t.name, {}, error=f"supports(): {type(e).__name__}: {e}")
+            )
     heuristic = None
     if supporting:
-        heuristic = (supporting[0].name, supporting[0].heuristic_schedule(problem))
+        try:
+            heuristic = (supporting[0].name, supporting[0].heuristic_schedule(problem))
+        except Exception as e:
+            result.candidates.append(
+                CandidateResult(
+                    supporting[0].name, {}, error=f"heuristic_schedule(): {type(e).__name__}: {e}"
+                )
+            )
     best_est: float | None = None
     tf32_saved = torch.backends.cudnn.allow_tf32
     for template in supporting:
@@ -512,6 +557,12 @@ def measure_problem(
             if schedule not in offered:
                 cand.offered = False
             result.candidates.append(cand)
+            cid = _candidate_id(result.key, template.name, cand.schedule)
+            if cid in env.skip:
+                cand.error = "crashed an earlier tuning run (CUDA context lost); not run again"
+                continue
+            if env.inflight is not None:
+                env.inflight.write_text(cid)
             try:
                 launches = template.launches(problem, schedule)
                 tensors = [
@@ -537,14 +588,21 @@ def measure_problem(
                 cand.max_err_ratio = round(ratio, 4) if math.isfinite(ratio) else None
                 if not ok:
                     cand.error = f"numerics: max |err|/bound = {ratio:.3g}"
-                    continue
-                cand.time_us, cand.method, est = time_us(run, nrot, env, best_est)
-                best_est = est if best_est is None else min(best_est, est)
+                else:
+                    cand.time_us, cand.method, est = time_us(run, nrot, env, best_est)
+                    best_est = est if best_est is None else min(best_est, est)
             except BudgetExceeded:
                 raise
             except Exception as e:
                 cand.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+                if any(m in str(e) for m in CONTEXT_LOST):
+                    raise ContextLost(
+                        f"{template.name} {schedule.key()} on {problem.signature()} ({problem.dtype}) broke the "
+                        f"CUDA context: {cand.error}"
+                    ) from e
                 _sync_quiet(env)
+            if env.inflight is not None:
+                env.inflight.write_text("")
     if heuristic is not None:
         hd = heuristic[1].as_dict()
         h = next((c for c in result.candidates if c.template == heuristic[0] and c.schedule == hd), None)
@@ -904,6 +962,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     table_path = out if out.suffix == ".json" else out / f"sm{args.arch}.json"
     log_path = table_path.with_name(table_path.stem + ".log.jsonl")
+    inflight_path = table_path.with_name(table_path.stem + ".inflight")
     summary_path = table_path.with_name(table_path.stem + ".md")
     table_path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -967,6 +1026,11 @@ def main(argv: list[str] | None = None) -> int:
         max_rotations=64,
         prune=args.prune,
     )
+    env.inflight = inflight_path
+    for old_log in [*args.resume, log_path]:
+        env.skip |= read_inflight(old_log.with_name(old_log.name.replace(".log.jsonl", "") + ".inflight"))
+    if env.skip:
+        _stderr(f"skipping {len(env.skip)} candidate(s) that crashed an earlier run")
     if cuda:
         torch.backends.cudnn.benchmark = True
         env.stream = torch.cuda.Stream(env.device)
@@ -996,6 +1060,14 @@ def main(argv: list[str] | None = None) -> int:
                 except BudgetExceeded:
                     stopped = "budget"
                     break
+                except ContextLost as e:
+                    _stderr(f"STOPPED: {e}")
+                    _stderr(
+                        f"rerun the same command (or --resume {log_path}) to continue without that candidate"
+                    )
+                    stopped = "CUDA context lost"
+                    break
+                inflight_path.write_text("")
                 rec = res.to_json(run_info)
                 log.write(json.dumps(rec) + "\n")
                 log.flush()
@@ -1019,7 +1091,7 @@ def main(argv: list[str] | None = None) -> int:
     state = "complete" if stopped is None else f"stopped ({stopped}); rerun the same command to continue"
     print(f"{state}: measured {measured} convolutions in {elapsed:.0f} s; table {table_path} has {n} entries")
     print(f"log {log_path}; summary {summary_path}")
-    return 0
+    return 3 if stopped == "CUDA context lost" else 0
 
 
 if __name__ == "__main__":

@@ -68,6 +68,9 @@ def make_problem(
     )
 
 
+CRASHING_BLOCK: list[int] = []  # a schedule whose "kernel" reports a lost CUDA context (test_tune_crash)
+
+
 class _FakeKernel:
     """Stands in for a @triton.jit function: ``fn[grid](input, weight, bias, output, BLOCK=...)``."""
 
@@ -78,6 +81,8 @@ class _FakeKernel:
 
     def __getitem__(self, grid):
         def launch(x, w, b, out, **kwargs):
+            if kwargs.get("BLOCK") in CRASHING_BLOCK:
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
             y = reference_convolution(x.float(), w.float(), None if b is None else b.float(), self.params)
             out.copy_(y + (1.0 if self.wrong else 0.0))
 
@@ -433,6 +438,32 @@ def test_tune_script_writes_a_usable_table(fake_registry, tmp_path, capsys):
     out4 = tmp_path / "t4.json"
     assert tune.main(["--out", str(out4), "--rebuild", str(out / "sm90.log.jsonl")]) == 0
     assert [e.key for e in tuning.read_table(out4).entries] == [e.key for e in table.entries]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke path")
+def test_tune_stops_on_a_lost_context_and_skips_the_culprit_on_resume(
+    fake_registry, tmp_path, monkeypatch, capsys
+):
+    tune = _load_tune_module()
+    monkeypatch.setattr(sys.modules[__name__], "CRASHING_BLOCK", [32])
+    problems = [make_problem(c=8, k=32, hw=(6, 6)), make_problem(c=8, k=32, hw=(5, 5))]
+    src = write(tmp_path / "problems.json", [tuning.problem_spec(p) for p in problems])
+    out = tmp_path / "out"
+    argv = ["--out", str(out), "--problems", f"json:{src}", "--no-cudnn"]
+    assert tune.main(argv) == 3
+    assert "broke the CUDA context" in capsys.readouterr().err
+    assert '"BLOCK": 32' in (out / "sm90.inflight").read_text()
+    assert not (out / "sm90.log.jsonl").read_text().strip()  # nothing finished
+    # The rerun skips that candidate: for the first problem only (its id names the problem).
+    assert tune.main(argv) == 3
+    log = [json.loads(line) for line in (out / "sm90.log.jsonl").read_text().splitlines()]
+    assert len(log) == 1
+    skipped = [c for c in log[0]["candidates"] if c["schedule"].get("BLOCK") == 32]
+    assert skipped and skipped[0]["error"].startswith("crashed an earlier tuning run")
+    assert log[0]["best"]["schedule"]["BLOCK"] == 16
+    assert tune.main(argv) == 0
+    assert len(tuning.read_table(out / "sm90.json")) == 2
+    assert (out / "sm90.inflight").read_text() == ""
 
 
 def test_problem_from_signature():
