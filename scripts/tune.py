@@ -15,8 +15,8 @@ Output (``--out DIR`` writes ``DIR/sm<arch>.json``; ``--out FILE.json`` writes t
   * ``<table>.log.jsonl``: one line per convolution with every candidate's time or error (appended and fsynced
     as it goes; a rerun with the same --out, or ``--resume OLD.log.jsonl``, skips what is done);
   * ``<table>.md``: a summary (speed-up over cuDNN, heuristic vs tuned, failures).
-The table is rewritten after every convolution, so an interrupted or budget-stopped run leaves a usable table.
-``--rebuild LOG...`` writes the table from logs without measuring anything.
+The table is rewritten every 30 s and at the end (a budget stop or Ctrl-C ends cleanly with a complete table);
+after a hard kill, ``--rebuild LOG...`` writes the table from the log without measuring anything.
 
 Problem sources (``--problems``, comma-separated, in priority order): ``public`` (bench/public_suite.py, its own
 batch sizes and layouts, every --dtypes), ``models`` (all of scripts/tuning_signatures.py) or ``model:NAME``
@@ -975,11 +975,19 @@ def main(argv: list[str] | None = None) -> int:
         "command": command,
     }
 
-    def flush_outputs(records: dict[str, dict[str, Any]]) -> int:
+    last_table = [time.monotonic()]
+
+    def flush_outputs(records: dict[str, dict[str, Any]], final: bool = True) -> int:
+        """Rewrite the table every 30 s while measuring (the log is the per-convolution record; `--rebuild`
+        turns a log into a table) and at the end, with the summary."""
+        if not final and time.monotonic() - last_table[0] < 30:
+            return -1
         meta = table_meta(records, command)
         table = build_table(records, args.arch, meta)
         table.write(table_path)
-        write_summary(summary_path, records, meta)
+        last_table[0] = time.monotonic()
+        if final:
+            write_summary(summary_path, records, meta)
         clear_cache()
         return len(table)
 
@@ -1074,7 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.fsync(log.fileno())
                 records[key] = rec
                 measured += 1
-                flush_outputs(records)
+                flush_outputs(records, final=False)
                 b = rec["best"]
                 sp = ""
                 if b and rec["cudnn_us"]:
