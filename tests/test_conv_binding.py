@@ -19,7 +19,9 @@ fp16/bf16: ATen's CPU convolution supports both dtypes in torch 2.13, so they ar
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -781,3 +783,119 @@ def test_error_input_without_meta_val() -> None:
     node = g.call_function(aten.conv1d.default, (x, w))
     node.name = "conv_under_test"
     expect_error(node, "'x'", "meta['val']")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The canonical op's semantics (docs/convolution.md) against a direct implementation of the definitions
+# ---------------------------------------------------------------------------------------------------------
+def _direct(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, p) -> torch.Tensor:
+    """docs/convolution.md's formulas, written out with slices (batched input)."""
+    n, g = p.spatial_dims, p.groups
+    nb, c_in, spatial = x.shape[0], x.shape[1], x.shape[2:]
+    k = w.shape[2:]
+    offsets = list(itertools.product(*[range(kk) for kk in k]))
+    if not p.transposed:
+        c_out = w.shape[0]
+        xp = torch.zeros(
+            nb,
+            c_in,
+            *[L + a + z for L, a, z in zip(spatial, p.padding_before, p.padding_after, strict=True)],
+            dtype=x.dtype,
+        )
+        xp[
+            (
+                slice(None),
+                slice(None),
+                *[slice(a, a + L) for a, L in zip(p.padding_before, spatial, strict=True)],
+            )
+        ] = x
+        out_len = [
+            (L + a + z - (d * (kk - 1) + 1)) // s + 1
+            for L, a, z, d, kk, s in zip(
+                spatial, p.padding_before, p.padding_after, p.dilation, k, p.stride, strict=True
+            )
+        ]
+        out = torch.zeros(nb, c_out, *out_len, dtype=x.dtype)
+        for j in range(g):
+            oc, ic = slice(j * c_out // g, (j + 1) * c_out // g), slice(j * c_in // g, (j + 1) * c_in // g)
+            for t in offsets:
+                window = tuple(
+                    slice(ti * d, ti * d + s * (o - 1) + 1, s)
+                    for ti, d, s, o in zip(t, p.dilation, p.stride, out_len, strict=True)
+                )
+                out[:, oc] += torch.einsum(
+                    "oc,nc...->no...", w[(oc, slice(None), *t)], xp[(slice(None), ic, *window)]
+                )
+    else:
+        c_out = w.shape[1] * g
+        full_len = [
+            (L - 1) * s + d * (kk - 1) + 1
+            for L, s, d, kk in zip(spatial, p.stride, p.dilation, k, strict=True)
+        ]
+        full = torch.zeros(nb, c_out, *full_len, dtype=x.dtype)
+        for j in range(g):
+            oc, ic = slice(j * c_out // g, (j + 1) * c_out // g), slice(j * c_in // g, (j + 1) * c_in // g)
+            for t in offsets:
+                window = tuple(
+                    slice(ti * d, ti * d + s * (L - 1) + 1, s)
+                    for ti, d, s, L in zip(t, p.dilation, p.stride, spatial, strict=True)
+                )
+                full[(slice(None), oc, *window)] += torch.einsum(
+                    "co,nc...->no...", w[(ic, slice(None), *t)], x[:, ic]
+                )
+        ext = torch.zeros(
+            nb, c_out, *[f + o for f, o in zip(full_len, p.output_padding, strict=True)], dtype=x.dtype
+        )
+        ext[(slice(None), slice(None), *[slice(0, f) for f in full_len])] = full
+        out_len = [
+            f + o - a - z
+            for f, o, a, z in zip(full_len, p.output_padding, p.padding_before, p.padding_after, strict=True)
+        ]
+        out = ext[
+            (
+                slice(None),
+                slice(None),
+                *[slice(a, a + o) for a, o in zip(p.padding_before, out_len, strict=True)],
+            )
+        ]
+    if b is not None:
+        out = out + b.reshape(1, -1, *([1] * n))
+    return out
+
+
+def test_canonical_op_matches_the_documented_definition() -> None:
+    from cuda_triton.conv import ConvParams
+
+    rng = random.Random(5)
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(120):
+        n = rng.choice([1, 2, 3])
+        transposed = rng.random() < 0.5
+        g = rng.choice([1, 2])
+        cin, cout = g * rng.choice([1, 2]), g * rng.choice([1, 2])
+        k = [rng.choice([1, 2, 3]) for _ in range(n)]
+        s = [rng.choice([1, 2, 3]) for _ in range(n)]
+        d = [rng.choice([1, 2]) for _ in range(n)]
+        pb = [rng.randrange(3) for _ in range(n)]
+        pa = [rng.randrange(3) for _ in range(n)]
+        if transposed:
+            op = [rng.randrange(max(si, di)) for si, di in zip(s, d, strict=True)]
+            L = [rng.choice([1, 2, 4]) for _ in range(n)]
+            if any(
+                (ln - 1) * si + di * (ki - 1) + 1 + o - a - z < 1
+                for ln, si, di, ki, o, a, z in zip(L, s, d, k, op, pb, pa, strict=True)
+            ):
+                pb = pa = [0] * n
+            w = torch.randn(cin, cout // g, *k, generator=gen, dtype=torch.float64)
+        else:
+            op = [0] * n
+            L = [di * (ki - 1) + 1 + rng.randrange(4) for di, ki in zip(d, k, strict=True)]
+            w = torch.randn(cout, cin // g, *k, generator=gen, dtype=torch.float64)
+        p = ConvParams(tuple(s), tuple(pb), tuple(pa), tuple(d), transposed, tuple(op), g)
+        unbatched = rng.random() < 0.2
+        x = torch.randn(*([] if unbatched else [2]), cin, *L, generator=gen, dtype=torch.float64)
+        b = torch.randn(cout, generator=gen, dtype=torch.float64) if rng.random() < 0.5 else None
+        got = torch.ops.triton.convolution(x, w, b, *p.as_op_args())
+        want = _direct(x.unsqueeze(0) if unbatched else x, w, b, p)
+        want = want.squeeze(0) if unbatched else want
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=lambda m, p=p: f"{p}: {m}")

@@ -459,3 +459,34 @@ def test_fake_and_cpu_bodies_allocate_with_the_rule(case) -> None:
     assert (list(out.shape), list(out.stride())) == (sizes, strides), f"{name}: meta"
     out = triton_convolution(x, w, None, p)
     assert (list(out.shape), list(out.stride())) == (sizes, strides), f"{name}: cpu"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# scripts/check_layout_gpu.py: its cases build, their expectations agree with the rule, sizes agree with ATen
+# ---------------------------------------------------------------------------------------------------------
+def test_gpu_layout_script_dry_run(tmp_path) -> None:
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "check_layout_gpu.py"
+    spec = importlib.util.spec_from_file_location("check_layout_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["check_layout_gpu"] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    counted = [c for c in mod.CASES if not c.informational]
+    assert len(counted) >= 50
+    rules = {r for c in counted for r in c.rules}
+    for needed in ("batch0", "cin0", "cl_input", "cl_weight", "cl3d_input", "cl3d_weight", "kc_weight",
+                   "nlc_input", "op_ge_stride", "fp64", "unbatched", "ambiguous", "1d", "2d", "3d", "transposed",
+                   "depthwise", "grouped", "dilated", "fp16", "bf16", "same"):  # fmt: skip
+        assert needed in rules, needed
+    argv = sys.argv
+    sys.argv = ["check_layout_gpu.py", "--out", str(tmp_path), "--dry-run"]
+    try:
+        rc = mod.main()
+    finally:
+        sys.argv = argv
+    summary = json.loads((tmp_path / "check_layout_gpu.json").read_text())["summary"]
+    assert rc == 0 and summary["passed"] == summary["cases"] == len(counted), summary["failed"]

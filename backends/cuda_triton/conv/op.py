@@ -110,10 +110,15 @@ def reference_convolution(
     full = torch.ops.aten.convolution(
         input, weight, None, p.stride, [0] * n, p.dilation, True, [0] * n, p.groups
     )
+    # Extend by output_padding zeros first, then crop: cropping first could ask for a negative length when
+    # padding_before exceeds the full output that output_padding then extends.
     pads = []
     for i in reversed(range(n)):
-        pads += [-p.padding_before[i], p.output_padding[i] - p.padding_after[i]]
+        pads += [0, p.output_padding[i]]
     out = F.pad(full, pads)
+    for i in range(n):
+        length = out.shape[2 + i] - p.padding_before[i] - p.padding_after[i]
+        out = out.narrow(2 + i, p.padding_before[i], length)
     if bias is not None:
         out = out + bias.reshape(1, -1, *([1] * n)).to(out.dtype)
     return out
