@@ -15,8 +15,10 @@ This is a real translator over the Python AST, for the small subset layout.py is
   list ``+`` list, ``len(xs)``, ``list(xs)`` and calls of the module's own functions.
 
 Anything else raises `TranslationError` naming the line, so the rule cannot silently drift from its C++ twin.
-Semantics follow Python: ``//`` and ``%`` floor, out-of-range indices throw ``std::out_of_range`` (the runtime
-catches it and reports an error), locals are hoisted so names assigned in branches stay visible after them.
+Semantics follow Python: ``//`` and ``%`` floor, out-of-range indices throw ``std::out_of_range``, arithmetic that
+would overflow int64 throws ``std::overflow_error`` (the runtime catches both and reports an error), and locals
+are hoisted so names assigned in branches stay visible after them. The header uses GCC/Clang's
+``__builtin_*_overflow``.
 """
 
 from __future__ import annotations
@@ -202,11 +204,11 @@ class FunctionTranslator:
                 raise _fail(e, "arithmetic on bools is not supported")
             a, b = self.expr(e.left), self.expr(e.right)
             if isinstance(e.op, ast.Add):
-                return f"({a} + {b})"
+                return f"detail::add({a}, {b})"
             if isinstance(e.op, ast.Sub):
-                return f"({a} - {b})"
+                return f"detail::sub({a}, {b})"
             if isinstance(e.op, ast.Mult):
-                return f"({a} * {b})"
+                return f"detail::mul({a}, {b})"
             if isinstance(e.op, ast.FloorDiv):
                 return f"detail::floordiv({a}, {b})"
             if isinstance(e.op, ast.Mod):
@@ -216,7 +218,9 @@ class FunctionTranslator:
             if isinstance(e.op, ast.Not):
                 return f"(!{self.bool_expr(e.operand)})"
             if isinstance(e.op, ast.USub) and self.type_of(e.operand) == INT:
-                return f"(-{self.expr(e.operand)})"
+                if isinstance(e.operand, ast.Constant):
+                    return f"(-{self.expr(e.operand)})"
+                return f"detail::sub(INT64_C(0), {self.expr(e.operand)})"
             raise _fail(e, "unsupported unary operator")
         if isinstance(e, ast.BoolOp):
             op = " && " if isinstance(e.op, ast.And) else " || "
@@ -414,10 +418,38 @@ def signature(fn: Function) -> str:
 PRELUDE = """\
 namespace detail {
 
+// Python ints do not overflow; here every +, -, * is checked and throws instead of wrapping.
+inline int64_t add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    throw std::overflow_error("conv_layout: integer overflow");
+  }
+  return r;
+}
+
+inline int64_t sub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) {
+    throw std::overflow_error("conv_layout: integer overflow");
+  }
+  return r;
+}
+
+inline int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    throw std::overflow_error("conv_layout: integer overflow");
+  }
+  return r;
+}
+
 // Python's floor division and modulo.
 inline int64_t floordiv(int64_t a, int64_t b) {
   if (b == 0) {
     throw std::domain_error("conv_layout: division by zero");
+  }
+  if (a == INT64_MIN && b == -1) {
+    throw std::overflow_error("conv_layout: integer overflow");
   }
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) {
@@ -427,7 +459,7 @@ inline int64_t floordiv(int64_t a, int64_t b) {
 }
 
 inline int64_t pymod(int64_t a, int64_t b) {
-  return a - floordiv(a, b) * b;
+  return sub(a, mul(floordiv(a, b), b));
 }
 
 inline int64_t len(const std::vector<int64_t>& v) {

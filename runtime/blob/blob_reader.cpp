@@ -72,6 +72,11 @@ class Cursor {
     CT_RETURN_IF_ERROR(count(kMaxString, &n, what));
     const uint8_t* p = nullptr;
     CT_RETURN_IF_ERROR(take(n, &p, what));
+    for (uint32_t i = 0; i < n; ++i) {
+      if (p[i] < 0x20 || p[i] > 0x7e) {
+        return bad(std::string(what) + " is not printable ASCII");
+      }
+    }
     out->assign(reinterpret_cast<const char*>(p), n);
     return Status::Ok();
   }
@@ -422,7 +427,10 @@ Status validate(Blob& b) {
                  "-D conv");
     }
     const int64_t in_channels = in.sizes[in.sizes.size() == n + 2 ? 1 : 0];
-    const int64_t expect = op.transposed ? op.weight_sizes[0] : op.weight_sizes[1] * op.groups;
+    int64_t expect = op.weight_sizes[0];
+    if (!op.transposed && __builtin_mul_overflow(op.weight_sizes[1], op.groups, &expect)) {
+      return bad(w + ": weight channels * groups overflows");
+    }
     if (in_channels != expect) {
       return bad(w + ": input has " + std::to_string(in_channels) + " channels, weight expects " +
                  std::to_string(expect));

@@ -34,10 +34,38 @@ namespace cuda_triton::layout {
 
 namespace detail {
 
+// Python ints do not overflow; here every +, -, * is checked and throws instead of wrapping.
+inline int64_t add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    throw std::overflow_error("conv_layout: integer overflow");
+  }
+  return r;
+}
+
+inline int64_t sub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) {
+    throw std::overflow_error("conv_layout: integer overflow");
+  }
+  return r;
+}
+
+inline int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    throw std::overflow_error("conv_layout: integer overflow");
+  }
+  return r;
+}
+
 // Python's floor division and modulo.
 inline int64_t floordiv(int64_t a, int64_t b) {
   if (b == 0) {
     throw std::domain_error("conv_layout: division by zero");
+  }
+  if (a == INT64_MIN && b == -1) {
+    throw std::overflow_error("conv_layout: integer overflow");
   }
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) {
@@ -47,7 +75,7 @@ inline int64_t floordiv(int64_t a, int64_t b) {
 }
 
 inline int64_t pymod(int64_t a, int64_t b) {
-  return a - floordiv(a, b) * b;
+  return sub(a, mul(floordiv(a, b), b));
 }
 
 inline int64_t len(const std::vector<int64_t>& v) {
@@ -135,11 +163,11 @@ inline std::pair<std::vector<int64_t>, std::vector<int64_t>> out_shape_and_strid
 // Length of one spatial dim of the output (docs/convolution.md gives the derivation).
 inline int64_t conv_out_size(int64_t in_size, int64_t kernel, int64_t stride, int64_t padding_before, int64_t padding_after, int64_t dilation, bool transposed, int64_t output_padding) {
   int64_t span = 0;
-  span = ((dilation * (kernel - INT64_C(1))) + INT64_C(1));
+  span = detail::add(detail::mul(dilation, detail::sub(kernel, INT64_C(1))), INT64_C(1));
   if (transposed) {
-    return ((((((in_size - INT64_C(1)) * stride) - padding_before) - padding_after) + span) + output_padding);
+    return detail::add(detail::add(detail::sub(detail::sub(detail::mul(detail::sub(in_size, INT64_C(1)), stride), padding_before), padding_after), span), output_padding);
   }
-  return (detail::floordiv((((in_size + padding_before) + padding_after) - span), stride) + INT64_C(1));
+  return detail::add(detail::floordiv(detail::sub(detail::add(detail::add(in_size, padding_before), padding_after), span), stride), INT64_C(1));
 }
 
 // c10's ``is_channels_last_strides_{2d,3d}``: do 4-D/5-D strides look like (N, *spatial, C) storage?
@@ -179,7 +207,7 @@ inline bool is_channels_last_strides(const std::vector<int64_t>& sizes, const st
       }
       lower_bound = detail::at(strides, d);
       if ((detail::at(sizes, d) > INT64_C(1))) {
-        lower_bound = (lower_bound * detail::at(sizes, d));
+        lower_bound = detail::mul(lower_bound, detail::at(sizes, d));
       }
     }
   }
@@ -203,12 +231,12 @@ inline bool is_contiguous_strides(const std::vector<int64_t>& sizes, const std::
   expected = INT64_C(1);
   {
     const int64_t stop_i_1 = (-INT64_C(1));
-    for (i = (rank - INT64_C(1)); i > stop_i_1; i += INT64_C(-1)) {
+    for (i = detail::sub(rank, INT64_C(1)); i > stop_i_1; i += INT64_C(-1)) {
       if ((detail::at(sizes, i) != INT64_C(1))) {
         if ((detail::at(strides, i) != expected)) {
           return false;
         }
-        expected = (expected * detail::at(sizes, i));
+        expected = detail::mul(expected, detail::at(sizes, i));
       }
     }
   }
@@ -225,12 +253,12 @@ inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes
   strides = detail::repeat(INT64_C(1), rank);
   {
     const int64_t stop_i_1 = (-INT64_C(1));
-    for (i = (rank - INT64_C(2)); i > stop_i_1; i += INT64_C(-1)) {
-      inner = detail::at(sizes, (i + INT64_C(1)));
+    for (i = detail::sub(rank, INT64_C(2)); i > stop_i_1; i += INT64_C(-1)) {
+      inner = detail::at(sizes, detail::add(i, INT64_C(1)));
       if ((inner < INT64_C(1))) {
         inner = INT64_C(1);
       }
-      detail::at(strides, i) = (detail::at(strides, (i + INT64_C(1))) * inner);
+      detail::at(strides, i) = detail::mul(detail::at(strides, detail::add(i, INT64_C(1))), inner);
     }
   }
   return strides;
@@ -248,9 +276,9 @@ inline std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& si
   running = detail::at(sizes, INT64_C(1));
   {
     const int64_t stop_i_1 = INT64_C(1);
-    for (i = (rank - INT64_C(1)); i > stop_i_1; i += INT64_C(-1)) {
+    for (i = detail::sub(rank, INT64_C(1)); i > stop_i_1; i += INT64_C(-1)) {
       detail::at(strides, i) = running;
-      running = (running * detail::at(sizes, i));
+      running = detail::mul(running, detail::at(sizes, i));
     }
   }
   detail::at(strides, INT64_C(0)) = running;
@@ -266,7 +294,7 @@ inline int64_t output_memory_format(const std::vector<int64_t>& input_sizes, con
   std::vector<int64_t> w4_sizes;
   std::vector<int64_t> w4_strides;
   int64_t i = 0;
-  spatial = (detail::len(weight_sizes) - INT64_C(2));
+  spatial = detail::sub(detail::len(weight_sizes), INT64_C(2));
   if (is_float64) {
     return CONTIGUOUS;
   }
@@ -287,12 +315,12 @@ inline int64_t output_memory_format(const std::vector<int64_t>& input_sizes, con
       x3_strides = contiguous_strides(input_sizes);
     }
     x4_sizes = std::vector<int64_t>{detail::at(input_sizes, INT64_C(0)), detail::at(input_sizes, INT64_C(1)), INT64_C(1), detail::at(input_sizes, INT64_C(2))};
-    x4_strides = std::vector<int64_t>{detail::at(x3_strides, INT64_C(0)), detail::at(x3_strides, INT64_C(1)), (detail::at(input_sizes, INT64_C(2)) * detail::at(x3_strides, INT64_C(2))), detail::at(x3_strides, INT64_C(2))};
+    x4_strides = std::vector<int64_t>{detail::at(x3_strides, INT64_C(0)), detail::at(x3_strides, INT64_C(1)), detail::mul(detail::at(input_sizes, INT64_C(2)), detail::at(x3_strides, INT64_C(2))), detail::at(x3_strides, INT64_C(2))};
     if (is_channels_last_strides(x4_sizes, x4_strides)) {
       return CHANNELS_LAST;
     }
     w4_sizes = std::vector<int64_t>{detail::at(weight_sizes, INT64_C(0)), detail::at(weight_sizes, INT64_C(1)), INT64_C(1), detail::at(weight_sizes, INT64_C(2))};
-    w4_strides = std::vector<int64_t>{detail::at(weight_strides, INT64_C(0)), detail::at(weight_strides, INT64_C(1)), (detail::at(weight_sizes, INT64_C(2)) * detail::at(weight_strides, INT64_C(2))), detail::at(weight_strides, INT64_C(2))};
+    w4_strides = std::vector<int64_t>{detail::at(weight_strides, INT64_C(0)), detail::at(weight_strides, INT64_C(1)), detail::mul(detail::at(weight_sizes, INT64_C(2)), detail::at(weight_strides, INT64_C(2))), detail::at(weight_strides, INT64_C(2))};
     if (is_channels_last_strides(w4_sizes, w4_strides)) {
       return CHANNELS_LAST;
     }
@@ -321,17 +349,17 @@ inline std::pair<std::vector<int64_t>, std::vector<int64_t>> out_shape_and_strid
   int64_t fmt = 0;
   std::vector<int64_t> strides;
   int64_t i = 0;
-  spatial = (detail::len(weight_sizes) - INT64_C(2));
-  unbatched = (detail::len(input_sizes) == (spatial + INT64_C(1)));
+  spatial = detail::sub(detail::len(weight_sizes), INT64_C(2));
+  unbatched = (detail::len(input_sizes) == detail::add(spatial, INT64_C(1)));
   in_sizes = std::vector<int64_t>(input_sizes);
   in_strides = std::vector<int64_t>(input_strides);
   if (unbatched) {
     in_sizes = detail::concat(std::vector<int64_t>{INT64_C(1)}, in_sizes);
-    in_strides = detail::concat(std::vector<int64_t>{(detail::at(input_sizes, INT64_C(0)) * detail::at(input_strides, INT64_C(0)))}, in_strides);
+    in_strides = detail::concat(std::vector<int64_t>{detail::mul(detail::at(input_sizes, INT64_C(0)), detail::at(input_strides, INT64_C(0)))}, in_strides);
   }
   out_channels = detail::at(weight_sizes, INT64_C(0));
   if (transposed) {
-    out_channels = (detail::at(weight_sizes, INT64_C(1)) * groups);
+    out_channels = detail::mul(detail::at(weight_sizes, INT64_C(1)), groups);
   }
   if ((detail::at(in_sizes, INT64_C(1)) == INT64_C(0))) {
     out_channels = INT64_C(0);
@@ -340,12 +368,12 @@ inline std::pair<std::vector<int64_t>, std::vector<int64_t>> out_shape_and_strid
   {
     const int64_t stop_i_1 = spatial;
     for (i = INT64_C(0); i < stop_i_1; ++i) {
-      sizes.push_back(conv_out_size(detail::at(in_sizes, (i + INT64_C(2))), detail::at(weight_sizes, (i + INT64_C(2))), detail::at(stride, i), detail::at(padding_before, i), detail::at(padding_after, i), detail::at(dilation, i), transposed, detail::at(output_padding, i)));
+      sizes.push_back(conv_out_size(detail::at(in_sizes, detail::add(i, INT64_C(2))), detail::at(weight_sizes, detail::add(i, INT64_C(2))), detail::at(stride, i), detail::at(padding_before, i), detail::at(padding_after, i), detail::at(dilation, i), transposed, detail::at(output_padding, i)));
     }
   }
   fmt = output_memory_format(in_sizes, in_strides, weight_sizes, weight_strides, stride, output_padding, transposed, is_float64);
   if (((fmt == CHANNELS_LAST) && (spatial == INT64_C(1)))) {
-    strides = std::vector<int64_t>{(detail::at(sizes, INT64_C(1)) * detail::at(sizes, INT64_C(2))), INT64_C(1), detail::at(sizes, INT64_C(1))};
+    strides = std::vector<int64_t>{detail::mul(detail::at(sizes, INT64_C(1)), detail::at(sizes, INT64_C(2))), INT64_C(1), detail::at(sizes, INT64_C(1))};
   } else if ((fmt == CHANNELS_LAST)) {
     strides = channels_last_strides(sizes);
   } else {

@@ -65,7 +65,7 @@ int fail(const std::string& what, Error e) {
     std::fprintf(stderr, "cuda_triton_runner: %s\n", last.c_str());
   }
   const std::string status = cuda_triton_backend_status();
-  if (status != "ok") {
+  if (status != "ok" && last.find(status) == std::string::npos) {
     std::fprintf(stderr, "cuda_triton_runner: CudaTritonBackend status: %s\n", status.c_str());
   }
   return 1;

@@ -228,22 +228,56 @@ def _check_dims(what: str, sizes: list[int], strides: list[int] | None) -> None:
         )
 
 
+def _ascii_ok(s: str, allow_empty: bool = True) -> bool:
+    return (allow_empty or len(s) > 0) and len(s) <= MAX_STRING and all(" " <= ch <= "~" for ch in s)
+
+
+def _storage_bytes(dtype: str, sizes: list[int], strides: list[int]) -> int:
+    if any(s == 0 for s in sizes):
+        return 0
+    span = 1 + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True))
+    return span * ELEMENT_SIZE[dtype]
+
+
+def _same_layout(sa: list[int], sta: list[int], sb: list[int], stb: list[int]) -> bool:
+    """Same sizes and the same strides on every dim of size > 1 (the C++ runtime's `same_layout`)."""
+    return list(sa) == list(sb) and all(s <= 1 or x == y for s, x, y in zip(sa, sta, stb, strict=True))
+
+
+def _output_layout(
+    op: OpRecord, dtype: str, sizes: list[int], strides: list[int]
+) -> tuple[list[int], list[int]]:
+    from cuda_triton.conv.layout import out_shape_and_stride  # pure Python; imported lazily
+
+    return out_shape_and_stride(
+        list(sizes), list(strides), list(op.weight_sizes), list(op.weight_strides), list(op.stride),
+        list(op.padding_before), list(op.padding_after), list(op.dilation), op.transposed,
+        list(op.output_padding), op.groups, dtype == "fp64",
+    )  # fmt: skip
+
+
 def validate(blob: DelegateBlob) -> None:
-    """Every cross-reference and range the C++ reader checks; raises `BlobError` with the first problem."""
+    """Every check the C++ reader (runtime/blob/blob_reader.cpp) makes; raises `BlobError` with the first problem.
+
+    Besides ranges and cross-references this includes the plan's consistency: ops read only delegate inputs
+    or values an earlier op wrote, every delegate output is written, channels match the weight, and each op's
+    recorded output layout is what the layout rule (`cuda_triton.conv.layout`) gives for its input.
+    """
     _check(blob.flags == 0, "flags must be 0 in format version 1")
-    _check(len(blob.triton_version.encode()) <= MAX_STRING, "triton_version too long")
-    _check(len(blob.archs) > 0, "no target archs")
+    _check(_ascii_ok(blob.triton_version), "triton_version must be printable ASCII")
+    _check(0 < len(blob.archs) <= 64, "no target archs")
     _check(len(set(blob.archs)) == len(blob.archs), f"duplicate archs {blob.archs}")
     _check(all(_u32_ok(a) for a in blob.archs), f"bad archs {blob.archs}")
-    _check(_u32_ok(blob.num_inputs) and _u32_ok(blob.num_outputs), "bad input/output counts")
+    _check(
+        0 <= blob.num_inputs <= MAX_COUNT and 0 <= blob.num_outputs <= MAX_COUNT, "bad input/output counts"
+    )
     for name, table in (("kernels", blob.kernels), ("values", blob.values), ("constants", blob.constants)):
         _check(len(table) <= MAX_COUNT, f"too many {name}")
     _check(len(blob.ops) <= MAX_COUNT, "too many ops")
 
-    seen: set[tuple[int, bytes, str]] = set()
     for k, kr in enumerate(blob.kernels):
         w = f"kernel {k} ({kr.name})"
-        _check(0 < len(kr.name.encode()) <= MAX_STRING, f"{w}: bad name")
+        _check(_ascii_ok(kr.name, allow_empty=False), f"{w}: name must be non-empty printable ASCII")
         _check(kr.arch in blob.archs, f"{w}: arch {kr.arch} not among the blob's archs {blob.archs}")
         _check(len(kr.cubin) > 0, f"{w}: empty cubin")
         _check(1 <= kr.num_warps <= 32, f"{w}: num_warps {kr.num_warps}")
@@ -255,11 +289,6 @@ def validate(blob: DelegateBlob) -> None:
             _check(_u32_ok(v) and v >= 1 and (v & (v - 1)) == 0, f"{w}: {attr} {v} not a power of two")
         _check(len(kr.param_types) <= 1024, f"{w}: too many params")
         _check(all(t in PARAM_TYPES for t in kr.param_types), f"{w}: bad param types {kr.param_types}")
-        key = (kr.arch, bytes(kr.cubin), kr.name)
-        _check(
-            key not in seen, f"{w}: duplicate kernel (same arch, name and cubin); deduplicate before writing"
-        )
-        seen.add(key)
 
     io_seen: set[tuple[str, int]] = set()
     for v, vr in enumerate(blob.values):
@@ -267,6 +296,7 @@ def validate(blob: DelegateBlob) -> None:
         _check(vr.kind in VALUE_KINDS, f"{w}: bad kind {vr.kind!r}")
         _check(vr.dtype in DTYPES, f"{w}: bad dtype {vr.dtype!r}")
         _check_dims(w, vr.sizes, vr.strides)
+        _check(_storage_bytes(vr.dtype, vr.sizes, vr.strides) < (1 << 48), f"{w}: storage too large")
         if vr.kind == "input":
             _check(0 <= vr.index < blob.num_inputs, f"{w}: input index {vr.index} out of range")
         elif vr.kind == "output":
@@ -281,7 +311,7 @@ def validate(blob: DelegateBlob) -> None:
 
     for c, cr in enumerate(blob.constants):
         w = f"constant {c} ({cr.key})"
-        _check(0 < len(cr.key.encode()) <= MAX_STRING, f"{w}: bad key")
+        _check(_ascii_ok(cr.key, allow_empty=False), f"{w}: key must be non-empty printable ASCII")
         _check(cr.dtype in DTYPES, f"{w}: bad dtype {cr.dtype!r}")
         _check_dims(w, cr.sizes, None)
         _check(
@@ -289,6 +319,7 @@ def validate(blob: DelegateBlob) -> None:
             f"{w}: nbytes {cr.nbytes} != prod(sizes {cr.sizes}) * {ELEMENT_SIZE[cr.dtype]}",
         )
 
+    produced = [vr.kind == "input" for vr in blob.values]
     for o, op in enumerate(blob.ops):
         w = f"op {o}"
         n = len(op.stride)
@@ -298,23 +329,41 @@ def validate(blob: DelegateBlob) -> None:
                 len(getattr(op, attr)) == n, f"{w}: {attr} has {len(getattr(op, attr))} entries, expected {n}"
             )
         for attr in ("stride", "padding_before", "padding_after", "dilation", "output_padding"):
+            lo = 1 if attr in ("stride", "dilation") else 0
             _check(
-                all(isinstance(x, int) and 0 <= x < (1 << 31) for x in getattr(op, attr)), f"{w}: bad {attr}"
+                all(isinstance(x, int) and lo <= x < (1 << 31) for x in getattr(op, attr)), f"{w}: bad {attr}"
             )
         _check(1 <= op.groups < (1 << 31), f"{w}: bad groups {op.groups}")
         _check(0 <= op.input < len(blob.values), f"{w}: input value {op.input} out of range")
         _check(0 <= op.output < len(blob.values), f"{w}: output value {op.output} out of range")
-        _check(blob.values[op.output].kind != "input", f"{w}: writes a delegate input")
         _check(0 <= op.weight < len(blob.constants), f"{w}: weight constant {op.weight} out of range")
         _check(
             op.bias is None or 0 <= op.bias < len(blob.constants),
             f"{w}: bias constant {op.bias} out of range",
         )
+        inp, out = blob.values[op.input], blob.values[op.output]
+        _check(out.kind != "input", f"{w}: writes a delegate input")
+        _check(produced[op.input], f"{w}: reads value {op.input} before any op produces it")
+        _check(inp.dtype == out.dtype, f"{w}: input is {inp.dtype} but output is {out.dtype}")
         _check(len(op.weight_sizes) == n + 2, f"{w}: weight rank {len(op.weight_sizes)} != {n + 2}")
         _check_dims(f"{w} weight", op.weight_sizes, op.weight_strides)
+        _check(len(inp.sizes) in (n + 1, n + 2), f"{w}: input rank {len(inp.sizes)} for a {n}-D conv")
+        in_channels = inp.sizes[1 if len(inp.sizes) == n + 2 else 0]
+        expect = op.weight_sizes[0] if op.transposed else op.weight_sizes[1] * op.groups
+        _check(in_channels == expect, f"{w}: input has {in_channels} channels, weight expects {expect}")
+        try:
+            sizes, strides = _output_layout(op, inp.dtype, inp.sizes, inp.strides)
+        except (IndexError, ZeroDivisionError) as e:
+            raise BlobError(f"{w}: layout rule failed: {e}") from e
+        _check(all(s >= 0 for s in sizes), f"{w}: the conv's output would have a negative size {sizes}")
+        _check(all(abs(x) < (1 << 63) for x in sizes + strides), f"{w}: layout rule overflows int64")
         _check(
-            len(op.template.encode()) <= MAX_STRING and len(op.schedule.encode()) <= MAX_STRING, f"{w}: name"
+            _same_layout(sizes, strides, out.sizes, out.strides),
+            f"{w}: the layout rule gives an output of sizes {sizes} strides {strides}, "
+            f"the plan records sizes {out.sizes} strides {out.strides}",
         )
+        _check(len(op.template) <= MAX_STRING and len(op.schedule) <= MAX_STRING, f"{w}: name too long")
+        _check(_ascii_ok(op.template) and _ascii_ok(op.schedule), f"{w}: names must be printable ASCII")
         _check(len(op.launches) <= MAX_COUNT, f"{w}: too many launches")
         for li, lr in enumerate(op.launches):
             lw = f"{w} launch {li}"
@@ -325,6 +374,8 @@ def validate(blob: DelegateBlob) -> None:
             _check(
                 len(lr.grid) == 3 and all(_u32_ok(g) and g >= 1 for g in lr.grid), f"{lw}: bad grid {lr.grid}"
             )
+            _check(lr.grid[1] <= 65535 and lr.grid[2] <= 65535, f"{lw}: grid y/z above 65535: {lr.grid}")
+            _check(len(lr.args) <= 1024, f"{lw}: too many args")
             for arch, ki in lr.kernels.items():
                 _check(0 <= ki < len(blob.kernels), f"{lw}: kernel {ki} out of range")
                 kr = blob.kernels[ki]
@@ -333,8 +384,21 @@ def validate(blob: DelegateBlob) -> None:
                     len(kr.param_types) == len(lr.args),
                     f"{lw}: {len(lr.args)} args for kernel {kr.name} with {len(kr.param_types)} params",
                 )
+                _check(lr.grid[0] * kr.num_ctas <= 0x7FFFFFFF, f"{lw}: grid x * num_ctas too large")
                 for ai, (t, a) in enumerate(zip(kr.param_types, lr.args, strict=True)):
                     _check_arg(f"{lw} arg {ai}", t, a, blob)
+        produced[op.output] = True
+    for v, vr in enumerate(blob.values):
+        _check(vr.kind != "output" or produced[v], f"delegate output {vr.index} is never written")
+
+
+def _check_no_duplicate_kernels(blob: DelegateBlob) -> None:
+    """Writer-only lint: identical kernels must appear once per arch (deduplicate before writing)."""
+    seen: set[tuple[int, bytes, str]] = set()
+    for k, kr in enumerate(blob.kernels):
+        key = (kr.arch, bytes(kr.cubin), kr.name)
+        _check(key not in seen, f"kernel {k} ({kr.name}): duplicate kernel (same arch, name and cubin)")
+        seen.add(key)
 
 
 def _check_arg(w: str, t: str, a: Arg, blob: DelegateBlob) -> None:
@@ -485,6 +549,7 @@ def _write_op(w: _W, op: OpRecord) -> None:
 def serialize(blob: DelegateBlob) -> bytes:
     """The blob's bytes (format in docs/blob_format.md). Validates first; raises `BlobError`."""
     validate(blob)
+    _check_no_duplicate_kernels(blob)
     body = _W()
     for tag, items, fn in (
         (SECTION_KERNELS, blob.kernels, _write_kernel),
