@@ -898,6 +898,31 @@ def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str
     os.replace(tmp, path)
 
 
+def print_plan(todo: list[tuple[str, Any, list[str]]]) -> None:
+    """Convolutions, candidates and distinct kernels (what compiling costs) per source, without a GPU."""
+    from cuda_triton.conv.templates import registered_templates
+
+    rows: dict[str, list[int]] = {}
+    kernels: set[Any] = set()
+    for _, problem, sources in todo:
+        row = rows.setdefault(sources[0].split(":")[0] + ":" + problem.dtype, [0, 0, 0])
+        row[0] += 1
+        for t in registered_templates():
+            if not t.supports(problem):
+                continue
+            for sched in t.schedules(problem):
+                row[1] += 1
+                for launch in t.launches(problem, sched):
+                    k = (launch.name, launch.constexprs, launch.num_warps, launch.num_stages, problem.dtype)
+                    if k not in kernels:
+                        kernels.add(k)
+                        row[2] += 1
+    print(f"{'source:dtype':28s} {'convs':>6s} {'candidates':>10s} {'new kernels':>11s}")
+    for name, (n, c, k) in rows.items():
+        print(f"{name:28s} {n:6d} {c:10d} {k:11d}")
+    print(f"{'total':28s} {len(todo):6d} {sum(r[1] for r in rows.values()):10d} {len(kernels):11d}")
+
+
 # ---- main ------------------------------------------------------------------------------------------------
 def _csv(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
@@ -939,6 +964,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--no-cudnn", action="store_true", help="do not time ATen/cuDNN")
     ap.add_argument("--limit", type=int, default=None, help="measure at most this many convolutions")
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be measured (convs, candidates, kernels) and exit",
+    )
     args = ap.parse_args(argv)
     if args.model_dtypes is None:
         args.model_dtypes = args.dtypes
@@ -964,7 +994,6 @@ def main(argv: list[str] | None = None) -> int:
     log_path = table_path.with_name(table_path.stem + ".log.jsonl")
     inflight_path = table_path.with_name(table_path.stem + ".inflight")
     summary_path = table_path.with_name(table_path.stem + ".md")
-    table_path.parent.mkdir(parents=True, exist_ok=True)
 
     command = " ".join(["scripts/tune.py", *(argv if argv is not None else sys.argv[1:])])
     run_info = {
@@ -998,10 +1027,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     records = read_logs([*args.resume, log_path])
-    if args.resume:  # carry the resumed records into this run's log, so the new log is complete on its own
-        with log_path.open("w") as f:
-            for rec in records.values():
-                f.write(json.dumps(rec) + "\n")
 
     from cuda_triton.conv.templates import registered_templates
     from cuda_triton.conv.tuning import table_key
@@ -1020,6 +1045,14 @@ def main(argv: list[str] | None = None) -> int:
         todo.append((key, problem, [source]))
     if args.limit is not None:
         todo = todo[: args.limit]
+    if args.dry_run:
+        print_plan(todo)
+        return 0
+    table_path.parent.mkdir(parents=True, exist_ok=True)
+    if args.resume:  # carry the resumed records into this run's log, so the new log is complete on its own
+        with log_path.open("w") as f:
+            for rec in records.values():
+                f.write(json.dumps(rec) + "\n")
     _stderr(f"{len(records)} convolutions already measured, {len(todo)} to go -> {table_path}")
 
     t0 = time.monotonic()

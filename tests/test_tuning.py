@@ -401,6 +401,8 @@ def test_tune_script_writes_a_usable_table(fake_registry, tmp_path, capsys):
     src = write(tmp_path / "problems.json", [tuning.problem_spec(problems[0]), problems[1].signature()])
     out = tmp_path / "out"
     one = ["--dtypes", "fp16", "--layouts", "channels_last"]
+    assert tune.main(["--out", str(out), "--problems", f"json:{src}", *one, "--dry-run"]) == 0
+    assert "total" in capsys.readouterr().out and not out.exists()
     assert tune.main(["--out", str(out), "--problems", f"json:{src}", "--no-cudnn", *one]) == 0
     table = tuning.read_table(out / "sm90.json")
     assert len(table) == 2
