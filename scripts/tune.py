@@ -637,6 +637,9 @@ def _sync_quiet(env: Env) -> None:
 
 
 # ---- ahead-of-time compilation in worker processes -----------------------------------------------------------
+_TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
+
+
 def warm_job(
     spec: dict[str, Any], template_name: str, schedules: list[dict[str, int]]
 ) -> tuple[int, list[str]]:
@@ -658,7 +661,7 @@ def warm_job(
                         if a.role == "bias" and not problem.has_bias:
                             args.append(None)
                         else:  # a MockTensor: the dtype and a 16-byte-aligned pointer
-                            args.append(problem.torch_dtype)
+                            args.append(_TORCH_DTYPE.get(a.dtype, problem.torch_dtype))
                     else:
                         args.append(a.value)
                 launch.fn.warmup(
