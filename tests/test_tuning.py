@@ -272,9 +272,11 @@ def test_fallback_limits(fake_registry):
     assert tuning.lookup(make_problem(c=16, k=16, hw=(8, 8, 8)), 90, table) is None
     # A template that does not support the problem is not a neighbour.
     assert tuning.lookup(make_problem(c=16, k=16, hw=(8, 8), transposed=True), 90, table) is None
-    # An entry naming a template that no longer exists is ignored.
+    # An entry naming a template that no longer exists is ignored, and so is an exact entry whose schedule the
+    # template no longer offers (a stale table).
     stale = tuning.TuningTable([entry(p, 16, template="gone")])
     assert tuning.lookup(p, 90, stale) is None
+    assert tuning.lookup(p, 90, tuning.TuningTable([entry(p, 128)])) is None
 
 
 def test_half_precisions_stand_in_for_each_other(fake_registry):

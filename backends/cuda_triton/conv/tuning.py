@@ -23,7 +23,8 @@ Format (JSON, one file per GPU architecture; the shipped one is ``conv/tuning/sm
       ]
     }
 
-Key: (arch, precision, layout, signature). ``lookup`` answers an exact hit first. Otherwise it generalises to the
+Key: (arch, precision, layout, signature). ``lookup`` answers an exact hit first (if its template still offers
+that schedule for the problem: a stale entry is skipped). Otherwise it generalises to the
 nearest measured convolution of the same structural class (same spatial dims, transposed or not, depthwise or
 not), precision and layout, whose template supports the new problem, by the distance `signature_distance`
 (a weighted L1 distance over log2 sizes, documented there; float16 and bfloat16 entries stand in for each
@@ -445,25 +446,32 @@ class TuningTable:
     ) -> Match | None:
         from .templates import get_template
 
+        offered: dict[str, set[Schedule] | None] = {}
+
+        def on_offer(name: str) -> set[Schedule] | None:
+            """The schedules template ``name`` offers for ``problem`` (None: unknown or unsupported)."""
+            if name not in offered:
+                template = _template_or_none(get_template, name)
+                try:
+                    ok = template is not None and bool(template.supports(problem))
+                    offered[name] = set(template.schedules(problem)) if ok and template is not None else None
+                except Exception:  # a template failing on this problem is not a candidate; the op decides
+                    offered[name] = None
+            return offered[name]
+
         exact = self.get(problem, arch)
         if exact is not None and not skip_exact:
-            template = _template_or_none(get_template, exact.template)
-            if template is not None and template.supports(problem):
+            schedules = on_offer(exact.template)
+            # A stale table (the template's tuning space changed since it was measured) falls through.
+            if schedules is not None and exact.schedule in schedules:
                 return Match(exact, 0.0, True)
         tried = 0
-        offered: dict[str, set[Schedule] | None] = {}
         for dist, e in self.neighbours(problem, arch):
             if e is exact:
                 continue
             if dist > max_distance or tried >= MAX_NEIGHBOURS:
                 break
-            if e.template not in offered:
-                template = _template_or_none(get_template, e.template)
-                if template is None or not template.supports(problem):
-                    offered[e.template] = None
-                else:
-                    offered[e.template] = set(template.schedules(problem))
-            schedules = offered[e.template]
+            schedules = on_offer(e.template)
             if schedules is None:
                 continue  # that family cannot run this problem: not a neighbour at all
             tried += 1
