@@ -39,6 +39,7 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -54,6 +55,7 @@ if str(ROOT / "backends") not in sys.path:
 import torch  # noqa: E402
 
 LOG_VERSION = 1
+_T_START = time.monotonic()  # --budget-s counts from here (imports included)
 
 
 # ---- small utilities ----------------------------------------------------------------------------------------
@@ -952,7 +954,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="2-D/3-D model layers, in priority order (exported models are contiguous unless converted)",
     )
     ap.add_argument("--bias", action="store_true", help="give public-suite convs a bias (default: none)")
-    ap.add_argument("--budget-s", type=float, default=None, help="stop cleanly after this many seconds")
+    ap.add_argument(
+        "--budget-s", type=float, default=None, help="stop cleanly this many seconds after the script started"
+    )
     ap.add_argument("--jobs", type=int, default=None, help="compile worker processes (0: compile inline)")
     ap.add_argument(
         "--arch", type=int, default=None, help="table arch (default: the GPU's, 90 without a GPU)"
@@ -1060,7 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
     _stderr(f"{len(records)} convolutions already measured, {len(todo)} to go -> {table_path}")
 
     t0 = time.monotonic()
-    deadline = None if args.budget_s is None else t0 + args.budget_s
+    deadline = None if args.budget_s is None else _T_START + args.budget_s
     env = Env(
         device=torch.device("cuda" if cuda else "cpu"),
         cuda=cuda,
@@ -1089,6 +1093,10 @@ def main(argv: list[str] | None = None) -> int:
         for key, problem, _ in todo:
             pre.submit(key, problem)
 
+    def _terminate(signum, frame):  # `timeout` sends SIGTERM: stop like Ctrl-C, writing the table
+        raise KeyboardInterrupt
+
+    previous_sigterm = signal.signal(signal.SIGTERM, _terminate)
     bar = _Progress(len(todo), "tuning")
     stopped = None
     measured = 0
@@ -1127,7 +1135,9 @@ def main(argv: list[str] | None = None) -> int:
                 bar.update(f"{rec['key'][1]} {problem.signature()[:30]}{sp}")
     except KeyboardInterrupt:
         stopped = "interrupt"
+        inflight_path.write_text("")  # interrupted, not crashed: run that candidate again next time
     finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
         bar.close()
         if pre is not None:
             pre.shutdown()
