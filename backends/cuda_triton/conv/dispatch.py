@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+import weakref
 from collections import OrderedDict
 
 import torch
@@ -12,9 +14,10 @@ from .params import ConvParams
 from .problem import ConvProblem
 from .templates import Candidate, NoTemplateError, select_candidate
 
-# Prepared weights keyed by the weight's identity and version: the eager op pays the layout transform once
-# per weight, as the AOT path does at export.
-_WEIGHT_CACHE: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+# Prepared weights, so the eager op pays the layout transform once per weight, as the AOT path does at export.
+# An entry is valid only while the very tensor it was made from is alive and unmodified: the caching allocator
+# hands a freed weight's address to the next tensor, so an address alone would return a stale weight.
+_WEIGHT_CACHE: OrderedDict[tuple, tuple[weakref.ref, int, torch.Tensor]] = OrderedDict()
 _WEIGHT_CACHE_SIZE = 256
 _warned: set[str] = set()
 
@@ -29,25 +32,17 @@ def tuning_lookup(problem: ConvProblem):
 
 
 def prepared_weight(candidate: Candidate, weight: torch.Tensor, problem: ConvProblem) -> torch.Tensor:
-    key = (
-        weight.data_ptr(),
-        weight._version,
-        tuple(weight.shape),
-        tuple(weight.stride()),
-        weight.dtype,
-        candidate.template.name,
-        candidate.schedule,
-        problem.signature(),
-    )
+    key = (id(weight), weight.data_ptr(), candidate.template.name, candidate.schedule, problem.signature())
     hit = _WEIGHT_CACHE.get(key)
-    if hit is None:
-        hit = candidate.template.prepare_weight(weight, problem, candidate.schedule)
-        _WEIGHT_CACHE[key] = hit
-        if len(_WEIGHT_CACHE) > _WEIGHT_CACHE_SIZE:
-            _WEIGHT_CACHE.popitem(last=False)
-    else:
+    if hit is not None and hit[0]() is weight and hit[1] == weight._version:
         _WEIGHT_CACHE.move_to_end(key)
-    return hit
+        return hit[2]
+    prepared = candidate.template.prepare_weight(weight, problem, candidate.schedule)
+    _WEIGHT_CACHE[key] = (weakref.ref(weight), weight._version, prepared)
+    _WEIGHT_CACHE.move_to_end(key)
+    if len(_WEIGHT_CACHE) > _WEIGHT_CACHE_SIZE:
+        _WEIGHT_CACHE.popitem(last=False)
+    return prepared
 
 
 def run_convolution(
@@ -77,7 +72,9 @@ def run_convolution(
         "bias": bias,
         "output": batched_out,
     }
-    with torch.cuda.device(input.device):
+    # The device guard matters on multi-GPU hosts; CPU tensors only reach here under TRITON_INTERPRET=1.
+    guard = torch.cuda.device(input.device) if input.is_cuda else contextlib.nullcontext()
+    with guard:
         for launch in candidate.launches(problem):
             launch.run(tensors)
     return out
