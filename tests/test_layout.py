@@ -67,6 +67,14 @@ def emulate(x: torch.Tensor, w: torch.Tensor, p: ConvParams) -> tuple[list[int],
     if unbatched:
         x = x.unsqueeze(0)
     sizes = aten_sizes(x, w, p)
+    if not p.transposed and not p.symmetric_padding:
+        # ATen's convolution_same: pad the difference with constant_pad_nd (a real CPU call: the same code runs
+        # on CUDA), then a symmetric convolution.
+        pads: list[int] = []
+        for i in reversed(range(n)):
+            delta = p.padding_after[i] - p.padding_before[i]
+            pads += [0, delta] if delta > 0 else [-delta, 0]
+        x = torch.ops.aten.constant_pad_nd(x, pads, 0.0)
     stride, output_padding = list(p.stride), list(p.output_padding)
     if n == 1:
         x = x.contiguous().unsqueeze(2)
@@ -291,6 +299,16 @@ EXPECTED = [
         [1, 6, 8, 8],
         [384, 1, 48, 6],
     ),
+    # asymmetric 'same' on an (N, C, 1) input stored (N, 1, C): the padded copy is contiguous
+    (
+        "1d_L1_nlc_asym",
+        torch.randn(2, 1, 4).transpose(1, 2),
+        _t(6, 4, 2),
+        P(1, 1, 0, pad_after=1),
+        [2, 6, 1],
+        [6, 1, 1],
+    ),
+    ("1d_L1_nlc_sym", torch.randn(2, 1, 4).transpose(1, 2), _t(6, 4, 1), P(1), [2, 6, 1], [6, 1, 6]),
     (
         "t_asym_crop",
         _t(1, 4, 5),

@@ -17,6 +17,8 @@ The rule (verified on an H200 against real CUDA convolutions, see docs/convoluti
   layout counts (``contiguous()`` keeps odd strides of size-1 dims, so an (N, C, 1) input stored (N, 1, C) still
   counts); a channels-last 4-D result squeezes back to strides (C*L, 1, C).
 * Unbatched inputs are given a batch of 1 and squeezed back.
+* Asymmetric padding (forward) is ATen's 'same' path: the input is padded by constant_pad_nd into a tensor of the
+  input's suggested memory format (so 2-D/3-D decisions are unchanged; a 1-D input becomes contiguous).
 """
 
 from __future__ import annotations
@@ -209,6 +211,14 @@ def out_shape_and_stride(
             )
         )
 
+    if spatial == 1 and not transposed and padding_before[0] != padding_after[0]:
+        # ATen's asymmetric 'same' pads the input with constant_pad_nd into a fresh tensor in the input's
+        # suggested memory format, which for a 3-D tensor is always contiguous.
+        in_strides = contiguous_strides(in_sizes)
+    if spatial == 1 and not transposed and padding_before[0] != padding_after[0]:
+        # ATen's asymmetric 'same' pads the input with constant_pad_nd into a fresh tensor in the input's
+        # suggested memory format, which for a 3-D tensor is always contiguous.
+        in_strides = contiguous_strides(in_sizes)
     fmt = output_memory_format(
         in_sizes, in_strides, weight_sizes, weight_strides, stride, output_padding, transposed, is_float64
     )
