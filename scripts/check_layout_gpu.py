@@ -309,6 +309,14 @@ CASES: list[Case] = [
     C("c1_kc_weight", (2, 8, 20), (16, 8, 3), "1d kc_weight", w_fmt="kc", expect="cl"),
     C("c1_nlc_input_L1", (2, 8, 1), (16, 8, 1), "1d nlc_input L1", x_fmt="nlc", expect="cl"),
     C(
+        "c1_nlc_input_L1_same_even_k",
+        (2, 8, 1),
+        (16, 8, 2),
+        "1d nlc_input L1 same",
+        x_fmt="nlc",
+        padding="same",
+    ),
+    C(
         "c1_dw_kc_weight_fp16",
         (2, 16, 20),
         (16, 1, 5),
