@@ -899,3 +899,23 @@ def test_canonical_op_matches_the_documented_definition() -> None:
         want = _direct(x.unsqueeze(0) if unbatched else x, w, b, p)
         want = want.squeeze(0) if unbatched else want
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=lambda m, p=p: f"{p}: {m}")
+
+
+def test_get_attr_and_shape_prop_graphs_bind() -> None:
+    """Unlifted graphs (weights as get_attr) and ShapeProp's tensor_meta are read as well as meta['val']."""
+    from torch.fx import GraphModule
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    root = nn.Module()
+    root.weight = nn.Parameter(torch.randn(6, 2, 3, 3))
+    g = Graph()
+    x = g.placeholder("x")
+    w = g.get_attr("weight")
+    conv = g.call_function(aten.conv2d.default, (x, w, None, [2, 1], [1, 1], [1, 1], 2))
+    g.output(conv)
+    gm = GraphModule(root, g)
+    ShapeProp(gm).propagate(torch.randn(1, 4, 7, 7).to(memory_format=torch.channels_last))
+    for n in gm.graph.nodes:
+        n.meta.pop("val", None)
+    a = bind_conv(conv)
+    assert (a.stride, a.groups, a.padding_before) == ((2, 1), 2, (1, 1))

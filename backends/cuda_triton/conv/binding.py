@@ -110,9 +110,25 @@ def _val(node: Node, x: Any, what: str) -> Any:
     if not isinstance(x, Node):
         raise ConvBindingError(f"{_describe(node)}: {what} is {type(x).__name__}, expected a graph node")
     v = x.meta.get("val")
+    if v is None:
+        v = x.meta.get("example_value")
+    if v is None and x.op == "get_attr":  # an unlifted graph: the tensor itself
+        v = _attr(x)
+    tm = x.meta.get("tensor_meta")
+    if v is None and tm is not None and hasattr(tm, "shape") and hasattr(tm, "stride"):  # ShapeProp
+        v = torch.empty_strided(tuple(tm.shape), tuple(tm.stride), dtype=tm.dtype, device="meta")
     if not isinstance(v, torch.Tensor):
         raise ConvBindingError(f"{_describe(node)}: {what} node '{x.name}' has no tensor meta['val']")
     return v
+
+
+def _attr(x: Node) -> Any:
+    obj: Any = x.graph.owning_module
+    for part in str(x.target).split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
 
 def _int_list(node: Node, name: str, v: Any, n: int, *, allow_empty: bool = False) -> tuple[int, ...]:
