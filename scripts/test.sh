@@ -4,4 +4,5 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/setup_env.sh"
 cd "$root"
+bash scripts/build_runtime.sh  # C++ runtime + runner + test harnesses into build/
 python -m pytest -q "$@"
