@@ -19,6 +19,7 @@ fp16/bf16: ATen's CPU convolution supports both dtypes in torch 2.13, so they ar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import random
@@ -408,7 +409,9 @@ def check_program(ep, model: Bank, xs, cases: list[Case], flow: str) -> list[Bou
 # ---------------------------------------------------------------------------------------------------------
 # The two flows
 # ---------------------------------------------------------------------------------------------------------
+@functools.cache
 def _lowering_classes():
+    """Defined once (ExecuTorch finds a backend by its class name), and only when a lowering test runs."""
     from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
     from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 
@@ -919,3 +922,23 @@ def test_get_attr_and_shape_prop_graphs_bind() -> None:
         n.meta.pop("val", None)
     a = bind_conv(conv)
     assert (a.stride, a.groups, a.padding_before) == ((2, 1), 2, (1, 1))
+
+
+def test_underscore_convolution_deprecated_overload() -> None:
+    node = build(
+        aten._convolution.deprecated,
+        S(2, 4, 9),
+        S(4, 3, 3),
+        S(3),
+        [2],
+        [1],
+        [1],
+        True,
+        [1],
+        1,
+        False,
+        False,
+        True,
+    )
+    a = bind_conv(node)
+    assert a.transposed and a.output_padding == (1,) and a.padding_before == (1,) and a.stride == (2,)

@@ -3,7 +3,7 @@
 Handled targets, as ATen ``OpOverload``s or as ExecuTorch edge ops wrapping them (recognised by their ``_op``
 attribute, so this module never imports executorch):
 
-* ``aten.convolution.default`` / ``aten._convolution.default`` (what plain ``to_edge`` leaves)
+* ``aten.convolution.default`` (what plain ``to_edge`` leaves), ``aten._convolution.default`` / ``.deprecated``
 * ``aten.conv{1,2,3}d.default`` and ``aten.conv{1,2,3}d.padding`` (string padding 'same'/'valid')
 * ``aten.conv_transpose1d.default`` and ``aten.conv_transpose{2,3}d.input`` (groups before dilation)
 """
@@ -80,7 +80,7 @@ _TRANSPOSED = {
     aten.conv_transpose2d.input: 2,
     aten.conv_transpose3d.input: 3,
 }
-_GENERAL = (aten.convolution.default, aten._convolution.default)
+_GENERAL = (aten.convolution.default, aten._convolution.default, aten._convolution.deprecated)
 
 CONV_OVERLOADS: tuple[torch._ops.OpOverload, ...] = (
     *_GENERAL,
