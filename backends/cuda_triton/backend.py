@@ -21,13 +21,15 @@ Environment: ``CUDA_TRITON_JOBS`` (compile processes, default: every core; 1 com
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,47 +137,134 @@ def _jobs_setting() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def _progress_enabled() -> bool | None:
+def _progress_disabled() -> bool | None:
+    """tqdm's ``disable``: False shows the bar, True hides it, None lets tqdm decide (shown on a terminal)."""
     raw = os.environ.get("CUDA_TRITON_PROGRESS", "").strip().lower()
     if raw in ("1", "true", "on", "yes"):
-        return False  # tqdm's `disable=False`: always show
+        return False
     if raw in ("0", "false", "off", "no"):
         return True
-    return None  # tqdm decides (shown on a terminal)
+    return None
+
+
+class _Compiler:
+    """A process pool that lives as long as the exporting process, so compiles can start early.
+
+    The partitioner submits the kernels of every convolution it delegates (`prefetch`) as soon as it has decided,
+    and the preprocess collects them (`compile_all`): compiling overlaps ExecuTorch's own lowering work. Workers
+    are forked (they inherit the imported templates; nothing re-imports torch or triton). With
+    ``CUDA_TRITON_JOBS=1`` or without fork, kernels compile in this process when the preprocess asks for them.
+    """
+
+    def __init__(self) -> None:
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: dict[str, Future[CompiledKernel]] = {}
+        self.broken = False
+
+    def _get_pool(self) -> ProcessPoolExecutor | None:
+        if self.broken or _jobs_setting() <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+            return None
+        if self.pool is None:
+            ctx = multiprocessing.get_context("fork")
+            self.pool = ProcessPoolExecutor(max_workers=_jobs_setting(), mp_context=ctx)
+            atexit.register(self.shutdown)
+        return self.pool
+
+    def shutdown(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+        self.futures.clear()
+
+    def submit(self, jobs: dict[str, CompileJob]) -> None:
+        pool = self._get_pool()
+        if pool is None:
+            return
+        for key, job in jobs.items():
+            if key in _MEMO or key in self.futures:
+                continue
+            try:
+                self.futures[key] = pool.submit(_run_job, job)
+            except BrokenProcessPool:
+                self._break()
+                return
+
+    def _break(self) -> None:
+        logger.warning("cuda_triton: the compile process pool broke; compiling in this process instead")
+        self.broken = True
+        self.futures.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+    def compile_all(self, jobs: dict[str, CompileJob]) -> dict[str, CompiledKernel]:
+        from tqdm.auto import tqdm
+
+        todo = {k: j for k, j in jobs.items() if k not in _MEMO}
+        if todo:
+            self.submit(todo)
+            desc = f"cuda_triton: compiling {len(todo)} kernels"
+            with tqdm(
+                total=len(todo), desc=desc, unit="kernel", disable=_progress_disabled(), file=sys.stderr
+            ) as bar:
+                pending = {self.futures[k]: k for k in todo if k in self.futures}
+                try:
+                    for fut in as_completed(pending):
+                        key = pending[fut]
+                        _MEMO[key] = fut.result()
+                        self.futures.pop(key, None)
+                        bar.update(1)
+                except BrokenProcessPool:
+                    self._break()
+                for key, job in todo.items():  # no pool, or it broke: compile here
+                    if key not in _MEMO:
+                        _MEMO[key] = _run_job(job)
+                        bar.update(1)
+        return {k: _MEMO[k] for k in jobs}
+
+
+_COMPILER = _Compiler()
 
 
 def compile_all(jobs: dict[str, CompileJob]) -> dict[str, CompiledKernel]:
-    """Compile every job (key -> job), in parallel, with a progress bar; memoized per process."""
-    from tqdm.auto import tqdm
-
-    out = {k: _MEMO[k] for k in jobs if k in _MEMO}
-    todo = [(k, j) for k, j in jobs.items() if k not in out]
-    if not todo:
-        return out
-    workers = min(_jobs_setting(), len(todo))
-    desc = f"cuda_triton: compiling {len(todo)} kernels"
-    with tqdm(total=len(todo), desc=desc, unit="kernel", disable=_progress_enabled(), file=sys.stderr) as bar:
-        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            # fork: workers inherit the imported templates (no re-import of torch/triton per worker).
-            ctx = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futures = {pool.submit(_run_job, j): k for k, j in todo}
-                for fut in _as_completed(futures):
-                    out[futures[fut]] = fut.result()
-                    bar.update(1)
-        else:
-            for k, j in todo:
-                out[k] = _run_job(j)
-                bar.update(1)
-    for k, _ in todo:
-        _MEMO[k] = out[k]
-    return out
+    """Compile every job (key -> job) for which no kernel is known yet, in parallel, with a progress bar."""
+    return _COMPILER.compile_all(jobs)
 
 
-def _as_completed(futures: dict) -> Any:
-    from concurrent.futures import as_completed
+def prefetch_enabled() -> bool:
+    return os.environ.get("CUDA_TRITON_PREFETCH", "1").strip().lower() not in ("0", "false", "off", "no")
 
-    return as_completed(futures)
+
+def conv_jobs(
+    problem: ConvProblem, options: CudaTritonOptions, tuning: _Tuning | None = None
+) -> dict[str, CompileJob]:
+    """The compile jobs (key -> job) of one convolution, with the schedule the preprocess will choose."""
+    template, schedule, _ = _choose(problem, tuning or _Tuning(options))
+    jobs: dict[str, CompileJob] = {}
+    for li, launch in enumerate(template.launches(problem, schedule)):
+        for arch in options.archs:
+            jobs[compile_cache_key(launch, arch)] = CompileJob(template.name, problem, schedule, li, arch)
+    return jobs
+
+
+def prefetch(problems: list[ConvProblem], options: CudaTritonOptions) -> int:
+    """Start compiling the kernels of these convolutions in the background (the partitioner calls this).
+
+    Returns how many compile jobs were submitted. A wrong guess only costs CPU time: the preprocess compiles
+    exactly what it needs and reuses what was prefetched.
+    """
+    if not prefetch_enabled() or _COMPILER._get_pool() is None:
+        return 0
+    tuning = _Tuning(options)
+    jobs: dict[str, CompileJob] = {}
+    for problem in problems:
+        try:
+            jobs.update(conv_jobs(problem, options, tuning))
+        except Exception as e:  # never let a speculative compile break partitioning
+            logger.debug("cuda_triton: prefetch skipped a convolution: %s", e)
+    before = len(_COMPILER.futures)
+    _COMPILER.submit(jobs)
+    return len(_COMPILER.futures) - before
 
 
 # ---- one program -> a draft blob --------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ..conv.binding import aten_overload, is_conv_node
 from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, describe_node, module_path, plan
-from .graph import PadFold, constant_names, is_pad_node, pad_fold, pad_users_ok
+from .graph import PadFold, constant_names, conv_problem, is_pad_node, pad_fold, pad_users_ok, tensor_val
 from .options import CudaTritonOptions
 
 logger = logging.getLogger("cuda_triton.partition")
@@ -206,7 +206,25 @@ class CudaTritonPartitioner(Partitioner):
                 return False
             return self._verdict(node, constants)[0]
 
+        self._prefetch_aten(ep, constants)
         return list(PRESERVED_OVERLOADS), will_delegate
+
+    def _prefetch_aten(self, ep: ExportedProgram, constants: set[str]) -> None:
+        """Start compiling the kernels of the convolutions we will delegate, before ExecuTorch decomposes."""
+        from ..backend import prefetch, prefetch_enabled
+
+        if not prefetch_enabled():
+            return
+        problems = []
+        for node in ep.graph_module.graph.nodes:
+            if is_conv_node(node):
+                try:
+                    ok, p, _ = self._verdict(node, constants)
+                except ConvRoutingError:
+                    continue  # raised again, where it belongs, by the filter
+                if ok and p.problem is not None:
+                    problems.append(p.problem)
+        prefetch(problems, self.options)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         ep = exported_program
@@ -272,6 +290,7 @@ class CudaTritonPartitioner(Partitioner):
                     node
                 ].pad_note = "its input pad has users outside the delegate, so it runs on the CPU"
         tag_constant_data(ep)
+        self._prefetch(delegated, folds, pads)
 
         self.reports.append(report)
         self._log(report, {d.node: n for n, d in decisions.items()})
@@ -279,6 +298,26 @@ class CudaTritonPartitioner(Partitioner):
             tagged_exported_program=ep,
             partition_tags={tag: self.delegation_spec for tag in report.partitions},
         )
+
+    def _prefetch(
+        self, delegated: dict[Node, RoutingPlan], folds: dict[Node, PadFold], pads: set[Node]
+    ) -> None:
+        from ..backend import prefetch, prefetch_enabled
+
+        if not prefetch_enabled():
+            return
+        problems = []
+        for node, p in delegated.items():
+            fold = folds.get(node)
+            if fold is not None and fold.pad in pads:
+                assert p.args is not None
+                x, w = tensor_val(fold.source), tensor_val(p.args.weight)
+                problems.append(
+                    conv_problem(x, w, p.args.bias is not None, fold.params, self.options.allow_tf32)
+                )
+            elif p.problem is not None:
+                problems.append(p.problem)
+        prefetch(problems, self.options)
 
     @staticmethod
     def _propose(gm: torch.fx.GraphModule, supported: set[Node]) -> list[list[Node]]:
