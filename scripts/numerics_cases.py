@@ -97,9 +97,9 @@ def make_tensors(
 
 
 def reduction_length(case: Case) -> int:
+    """Terms summed into one output element: C_in/groups times the taps (an upper bound for transposed
+    convs, whose output elements each receive C_in/groups * (taps of their phase) terms)."""
     k = math.prod(case["kernel"])
-    if case["transposed"]:
-        return (case["K"] // case["groups"]) * k
     return (case["C"] // case["groups"]) * k
 
 
