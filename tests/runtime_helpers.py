@@ -163,3 +163,47 @@ def conv_chain_blob(
         kernels=kernels,
         ops=ops,
     )
+
+
+_tiny_cache: dict[tuple[bool, tuple[int, ...]], tuple[Path, list[bytes]]] = {}
+
+
+def export_tiny(
+    directory: Path, device_memory: bool = False, archs: tuple[int, ...] = (80,)
+) -> tuple[Path, list[bytes]]:
+    """A conv -> relu -> 1x1 conv model lowered with the real CudaTritonPartitioner; returns the .pte and the
+    delegate blobs in execution order. Cached per process (exports take a while on 2 cores)."""
+    key = (device_memory, archs)
+    if key in _tiny_cache:
+        return _tiny_cache[key]
+    import cuda_triton.backend  # noqa: F401  (registers the BackendDetails by name)
+    import torch
+    from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = torch.nn.Conv2d(8, 4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c2(torch.relu(self.c1(x)))
+
+    torch.manual_seed(0)
+    ep = torch.export.export(Tiny().eval(), (torch.randn(1, 3, 16, 16),))
+    options = CudaTritonOptions(archs=archs, target_device="cuda:0" if device_memory else None)
+    lowered = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner(options)])
+    gm = lowered.exported_program().graph_module
+    blobs = []
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and "executorch_call_delegate" in str(node.target):
+            mod = getattr(gm, node.args[0].target)
+            assert isinstance(mod, LoweredBackendModule) and mod.backend_id == "CudaTritonBackend"
+            blobs.append(bytes(mod.processed_bytes))
+    assert blobs, "nothing was delegated"
+    path = Path(directory) / f"tiny{'_device' if device_memory else ''}_{'_'.join(map(str, archs))}.pte"
+    path.write_bytes(lowered.to_executorch().buffer)
+    _tiny_cache[key] = (path, blobs)
+    return path, blobs

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 import torch
-from runtime_helpers import ROOT, ensure_built
+from runtime_helpers import ROOT, ensure_built, export_tiny
 
 
 def _has_gpu() -> bool:
@@ -28,28 +28,7 @@ def build():
 @pytest.fixture(scope="module")
 def tiny_pte(tmp_path_factory):
     """A two-conv model lowered with the real CudaTritonPartitioner (sm_80 only, to keep the export short)."""
-    import cuda_triton.backend  # noqa: F401  (registers the BackendDetails by name)
-    from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
-    class Tiny(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
-            self.c2 = torch.nn.Conv2d(8, 4, 1)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.c2(torch.relu(self.c1(x)))
-
-    ep = torch.export.export(Tiny().eval(), (torch.randn(1, 3, 16, 16),))
-    lowered = to_edge_transform_and_lower(
-        ep, partitioner=[CudaTritonPartitioner(CudaTritonOptions(archs=(80,)))]
-    )
-    text = lowered.exported_program().graph_module.print_readable(print_output=False)
-    assert "executorch_call_delegate" in text
-    path = tmp_path_factory.mktemp("pte") / "tiny.pte"
-    path.write_bytes(lowered.to_executorch().buffer)
-    return path
+    return export_tiny(tmp_path_factory.mktemp("pte"))[0]
 
 
 def test_build_outputs(build) -> None:

@@ -1,0 +1,474 @@
+#!/usr/bin/env python
+"""Validate exported .pte files on a GPU with the C++ runner, and time them against PyTorch eager (cuDNN).
+
+Two halves, one per machine:
+
+    # here (CPU, executorch installed): export the zoo and collect what the GPU machine needs in .carry/
+    python scripts/gpu_validate.py prepare [--set core|resnet18|resnet50] [--num-executions 50]
+
+    # there (GPU, no executorch): build the runtime + runner, run every .pte, compare, time, corrupt, report
+    PYTHONPATH=backends python scripts/gpu_validate.py run --out $OUT
+
+`prepare` writes ``.carry/gpu_validate/``: ``exports/`` (.pte, .ptd, reference inputs/outputs and io.json from
+scripts/export_pte.py), ``executorch/`` (the wheel's include/, the runtime libraries the runner links, share/),
+``cuda_include/cuda.h`` (from the triton wheel) and ``manifest.json``, and prints the device command. The
+carried folder must stay under the device tool's 64 MiB limit, hence the sets (ResNet weights are large).
+
+`run` builds into ``build-gpu/`` (CMake + Ninja of the GPU machine), then for every manifest entry runs
+``cuda_triton_runner --inputs ... --output_file ...``, compares the outputs with the CPU reference (max |err| /
+max |ref| must be < 1e-3 for fp32 with TF32 and < 1e-2 for fp16/bf16), parses the runner's latency, and times the
+same zoo model in PyTorch eager on the GPU (cuDNN, ``cudnn.benchmark``; CUDA events). It also checks the failure
+paths: a program with cubins for another arch, and corrupted delegate blobs (non-zero exit, never a signal).
+Results go to ``$OUT/gpu_validate.json`` and ``$OUT/gpu_validate.md`` (date, GPU, command, table).
+
+The runner's latency is end to end: it includes the operators ExecuTorch runs on the CPU between delegates
+(BatchNorm, activations, ...) and, for host-planned programs, the copies in and out of the GPU; eager runs the
+whole model on the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CARRY = ROOT / ".carry" / "gpu_validate"
+EXPORTS = CARRY / "exports"
+ET_PREFIX = CARRY / "executorch"
+CUDA_INCLUDE = CARRY / "cuda_include"
+MANIFEST = CARRY / "manifest.json"
+BUILD_DIR = ROOT / "build-gpu"
+CARRY_LIMIT_BYTES = 62 * 1024 * 1024
+ET_LIBS = ("libexecutorch.so", "libexecutorch_kernels_optimized.so", "libexecutorch_threadpool.so",
+           "libexecutorch_etdump.so")  # fmt: skip
+DEVICE_COMMAND = "PYTHONPATH=backends python scripts/gpu_validate.py run --out $OUT"
+THRESHOLD = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 1e-2}
+
+# (name, zoo model, dtype, extra export_pte.py flags, expectation)
+Entry = tuple[str, str, str, tuple[str, ...], str]
+SETS: dict[str, list[Entry]] = {
+    "core": [
+        ("demo_fp32", "demo", "fp32", (), "pass"),
+        ("demo_fp16", "demo", "fp16", ("--archs", "80,90"), "pass"),
+        ("demo_bf16", "demo", "bf16", (), "pass"),
+        ("demo_fp32_device", "demo", "fp32", ("--device-memory",), "pass"),
+        ("demo_fp32_ptd", "demo", "fp32", ("--external-weights",), "pass"),
+        ("demo_fp32_to_backend", "demo", "fp32", ("--api", "to_backend"), "pass"),
+        ("demo_sm80_only", "demo", "fp32", ("--archs", "80"), "fail_arch"),
+        ("wavenet_fp32", "wavenet", "fp32", (), "pass"),
+        ("wavenet_fp32_device", "wavenet", "fp32", ("--device-memory",), "pass"),
+        ("video_fp32", "video", "fp32", (), "pass"),
+        ("mobilenetv2_fp16", "mobilenetv2", "fp16", (), "pass"),
+        ("wav2vec2_fp16", "wav2vec2", "fp16", (), "pass"),
+        ("unet_fp16", "unet", "fp16", (), "pass"),
+    ],
+    "resnet18": [
+        ("resnet18_fp16", "resnet18", "fp16", (), "pass"),
+        ("mobilenetv2_fp32", "mobilenetv2", "fp32", (), "pass"),
+        ("mobilenetv2_bf16_device", "mobilenetv2", "bf16", ("--device-memory",), "pass"),
+    ],
+    "resnet50": [
+        ("resnet50_fp16", "resnet50", "fp16", (), "pass"),
+    ],
+}
+
+
+# ---- prepare (CPU machine) ----------------------------------------------------------------------------------
+def _executorch_root() -> Path:
+    import executorch
+
+    return Path(list(executorch.__path__)[0])
+
+
+def _dir_bytes(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def prepare(args: argparse.Namespace) -> int:
+    entries = SETS[args.set]
+    if CARRY.exists():
+        shutil.rmtree(CARRY)
+    EXPORTS.mkdir(parents=True)
+
+    et = _executorch_root()
+    shutil.copytree(et / "include", ET_PREFIX / "include")
+    shutil.copytree(et / "share", ET_PREFIX / "share")
+    shutil.copytree(et / "lib" / "cmake", ET_PREFIX / "lib" / "cmake")
+    for lib in ET_LIBS:
+        if (et / "lib" / lib).exists():
+            shutil.copy2(et / "lib" / lib, ET_PREFIX / "lib" / lib)
+    import triton
+
+    CUDA_INCLUDE.mkdir(parents=True)
+    shutil.copy2(Path(triton.__file__).parent / "backends" / "nvidia" / "include" / "cuda.h", CUDA_INCLUDE)
+
+    manifest: dict[str, Any] = {"set": args.set, "created": _now(), "host": platform.node(), "entries": []}
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "backends") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for name, model, dtype, flags, expect in entries:
+        if args.only and name not in args.only:
+            continue
+        out = EXPORTS / f"{name}.pte"
+        cmd = [sys.executable, str(ROOT / "scripts" / "export_pte.py"), "--model", model, "--dtype", dtype,
+               "--out", str(out), *(flags if "--archs" in flags else ("--archs", args.archs, *flags))]  # fmt: skip
+        print(f"[prepare] {name}: {' '.join(cmd[1:])}", flush=True)
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout[-3000:], r.stderr[-5000:], sep="\n", file=sys.stderr)
+            print(f"[prepare] export of {name} failed", file=sys.stderr)
+            return 1
+        report = [ln for ln in r.stdout.splitlines() if ln.startswith(("kernels:", "sizes:", "time:"))]
+        for ln in report:
+            print(f"    {ln}")
+        io = json.loads((EXPORTS / f"{name}.io.json").read_text())
+        manifest["entries"].append(
+            {
+                "name": name, "model": model, "dtype": io["dtype"], "flags": list(flags), "expect": expect,
+                "pte": out.name, "io": f"{name}.io.json", "data_files": io.get("data_files", []),
+                "export_seconds": round(time.perf_counter() - t0, 1),
+            }
+        )  # fmt: skip
+    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+    size = _dir_bytes(CARRY)
+    print(f"[prepare] wrote {CARRY} ({size / 2**20:.1f} MiB, {len(manifest['entries'])} programs)")
+    if size > CARRY_LIMIT_BYTES:
+        print(
+            "[prepare] WARNING: above the device tool's carry limit; use a smaller --set or --only",
+            file=sys.stderr,
+        )
+    print("\nOn the GPU machine (device tool, carry ['.carry']):\n")
+    print(f"    {DEVICE_COMMAND}\n")
+    return 0
+
+
+# ---- run (GPU machine) --------------------------------------------------------------------------------------
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _sh(cmd: list[str], timeout: float = 600, **kw: Any) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout, **kw)
+
+
+def build_runner(log: list[str]) -> Path:
+    cmake = shutil.which("cmake") or "cmake"
+    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    if not (BUILD_DIR / "CMakeCache.txt").exists():
+        cfg = [cmake, "-S", str(ROOT), "-B", str(BUILD_DIR), *gen, "-DCMAKE_BUILD_TYPE=Release",
+               f"-DCMAKE_PREFIX_PATH={ET_PREFIX}", f"-DCUDA_INCLUDE_DIR={CUDA_INCLUDE}",
+               "-DCUDA_TRITON_BUILD_TESTS=OFF"]  # fmt: skip
+        r = _sh(cfg)
+        log.append(r.stdout[-2000:] + r.stderr[-2000:])
+        if r.returncode != 0:
+            raise RuntimeError(f"cmake configure failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    r = _sh([cmake, "--build", str(BUILD_DIR), "-j", str(os.cpu_count() or 4)])
+    log.append(r.stdout[-2000:] + r.stderr[-2000:])
+    if r.returncode != 0:
+        raise RuntimeError(f"build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return BUILD_DIR / "cuda_triton_runner"
+
+
+LATENCY = re.compile(r"min ([\d.]+) ms, median ([\d.]+) ms, p90 ([\d.]+) ms")
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def compare(out_file: Path, io: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    ref_meta = io["reference"]
+    ref_bytes = (EXPORTS / ref_meta["file"]).read_bytes()
+    got_bytes = out_file.read_bytes() if out_file.exists() else b""
+    if len(got_bytes) != len(ref_bytes):
+        return {"ok": False, "error": f"output has {len(got_bytes)} bytes, reference {len(ref_bytes)}"}
+    worst = 0.0
+    max_abs = 0.0
+    details = []
+    for o in ref_meta["outputs"]:
+        dt = _torch_dtype(o["dtype"])
+        sl = slice(o["offset_bytes"], o["offset_bytes"] + o["nbytes"])
+        ref = torch.frombuffer(bytearray(ref_bytes[sl]), dtype=dt).float()
+        got = torch.frombuffer(bytearray(got_bytes[sl]), dtype=dt).float()
+        if not torch.isfinite(got).all():
+            return {"ok": False, "error": "non-finite values in the output"}
+        err = (got - ref).abs().max().item() if ref.numel() else 0.0
+        scale = ref.abs().max().item() if ref.numel() else 1.0
+        rel = err / max(scale, 1e-12)
+        details.append({"shape": o["shape"], "max_abs_err": err, "rel_to_max": rel})
+        worst = max(worst, rel)
+        max_abs = max(max_abs, err)
+    threshold = THRESHOLD[io["dtype"]]
+    return {"ok": worst < threshold, "rel_to_max": worst, "max_abs_err": max_abs, "threshold": threshold,
+            "outputs": details}  # fmt: skip
+
+
+def run_runner(runner: Path, entry: dict[str, Any], io: dict[str, Any], out_dir: Path, n: int, warmup: int):
+    out_file = out_dir / f"{entry['name']}.gpu.bin"
+    cmd = [str(runner), "--model_path", str(EXPORTS / entry["pte"]),
+           "--inputs", ",".join(str(EXPORTS / i["file"]) for i in io["inputs"]),
+           "--output_file", str(out_file), "--num_executions", str(n), "--warmup", str(warmup)]  # fmt: skip
+    for f in entry.get("data_files", []):
+        cmd += ["--data_path", str(EXPORTS / f)]
+    t0 = time.perf_counter()
+    try:
+        r = _sh(cmd, timeout=300)
+    except subprocess.TimeoutExpired:
+        return None, out_file, {"rc": None, "error": "timeout", "cmd": cmd}
+    info = {"rc": r.returncode, "wall_s": round(time.perf_counter() - t0, 2), "cmd": " ".join(cmd[1:]),
+            "stderr_tail": r.stderr[-1500:]}  # fmt: skip
+    m = LATENCY.search(r.stdout)
+    lat = (
+        {"min_ms": float(m.group(1)), "median_ms": float(m.group(2)), "p90_ms": float(m.group(3))}
+        if m
+        else None
+    )
+    return lat, out_file, info
+
+
+def eager_time(model_name: str, io: dict[str, Any], n: int) -> dict[str, Any]:
+    import torch
+    from cuda_triton.models.zoo import build
+
+    dt = _torch_dtype(io["dtype"])
+    shape = tuple(io["inputs"][0]["shape"])
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = bool(io.get("allow_tf32", True))
+    torch.backends.cudnn.allow_tf32 = bool(io.get("allow_tf32", True))
+    model, example = build(model_name, dt, shape, seed=0)
+    model = model.cuda()
+    x = example[0].cuda()
+    res: dict[str, Any] = {}
+    with torch.no_grad():
+        for _ in range(10):
+            y = model(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(n):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            y = model(x)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        # end to end like the runner: host input in, host output out
+        xh = example[0].pin_memory() if example[0].is_contiguous() else example[0]
+        e2e = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            y = model(xh.cuda(non_blocking=True))
+            y.cpu()
+            e2e.append((time.perf_counter() - t0) * 1e3)
+    res["median_ms"] = statistics.median(times)
+    res["min_ms"] = min(times)
+    res["e2e_median_ms"] = statistics.median(e2e)
+    # Sanity: eager on the GPU against the CPU reference (same seed, same weights).
+    ref = io["reference"]["outputs"][0]
+    ref_t = torch.frombuffer(
+        bytearray(
+            (EXPORTS / io["reference"]["file"]).read_bytes()[
+                ref["offset_bytes"] : ref["offset_bytes"] + ref["nbytes"]
+            ]
+        ),
+        dtype=dt,
+    ).float()
+    y0 = (y[0] if isinstance(y, (tuple, list)) else y).float().cpu().reshape(-1)
+    if y0.numel() == ref_t.numel():
+        res["eager_rel_to_max"] = ((y0 - ref_t).abs().max() / ref_t.abs().max().clamp_min(1e-12)).item()
+    return res
+
+
+def corruption_test(runner: Path, entry: dict[str, Any], io: dict[str, Any], out_dir: Path, count: int):
+    """Corrupt bytes of the delegate blob (header and tables) inside a copy of the .pte; never a signal."""
+    data = bytearray((EXPORTS / entry["pte"]).read_bytes())
+    base = data.find(b"CTRB")
+    if base < 0:
+        return {"error": "no CudaTritonBackend blob found in the .pte"}
+    rng = random.Random(0)
+    results = {"runs": 0, "clean_errors": 0, "benign": 0, "signals": 0, "timeouts": 0, "examples": []}
+    tmp = out_dir / "corrupt.pte"
+    for i in range(count):
+        b = bytearray(data)
+        kind = i % 4
+        if kind == 0:
+            b[base + rng.randrange(4, 16)] ^= 0xFF  # version / total size
+        elif kind == 1:
+            off = base + rng.randrange(16, 256)
+            b[off] = rng.randrange(256)
+        elif kind == 2:
+            off = base + rng.randrange(16, 252)
+            b[off : off + 4] = rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 0x00010000]).to_bytes(4, "little")
+        else:
+            b[base : base + 4] = b"XXXX"
+        tmp.write_bytes(bytes(b))
+        cmd = [str(runner), "--model_path", str(tmp), "--num_executions", "1", "--warmup", "0",
+               "--inputs", ",".join(str(EXPORTS / x["file"]) for x in io["inputs"])]  # fmt: skip
+        for f in entry.get("data_files", []):
+            cmd += ["--data_path", str(EXPORTS / f)]
+        results["runs"] += 1
+        try:
+            r = _sh(cmd, timeout=60)
+        except subprocess.TimeoutExpired:
+            results["timeouts"] += 1
+            continue
+        if r.returncode < 0:
+            results["signals"] += 1
+            results["examples"].append({"i": i, "rc": r.returncode, "stderr": r.stderr[-500:]})
+        elif r.returncode == 0:
+            results["benign"] += 1
+        else:
+            results["clean_errors"] += 1
+            if len(results["examples"]) < 3:
+                last = [ln for ln in r.stderr.splitlines() if "CudaTritonBackend" in ln]
+                results["examples"].append({"i": i, "rc": r.returncode, "message": (last or [""])[-1][:300]})
+    results["ok"] = results["signals"] == 0 and results["timeouts"] == 0
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not MANIFEST.exists():
+        print(
+            f"{MANIFEST} not found: run `python scripts/gpu_validate.py prepare` here and carry .carry",
+            file=sys.stderr,
+        )
+        return 2
+    manifest = json.loads(MANIFEST.read_text())
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    log: list[str] = []
+    t0 = time.perf_counter()
+    runner = build_runner(log)
+    build_s = time.perf_counter() - t0
+    print(f"[run] built {runner} in {build_s:.0f} s on {gpu}", flush=True)
+    results: list[dict[str, Any]] = []
+    for entry in manifest["entries"]:
+        if args.only and entry["name"] not in args.only:
+            continue
+        io = json.loads((EXPORTS / entry["io"]).read_text())
+        lat, out_file, info = run_runner(runner, entry, io, out_dir, args.num_executions, args.warmup)
+        res: dict[str, Any] = {"name": entry["name"], "model": entry["model"], "dtype": entry["dtype"],
+                               "flags": entry["flags"], "expect": entry["expect"], "runner": info, "latency": lat}  # fmt: skip
+        if entry["expect"] == "fail_arch":
+            msg = info.get("stderr_tail", "")
+            res["ok"] = info.get("rc") == 1 and "cubins for sm_80" in msg
+        else:
+            res["compare"] = (
+                compare(out_file, io) if info.get("rc") == 0 else {"ok": False, "error": "runner failed"}
+            )
+            res["ok"] = info.get("rc") == 0 and res["compare"]["ok"]
+            if not args.no_eager and torch.cuda.is_available():
+                try:
+                    res["eager"] = eager_time(entry["model"], io, args.num_executions)
+                except Exception as e:  # report, keep going
+                    res["eager"] = {"error": f"{type(e).__name__}: {e}"}
+        status = "PASS" if res["ok"] else "FAIL"
+        extra = ""
+        if lat:
+            extra += f" runner median {lat['median_ms']:.3f} ms"
+        if "eager" in res and "median_ms" in res["eager"]:
+            extra += (
+                f", eager {res['eager']['median_ms']:.3f} ms (e2e {res['eager']['e2e_median_ms']:.3f} ms)"
+            )
+        if "compare" in res and "rel_to_max" in res["compare"]:
+            extra += f", err/max {res['compare']['rel_to_max']:.2e}"
+        print(f"[run] {status} {entry['name']}{extra}", flush=True)
+        if not res["ok"]:
+            print(info.get("stderr_tail", "")[-1200:], flush=True)
+        results.append(res)
+
+    corruption = None
+    demo = next((e for e in manifest["entries"] if e["expect"] == "pass"), None)
+    if demo is not None and args.corruptions > 0:
+        io = json.loads((EXPORTS / demo["io"]).read_text())
+        corruption = corruption_test(runner, demo, io, out_dir, args.corruptions)
+        print(
+            f"[run] corrupted blobs: {json.dumps({k: v for k, v in corruption.items() if k != 'examples'})}"
+        )
+
+    summary = {
+        "date": _now(), "gpu": gpu, "torch": torch.__version__, "command": DEVICE_COMMAND,
+        "manifest_set": manifest.get("set"), "exported": manifest.get("created"), "build_seconds": round(build_s, 1),
+        "num_executions": args.num_executions, "warmup": args.warmup, "results": results, "corruption": corruption,
+        "all_ok": all(r["ok"] for r in results) and (corruption is None or corruption.get("ok", False)),
+    }  # fmt: skip
+    (out_dir / "gpu_validate.json").write_text(json.dumps(summary, indent=1) + "\n")
+    md = markdown(summary)
+    (out_dir / "gpu_validate.md").write_text(md)
+    print(md)
+    return 0 if summary["all_ok"] else 1
+
+
+def markdown(s: dict[str, Any]) -> str:
+    lines = [
+        f"## GPU validation ({s['date']}, {s['gpu']}, torch {s['torch']})",
+        "",
+        f"Command: `{s['command']}` (set `{s['manifest_set']}`, exported {s['exported']}); runtime build "
+        f"{s['build_seconds']} s; {s['num_executions']} timed executions after {s['warmup']} warmup.",
+        "Runner latency is end to end (CPU ops between delegates and host copies included); eager is the whole "
+        "model on the GPU (cuDNN), `e2e` adds the host->device input copy and device->host output copy.",
+        "",
+        "| program | dtype | variant | result | err / max | runner median ms | eager median ms | eager e2e ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in s["results"]:
+        cmp_ = r.get("compare", {})
+        err = f"{cmp_['rel_to_max']:.2e}" if "rel_to_max" in cmp_ else cmp_.get("error", "-")
+        lat = r.get("latency") or {}
+        eager = r.get("eager") or {}
+        variant = " ".join(r["flags"]) or "-"
+        if r["expect"] == "fail_arch":
+            err = "expected clean arch error"
+        lines.append(
+            f"| {r['name']} | {r['dtype']} | {variant} | {'PASS' if r['ok'] else 'FAIL'} | {err} | "
+            f"{lat.get('median_ms', '-')} | {round(eager['median_ms'], 3) if 'median_ms' in eager else '-'} | "
+            f"{round(eager['e2e_median_ms'], 3) if 'e2e_median_ms' in eager else '-'} |"
+        )
+    c = s.get("corruption")
+    if c:
+        lines += ["", f"Corrupted blobs: {c.get('runs', 0)} runs, {c.get('clean_errors', 0)} clean errors, "
+                      f"{c.get('benign', 0)} ran (benign corruption), {c.get('signals', 0)} crashes, "
+                      f"{c.get('timeouts', 0)} timeouts."]  # fmt: skip
+    lines += ["", f"All OK: {s['all_ok']}", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare", help="export the zoo and fill .carry/gpu_validate (CPU machine)")
+    p.add_argument("--set", choices=sorted(SETS), default="core")
+    p.add_argument(
+        "--archs", default="90", help="archs for entries that do not set their own (default 90: H200)"
+    )
+    p.add_argument("--only", nargs="*", help="only these entry names")
+    r = sub.add_parser("run", help="build, run, compare and time on the GPU machine")
+    r.add_argument("--out", required=True)
+    r.add_argument("--num-executions", type=int, default=50)
+    r.add_argument("--warmup", type=int, default=5)
+    r.add_argument("--corruptions", type=int, default=40)
+    r.add_argument("--no-eager", action="store_true")
+    r.add_argument("--only", nargs="*", help="only these entry names")
+    args = ap.parse_args(argv)
+    return prepare(args) if args.cmd == "prepare" else run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

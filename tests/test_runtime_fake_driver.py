@@ -1,0 +1,192 @@
+"""init()/execute() of the C++ runtime on a CPU, against a fake libcuda.so.1 (runtime/tests/fake_libcuda.cpp).
+
+The fake driver backs "device" memory with host memory and logs every launch instead of running it. That
+checks, without a GPU, everything the runtime does around the kernels: arch selection, module loading, weight
+upload, staging copies, the launch configuration (grid x num_ctas, block = 32 x num_warps, shared memory,
+clusters) and every kernel argument against the blob, the trailing scratch pointers, the device-planned path
+(ExecuTorch's CUDA arena through our DeviceAllocator), and the errors (wrong arch, out of memory, no device).
+What it cannot check is the kernels' numerics: scripts/gpu_validate.py does that on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from cuda_triton.serialization.blob import ConstantRef, NullPtr, Scalar, ValueRef, deserialize
+from runtime_helpers import ensure_built, export_tiny
+
+INPUT_SHAPE = (1, 3, 16, 16)
+OUTPUT_SHAPE = (1, 4, 16, 16)
+
+
+def _fnv16(data: bytes) -> str:
+    h = 1469598103934665603
+    for b in data[:16]:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"D{h:016x}"
+
+
+def _slot(a) -> str:
+    if isinstance(a, (ValueRef, ConstantRef)):
+        return "D"
+    if isinstance(a, NullPtr):
+        return "N"
+    assert isinstance(a, Scalar)
+    if a.type == "i32":
+        v = a.value & 0xFFFFFFFF
+    elif a.type == "i64":
+        v = a.value & 0xFFFFFFFFFFFFFFFF
+    else:
+        v = struct.unpack("<I", struct.pack("<f", a.value))[0]
+    return "N" if v == 0 else f"X{v:016x}"
+
+
+def _expected(blobs: list[bytes], arch: int) -> tuple[list[tuple], dict[str, int]]:
+    """Per launch: (name, grid, block, shared, cluster, params) as the fake driver logs them."""
+    out = []
+    counts: dict[str, int] = {}
+    for data in blobs:
+        blob = deserialize(data)
+        for op in blob.ops:
+            for lr in op.launches:
+                k = blob.kernels[lr.kernels[arch]]
+                params = [_slot(a) for a in lr.args]
+                params += ["D" if k.global_scratch_size else "N", "D" if k.profile_scratch_size else "N"]
+                assert counts.setdefault(k.name, len(params)) == len(params)
+                grid = f"{lr.grid[0] * k.num_ctas},{lr.grid[1]},{lr.grid[2]}"
+                out.append((k.name, grid, f"{32 * k.num_warps},1,1", str(k.shared), str(k.num_ctas), params,
+                            [a for a in lr.args], blob))  # fmt: skip
+    return out, counts
+
+
+def _parse_log(path) -> list[tuple]:
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = dict(p.split("=", 1) for p in line.split()[2:])
+        rows.append((line.split()[1], parts["grid"], parts["block"], parts["shared"], parts["cluster"],
+                     parts["params"].split(",") if parts["params"] else []))  # fmt: skip
+    return rows
+
+
+def _run(build, tmp_path, pte, counts, cc="8.6", extra_env=None, args=()):
+    log = tmp_path / "launches.log"
+    if log.exists():
+        log.unlink()
+    env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC=cc, FAKE_CUDA_LOG=str(log),
+               FAKE_CUDA_PARAMS=",".join(f"{k}:{n}" for k, n in counts.items()), **(extra_env or {}))  # fmt: skip
+    r = subprocess.run([str(build / "cuda_triton_runner"), "--model_path", str(pte), *args], env=env,
+                       capture_output=True, text=True, errors="replace", timeout=300)  # fmt: skip
+    return r, log
+
+
+@pytest.fixture(scope="module")
+def build():
+    return ensure_built()
+
+
+@pytest.fixture(scope="module")
+def host_planned(tmp_path_factory):
+    return export_tiny(tmp_path_factory.mktemp("pte"))
+
+
+@pytest.fixture(scope="module")
+def device_planned(tmp_path_factory):
+    return export_tiny(tmp_path_factory.mktemp("pte_dev"), device_memory=True)
+
+
+def _check_launches(r, log, blobs, arch, executions, input_bytes):
+    assert r.returncode == 0, r.stderr[-3000:]
+    expected, _ = _expected(blobs, arch)
+    rows = _parse_log(log)
+    assert len(rows) == executions * len(expected)
+    for i, row in enumerate(rows):
+        name, grid, block, shared, cluster, params, _, _ = expected[i % len(expected)]
+        assert row[:5] == (name, grid, block, shared, cluster), (i, row, expected[i % len(expected)][:5])
+        got = row[5]
+        assert len(got) == len(params)
+        for j, (g, want) in enumerate(zip(got, params, strict=True)):
+            if want == "D":
+                assert g.startswith("D"), (i, j, g)
+            else:
+                assert g == want, (i, j, g, want)
+    # Arguments that reference the delegate input see its bytes in device memory (staged or planned).
+    first_blob = deserialize(blobs[0])
+    first_args = expected[0][6]
+    for j, a in enumerate(first_args):
+        if isinstance(a, ValueRef) and first_blob.values[a.value].kind == "input":
+            assert rows[0][5][j] == _fnv16(input_bytes), "the input's bytes did not reach device memory"
+
+
+def test_host_planned_program_runs_on_fake_driver(build, tmp_path, host_planned) -> None:
+    pte, blobs = host_planned
+    _, counts = _expected(blobs, 80)
+    x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    r, log = _run(build, tmp_path, pte, counts, cc="8.6",
+                  args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "3", "--warmup", "1",
+                        "--output_file", str(tmp_path / "out.bin")))  # fmt: skip
+    _check_launches(r, log, blobs, 80, 4, x.tobytes())
+    assert "latency over 3 executions" in r.stdout and "median" in r.stdout and "p90" in r.stdout
+    assert (tmp_path / "out.bin").stat().st_size == int(np.prod(OUTPUT_SHAPE)) * 4
+
+
+def test_device_planned_program_runs_on_fake_driver(build, tmp_path, device_planned) -> None:
+    pte, blobs = device_planned
+    _, counts = _expected(blobs, 80)
+    x = np.random.default_rng(1).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    r, log = _run(build, tmp_path, pte, counts, cc="8.0",
+                  args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0"))  # fmt: skip
+    _check_launches(r, log, blobs, 80, 2, x.tobytes())
+
+
+def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:
+    pte, blobs = host_planned
+    r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], cc="9.0")
+    assert r.returncode == 1
+    assert "cubins for sm_80 only" in r.stderr and "compute capability 9.0" in r.stderr
+    r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], cc="7.5")
+    assert r.returncode == 1 and "compute capability 7.5" in r.stderr
+
+
+@pytest.mark.parametrize("after", [0, 1, 3, 5])
+def test_out_of_memory_is_a_clean_error(build, tmp_path, host_planned, after: int) -> None:
+    pte, blobs = host_planned
+    r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], extra_env={"FAKE_CUDA_OOM_AFTER": str(after)})
+    assert r.returncode == 1, r.stdout
+    assert "out of memory" in r.stderr or "OUT_OF_MEMORY" in r.stderr
+
+
+def test_no_device_is_a_clean_error(build, tmp_path, host_planned) -> None:
+    pte, blobs = host_planned
+    r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], extra_env={"FAKE_CUDA_DEVICES": "0"})
+    assert r.returncode == 1 and "not available" in r.stderr and "cuInit" in r.stderr
+
+
+def test_python_runtime_executes_with_the_delegate(build, host_planned) -> None:
+    """executorch.runtime.Runtime runs the .pte through the backend the Python loader registered."""
+    pte, blobs = host_planned
+    _, counts = _expected(blobs, 80)
+    code = textwrap.dedent(
+        f"""
+        import torch
+        from cuda_triton.runtime import load_backend, status
+        load_backend()
+        assert status() == "ok", status()
+        from executorch.runtime import Runtime
+        method = Runtime.get().load_program({str(pte)!r}).load_method("forward")
+        out = method.execute([torch.randn{INPUT_SHAPE}])
+        print("OUT", tuple(out[0].shape))
+        """
+    )
+    env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0",
+               FAKE_CUDA_PARAMS=",".join(f"{k}:{n}" for k, n in counts.items()))  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"OUT {OUTPUT_SHAPE}" in r.stdout
