@@ -75,6 +75,9 @@ def main() -> None:
     )
     ap.add_argument("--compile-timeout", type=float, default=150.0)
     ap.add_argument("--no-warm", action="store_true")
+    ap.add_argument("--families", default="", help="comma-separated families to check (default: all)")
+    ap.add_argument("--suite-cases", choices=("all", "target", "none"), default="all")
+    ap.add_argument("--time-limit", type=float, default=1e9, help="stop checking new cases after this many s")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -83,7 +86,7 @@ def main() -> None:
     from cuda_triton.conv.templates import get_template
 
     rng = random.Random(args.seed)
-    families = list(nc.CASE_GENERATORS)
+    families = [f for f in nc.CASE_GENERATORS if not args.families or f in args.families.split(",")]
     # 1. random shapes
     plan: list[tuple[str, nc.Case, str | None, Any, bool]] = []
     for i in range(args.count):
@@ -94,8 +97,10 @@ def main() -> None:
         forced = fam if _has_template(fam) and get_template(fam).supports(problem) else None
         plan.append(("random:" + fam, case, forced, None, False))
     # 2. the public suite
-    for dtype in nc.DTYPES if args.suite.name else ():
+    for dtype in nc.DTYPES if args.suite.name and args.suite_cases != "none" else ():
         for c in bench_conv.load_suite(args.suite):
+            if args.suite_cases == "target" and not bench_conv.is_target(nc.case_from_suite(c, dtype)):
+                continue
             plan.append(("suite", nc.case_from_suite(c, dtype, bias=rng.random() < 0.5), None, None, True))
     # 3. every schedule on a few cases per family
     for fam in families:
@@ -123,6 +128,9 @@ def main() -> None:
     records = []
     for i, (group, case, tname, sched, op_too) in enumerate(plan):
         label = bench_conv.job_label("ours", case, tname, sched.as_dict() if sched is not None else None)
+        if time.time() - t0 > args.time_limit:
+            records.append({"group": group, "label": nc.case_label(case), "case": case, "status": "skipped"})
+            continue
         if status is not None and label not in status:  # not compiled within --compile-timeout: skip
             records.append({"group": group, "label": nc.case_label(case), "case": case, "status": "skipped"})
             continue

@@ -159,17 +159,17 @@ class GemmTemplate(ConvTemplate):
             )
             if s not in out:
                 out.append(s)
+        heuristic = self.heuristic_schedule(problem)
+        if heuristic not in out:  # the heuristic's pick is always part of the space
+            out.insert(0, heuristic)
         return out
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
         g = Geometry.of(problem)
         fp32 = problem.dtype == "float32"
-        bn = _fit(256 if g.cout >= 256 and g.m >= 8192 else 128, g.cout)
-        bm = 128
-        while bm > 32 and cdiv(g.m, bm) * cdiv(g.cout, bn) < NUM_SMS:
-            bm //= 2
-        if bn == 256 and bm < 128:
-            bn = 128
+        # Same rules as the implicit GEMM's (fitted to H200 measurements, docs/performance.md).
+        bn = _fit(128, g.cout)
+        bm = 128 if cdiv(g.m, 128) * cdiv(g.cout, bn) >= 2 * NUM_SMS else 64
         bm = _fit(bm, g.m)
         bk = _fit(32 if fp32 else 64, g.taps * g.cin)
         big = bm * bn >= 128 * 128

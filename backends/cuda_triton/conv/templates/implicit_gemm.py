@@ -261,6 +261,9 @@ class ImplicitGemmTemplate(ConvTemplate):
                 )
                 if s not in out:
                     out.append(s)
+        heuristic = self.heuristic_schedule(problem)
+        if heuristic not in out:  # the heuristic's pick is always part of the space
+            out.insert(0, heuristic)
         return out
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
@@ -271,18 +274,22 @@ class ImplicitGemmTemplate(ConvTemplate):
         k_extent = g.taps * cin_t if flat else cin_t
         fp32 = problem.dtype == "float32"
         tiles_n = g.groups // gt
-        bn = _fit(256 if cout_t >= 256 and g.m >= 8192 else 128, cout_t)
-        bm = 128
-        # Fill the machine: shrink BLOCK_M while there is less than one wave of programs.
-        while bm > 32 and cdiv(g.m, bm) * cdiv(cout_t, bn) * tiles_n < NUM_SMS:
-            bm //= 2
-        if bn == 256 and bm < 128:
-            bn = 128
+        # Rules fitted to H200 measurements of the public suite (docs/performance.md): BLOCK_N up to 128 (256
+        # lost everywhere); 128-row tiles only with two waves of programs, else 64; flat-K (gather-bound)
+        # tiles go down to 32 rows to put more loads in flight.
+        bn = _fit(128, cout_t)
+
+        def programs(bm: int) -> int:
+            return cdiv(g.m, bm) * cdiv(cout_t, bn) * tiles_n
+
+        bm = 128 if programs(128) >= 2 * NUM_SMS else 64
+        if flat and programs(64) < 2 * NUM_SMS:
+            bm = 32
         bm = _fit(bm, g.m)
-        bk = _fit(32 if fp32 else 64, k_extent)
+        bk = _fit(32 if fp32 or (flat and k_extent > 64) else 64, k_extent)
         big = bm * bn >= 128 * 128
         warps = 8 if big else 4
-        stages = 3 if bk >= 64 or (fp32 and big) else 4
+        stages = 3 if bk >= 64 or (fp32 and big) or flat else 4
         if bm * bn <= 32 * 32:
             warps = 2
         return Schedule.make(
