@@ -38,6 +38,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(name)s: %(message)s")
+    if not args.verbose:
+        warnings.filterwarnings(
+            "ignore"
+        )  # torch/executorch deprecation chatter; the report says what matters
     from cuda_triton.models.zoo import ZOO
 
     if args.list:
