@@ -3,6 +3,10 @@
 
     PYTHONPATH=backends python scripts/check_layout_gpu.py --out OUT            # on the GPU machine
     PYTHONPATH=backends python scripts/check_layout_gpu.py --out OUT --dry-run  # CPU: build cases, sizes only
+    PYTHONPATH=backends python scripts/check_layout_gpu.py --out OUT --dry-run --interpret  # + CUDA body's dispatch
+
+(``--interpret`` runs the CUDA body's dispatch on CPU tensors with TRITON_INTERPRET=1; its bf16 cases fail there
+because Triton 3.7.1's interpreter computes ``tl.dot`` on bf16 operands wrongly, not because of the templates.)
 
 For every case (dims 1/2/3, forward and transposed, depthwise, grouped, dilated, fp16/bf16/fp32/fp64, every rule of
 docs/convolution.md: batch 0, C_in == 0, channels-last input or weight, channels_last_3d, 1-D weight layouts and the
@@ -26,6 +30,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -33,6 +38,9 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+if "--interpret" in sys.argv:  # must precede every import of triton kernels
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import torch
 import torch.nn.functional as F
@@ -580,16 +588,17 @@ TOL = {torch.float16: 1e-2, torch.bfloat16: 3e-2, torch.float32: 1e-4, torch.flo
 
 
 def poison_allocator(nbytes: int, device: str) -> None:
-    """Fill a freed block of the caching allocator with 0xFF (NaN for every float dtype) so the next
-    allocation of that size class starts out as NaN."""
+    """Fill freed blocks of the caching allocator with 0xFF (NaN for every float dtype) so the next
+    allocations of that size class (the op's output among them) start out as NaN."""
     if device != "cuda" or nbytes <= 0:
         return
-    blk = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    blk.fill_(0xFF)
-    del blk
+    blocks = [torch.empty(nbytes, dtype=torch.uint8, device=device) for _ in range(4)]
+    for blk in blocks:
+        blk.fill_(0xFF)
+    del blocks, blk
 
 
-def run_case(case: Case, device: str, seed: int, dry_run: bool) -> dict[str, Any]:
+def run_case(case: Case, device: str, seed: int, dry_run: bool, interpret: bool = False) -> dict[str, Any]:
     dtype = DTYPES[case.dtype]
     gen = torch.Generator().manual_seed(seed)
     rec: dict[str, Any] = {
@@ -624,7 +633,13 @@ def run_case(case: Case, device: str, seed: int, dry_run: bool) -> dict[str, Any
     try:
         numel = math.prod(sizes)
         poison_allocator(max(numel, 1) * x.element_size(), device)
-        out = torch.ops.triton.convolution(x, w, b, *p.as_op_args())
+        if interpret:
+            # CPU stand-in for the CUDA body: the same dispatch, kernels in Triton's interpreter
+            from cuda_triton.conv.dispatch import run_convolution
+
+            out = run_convolution(x, w, b, p)
+        else:
+            out = torch.ops.triton.convolution(x, w, b, *p.as_op_args())
         if device == "cuda":
             torch.cuda.synchronize()
         rec["op"] = {"sizes": list(out.shape), "strides": list(out.stride())}
@@ -661,6 +676,11 @@ def main() -> int:
     ap.add_argument(
         "--dry-run", action="store_true", help="CPU: build every case, check sizes and the op's CPU body"
     )
+    ap.add_argument(
+        "--interpret",
+        action="store_true",
+        help="with --dry-run: run the CUDA body's dispatch (templates in TRITON_INTERPRET) instead of the CPU body",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="run cases whose name contains this string")
     args = ap.parse_args()
@@ -678,7 +698,7 @@ def main() -> int:
     t0 = time.time()
     for i, case in enumerate(cases):
         t = time.time()
-        rec = run_case(case, device, args.seed + i, args.dry_run)
+        rec = run_case(case, device, args.seed + i, args.dry_run, args.interpret)
         rec["seconds"] = round(time.time() - t, 3)
         records.append(rec)
         status = "PASS" if rec["pass"] else ("info" if case.informational else "FAIL")
