@@ -14,7 +14,7 @@ scripts/export_pte.py), ``executorch/`` (the wheel's include/, the runtime libra
 ``cuda_include/cuda.h`` (from the triton wheel) and ``manifest.json``, and prints the device command. The
 carried folder must stay under the device tool's 64 MiB limit, hence the sets (ResNet weights are large).
 
-`run` builds into ``build-gpu/`` (CMake + Ninja of the GPU machine), then for every manifest entry runs
+`run` builds into ``build/gpu/`` (CMake + Ninja of the GPU machine), then for every manifest entry runs
 ``cuda_triton_runner --inputs ... --output_file ...``, compares the outputs with the CPU reference (max |err| /
 max |ref| must be < 1e-3 for fp32 with TF32 and < 1e-2 for fp16/bf16), parses the runner's latency, and times the
 same zoo model in PyTorch eager on the GPU (cuDNN, ``cudnn.benchmark``; CUDA events). It also checks the failure
@@ -49,7 +49,7 @@ EXPORTS = CARRY / "exports"
 ET_PREFIX = CARRY / "executorch"
 CUDA_INCLUDE = CARRY / "cuda_include"
 MANIFEST = CARRY / "manifest.json"
-BUILD_DIR = ROOT / "build-gpu"
+BUILD_DIR = ROOT / "build" / "gpu"
 CARRY_LIMIT_BYTES = 62 * 1024 * 1024
 ET_LIBS = ("libexecutorch.so", "libexecutorch_kernels_optimized.so", "libexecutorch_threadpool.so",
            "libexecutorch_etdump.so")  # fmt: skip
