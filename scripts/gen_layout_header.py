@@ -44,6 +44,17 @@ CPP_TYPE = {
 }
 
 
+# Python names that would not compile (or would mean something else) in C++.
+CPP_RESERVED = frozenset(
+    """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t class compl
+    const constexpr const_cast continue decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr
+    operator or or_eq private protected public register reinterpret_cast return short signed sizeof static
+    static_assert static_cast struct switch template this thread_local throw true try typedef typeid typename
+    union unsigned using virtual void volatile wchar_t while xor xor_eq detail std int64_t size_t""".split()
+)
+
+
 class TranslationError(Exception):
     pass
 
@@ -128,6 +139,8 @@ class FunctionTranslator:
         raise _fail(e, f"unsupported expression {ast.unparse(e)!r}")
 
     def declare(self, name: str, t: str, node: ast.AST) -> None:
+        if name in CPP_RESERVED:
+            raise _fail(node, f"{name!r} is reserved in C++; rename it")
         known = self.types.get(name)
         if known is None:
             self.types[name] = t
@@ -158,6 +171,8 @@ class FunctionTranslator:
             elif isinstance(s, ast.For):
                 if not isinstance(s.target, ast.Name):
                     raise _fail(s, "for loops need a single name")
+                if s.target.id in CPP_RESERVED:
+                    raise _fail(s, f"{s.target.id!r} is reserved in C++; rename it")
                 if s.target.id in self.types and self.types[s.target.id] != INT:
                     raise _fail(s, f"loop variable {s.target.id!r} reused with another type")
                 self.types.setdefault(s.target.id, INT)
@@ -567,6 +582,9 @@ def generate(source_text: str) -> str:
             if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs or node.decorator_list:
                 raise _fail(node, f"{node.name}: only plain positional parameters are supported")
             params = [(p.arg, annotation_type(p.annotation)) for p in a.args]
+            for p, _ in params:
+                if p in CPP_RESERVED:
+                    raise _fail(node, f"parameter {p!r} of {node.name} is reserved in C++; rename it")
             functions[node.name] = Function(
                 node.name, params, annotation_type(node.returns), node, ast.get_docstring(node) or ""
             )
