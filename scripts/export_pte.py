@@ -36,6 +36,7 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import os
 import sys
 import time
 import warnings
@@ -286,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         written.append(out.parent / f"{options.external_tag}.ptd")
     t4 = time.perf_counter()
 
+    backend._COMPILER.shutdown(wait=True)  # reap the compile workers (their CPU time is counted below)
+    cpu = os.times()
+    cpu_s = cpu.user + cpu.system + cpu.children_user + cpu.children_system
     report = partitioner.last_report
     stats = backend.PreprocessStats()
     for s in backend.STATS_HISTORY:
@@ -307,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"time: export {t1 - t0:.1f} s, lower {t2 - t1:.1f} s (preprocess {stats.total_seconds:.1f} s, waiting for "
         f"compiles {stats.compile_seconds:.1f} s), to_executorch {t3 - t2:.1f} s, write {t4 - t3:.1f} s; "
-        f"total {t4 - t0:.1f} s"
+        f"total {t4 - t0:.1f} s; CPU {cpu_s:.1f} s"
     )
     timings = {
         "export": t1 - t0,
@@ -329,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                     "convs": report.num_convs if report else 0, "delegated": report.num_delegated if report else 0,
                     "partitions": len(report.partitions) if report else 0, "counts": report.counts() if report else {},
                     "left_on_cpu": [d.__dict__ for d in report.left_on_cpu] if report else [],
-                    "stats": stats.__dict__, "timings_s": timings, "pte_bytes": pte_size,
+                    "stats": stats.__dict__, "timings_s": timings, "pte_bytes": pte_size, "cpu_s": cpu_s,
                     "wall_s": time.perf_counter() - t_start,
                 },
                 indent=1,

@@ -174,9 +174,9 @@ class _Compiler:
             atexit.register(self.shutdown)
         return self.pool
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: bool = False) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown(wait=wait, cancel_futures=True)
             self.pool = None
         self.futures.clear()
 
