@@ -1,0 +1,126 @@
+"""Every schedule of the implicit-GEMM and GEMM templates compiles ahead of time for sm_80 and sm_90, no GPU.
+
+One representative problem per template (plus fp32 and grouped/flat-K variants); each distinct kernel is
+compiled once per arch (compile_cache_key deduplicates). Also checks the AOT signature against the PTX entry.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # as conftest does on CPU machines; aot.py copes with it
+
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+import pytest  # noqa: E402
+from cuda_triton.conv import ConvParams, ConvProblem  # noqa: E402
+from cuda_triton.conv.aot import (  # noqa: E402
+    AotCompileError,
+    CompiledKernel,
+    check_entry,
+    compile_cache_key,
+    compile_launches,
+)
+from cuda_triton.conv.templates import get_template  # noqa: E402
+from cuda_triton.conv.templates.base import KernelLaunch, ScalarArg, TensorArg  # noqa: E402
+
+ARCHS = (80, 90)
+
+
+def _cl_strides(n: int, c: int, h: int, w: int) -> tuple[int, ...]:
+    return (h * w * c, 1, w * c, c)
+
+
+def _problem(n, c, k, hw, kernel, stride=1, pad=0, dilation=1, groups=1, dtype="float16", cl=True):
+    h, w = hw
+    x_stride = _cl_strides(n, c, h, w) if cl else (c * h * w, h * w, w, 1)
+    cg = c // groups
+    w_stride = (
+        (cg * kernel * kernel, 1, kernel * cg, cg)
+        if cl
+        else (cg * kernel * kernel, kernel * kernel, kernel, 1)
+    )
+    p = ConvParams((stride,) * 2, (pad,) * 2, (pad,) * 2, (dilation,) * 2, False, (0, 0), groups)
+    return ConvProblem.from_shapes(
+        (n, c, h, w), x_stride, (k, cg, kernel, kernel), w_stride, True, p, dtype, True
+    )
+
+
+# (template, problem, every schedule?): the representative problems compile every schedule of their template
+# (fp32 has its own big-tile BLOCK_K), the variants (grouped, FLAT_K, contiguous, patchify) their heuristic one.
+CASES = [
+    ("implicit_gemm", _problem(8, 256, 256, (28, 28), 3, pad=1), True),
+    ("implicit_gemm", _problem(8, 256, 256, (28, 28), 3, pad=1, dtype="float32"), True),
+    ("gemm", _problem(8, 256, 512, (28, 28), 1), True),
+    (
+        "implicit_gemm",
+        _problem(4, 224, 224, (28, 28), 3, pad=1, groups=28, dtype="bfloat16", cl=False),
+        False,
+    ),
+    ("implicit_gemm", _problem(1, 3, 64, (64, 64), 7, stride=2, pad=3), False),  # FLAT_K
+    ("gemm", _problem(8, 256, 512, (28, 28), 1, dtype="float32", cl=False), False),
+    ("gemm", _problem(8, 3, 768, (64, 64), 16, stride=16), False),
+]
+
+
+def _unique_launches() -> dict[str, tuple[str, KernelLaunch]]:
+    unique: dict[str, tuple[str, KernelLaunch]] = {}
+    for name, problem, every in CASES:
+        template = get_template(name)
+        assert template.supports(problem), (name, template.supports(problem).reason)
+        schedules = template.schedules(problem)
+        assert template.heuristic_schedule(problem) in schedules
+        for schedule in schedules if every else [template.heuristic_schedule(problem)]:
+            for launch in template.launches(problem, schedule):
+                key = compile_cache_key(launch, 90)
+                unique.setdefault(key, (f"{name}/{problem.dtype}/{schedule.key()}", launch))
+    return unique
+
+
+def test_every_schedule_compiles() -> None:
+    unique = _unique_launches()
+    labels = [label for label, _ in unique.values()]
+    launches = [launch for _, launch in unique.values()]
+    with ThreadPoolExecutor(2) as pool:  # one compile process per arch, side by side
+        by_arch = dict(
+            zip(ARCHS, pool.map(lambda arch: compile_launches(launches, arch), ARCHS), strict=True)
+        )
+    for arch, compiled in by_arch.items():
+        assert len(compiled) == len(launches)
+        _check_compiled(arch, labels, launches, compiled)
+
+
+def _check_compiled(arch, labels, launches, compiled) -> None:
+    for label, launch, ck in zip(labels, launches, compiled, strict=True):
+        assert isinstance(ck, CompiledKernel), label
+        assert ck.arch == arch and ck.cubin and ".entry" in ck.ptx, label
+        assert ck.num_warps == launch.num_warps, label
+        assert ck.param_types == tuple("ptr" if isinstance(a, TensorArg) else a.type for a in launch.args)
+        assert ck.shared <= 232448, f"{label}: {ck.shared} B of shared memory"
+        assert ck.name == launch.name
+        check_entry(launch, ck.ptx, ck.param_types)  # 4 pointers + 7 int32 + 2 scratch pointers
+
+
+def test_cache_key_separates_arch_and_schedule() -> None:
+    name, problem, _ = CASES[0]
+    t = get_template(name)
+    s0, s1 = t.schedules(problem)[:2]
+    l0, l1 = t.launches(problem, s0)[0], t.launches(problem, s1)[0]
+    assert compile_cache_key(l0, 90) == compile_cache_key(t.launches(problem, s0)[0], 90)
+    assert compile_cache_key(l0, 90) != compile_cache_key(l0, 80)
+    assert compile_cache_key(l0, 90) != compile_cache_key(l1, 90)
+
+
+def test_entry_mismatch_is_a_clear_error() -> None:
+    name, problem, _ = CASES[2]
+    t = get_template(name)
+    launch = t.launches(problem, t.heuristic_schedule(problem))[0]
+    ptx = ".visible .entry conv_gemm_kernel(\n\t.param .u64 .ptr .global .align 1 p0,\n\t.param .u32 p1\n)\n{\n}\n"
+    with pytest.raises(AotCompileError, match="parameters"):
+        check_entry(launch, ptx, ("ptr",) * 4 + ("i32",) * 7)
+    # A launch whose argument list disagrees with the kernel's parameters is refused before compiling.
+    bad = KernelLaunch(
+        launch.fn, launch.args + (ScalarArg("extra", "i32", 1),), launch.constexprs, launch.grid, 4, 3
+    )
+    with pytest.raises(AotCompileError, match="runtime parameters"):
+        compile_cache_key(bad, 90)

@@ -1,0 +1,261 @@
+"""Implicit-GEMM and GEMM templates against ATen, on small shapes (TRITON_INTERPRET=1 on CPU machines).
+
+Each case: fresh random inputs, the output pre-filled with NaN in the layout rule's strides, every element
+compared with an fp32 ATen reference. fp32 cases run with exact fp32 (the interpreter's dot is plain fp32, so
+TF32 tolerance would hide nothing); fp16/bf16 get their rounding tolerance.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel module is imported (conftest does too)
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from cuda_triton.conv import ConvParams, ConvProblem  # noqa: E402
+from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E402
+from cuda_triton.conv.templates import force_conv_candidate, get_template, select_candidate  # noqa: E402
+from cuda_triton.conv.templates.base import Schedule  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DEVICE = "cpu" if INTERPRET else "cuda"
+
+
+def _fix_interpreter_bf16_dot() -> None:
+    """Triton's interpreter stores bf16 as uint16 and multiplies the raw bits in tl.dot; widen them first."""
+    if not INTERPRET:
+        return
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder_cls = type(interpreter.interpreter_builder)
+    original = builder_cls.create_dot
+    if getattr(original, "_bf16_fixed", False):
+        return
+
+    def widen(handle):
+        if handle.dtype.scalar == tl.bfloat16:
+            bits = handle.data.astype(np.uint32) << 16
+            return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
+        return handle
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    create_dot._bf16_fixed = True
+    builder_cls.create_dot = create_dot
+
+
+_fix_interpreter_bf16_dot()
+
+OUT_EPS = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7, torch.float32: 2.0**-20}
+
+
+def _params(dims, stride=1, pad_before=0, pad_after=None, dilation=1, groups=1) -> ConvParams:
+    def t(v):
+        return tuple(v) if isinstance(v, (tuple, list)) else (v,) * dims
+
+    pa = pad_before if pad_after is None else pad_after
+    return ConvParams(t(stride), t(pad_before), t(pa), t(dilation), False, (0,) * dims, groups)
+
+
+def _tensors(n, c, k, spatial, kernel, groups, dtype, channels_last, bias, seed):
+    gen = torch.Generator().manual_seed(seed)
+    dims = len(spatial)
+    kernel = kernel if isinstance(kernel, tuple) else (kernel,) * dims
+    x = torch.randn((n, c, *spatial), generator=gen).to(dtype)
+    w = (
+        torch.randn((k, c // groups, *kernel), generator=gen) / math.sqrt(c // groups * math.prod(kernel))
+    ).to(dtype)
+    b = torch.randn((k,), generator=gen).to(dtype) if bias else None
+    if channels_last and dims in (2, 3):
+        fmt = torch.channels_last if dims == 2 else torch.channels_last_3d
+        x, w = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
+    return x.to(DEVICE), w.to(DEVICE), None if b is None else b.to(DEVICE)
+
+
+def _run(x, w, b, p: ConvParams, template: str | None = None, schedule: Schedule | None = None, exact=True):
+    """Run like the op's CUDA body, into a NaN-poisoned output; returns (out, candidate)."""
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=not exact)
+    if template is None:
+        cand = select_candidate(problem)
+    else:
+        with force_conv_candidate(template, schedule):
+            cand = select_candidate(problem)
+    sizes, strides = output_layout(x, w, p)
+    out = torch.empty_strided(sizes, strides, dtype=x.dtype, device=x.device).fill_(float("nan"))
+    tensors = {
+        "input": x,
+        "weight": cand.template.prepare_weight(w, problem, cand.schedule),
+        "bias": b,
+        "output": out,
+    }
+    for launch in cand.launches(problem):
+        launch.run(tensors)
+    return out, cand
+
+
+def _check(out, x, w, b, p: ConvParams):
+    ref = reference_convolution(x.float(), w.float(), None if b is None else b.float(), p)
+    assert out.shape == ref.shape
+    k = w.shape[1] * math.prod(w.shape[2:])
+    walk = math.sqrt(k) * float(x.float().pow(2).mean().sqrt()) * float(w.float().pow(2).mean().sqrt())
+    tol = OUT_EPS[x.dtype] * ref.abs() + 64 * 2.0**-24 * math.sqrt(k) * walk + 1e-6
+    err = (out.float() - ref).abs()
+    bad = ~(err <= tol)  # NaN (an element never written) fails too
+    assert not bad.any(), (
+        f"{int(bad.sum())} of {err.numel()} elements off; max error {float(err.nan_to_num(1e30).max())}"
+    )
+
+
+# (name, n, c, k, spatial, kernel, params kwargs, template expected)
+CASES = [
+    ("1d", 2, 8, 16, (37,), 3, dict(pad_before=1), "implicit_gemm"),
+    (
+        "1d_stride_dil_asym",
+        2,
+        16,
+        24,
+        (41,),
+        5,
+        dict(stride=2, dilation=3, pad_before=2, pad_after=5),
+        "implicit_gemm",
+    ),
+    ("2d_same", 2, 16, 32, (9, 11), 3, dict(pad_before=1), "implicit_gemm"),
+    ("2d_stride2", 1, 24, 16, (13, 10), 3, dict(stride=2, pad_before=1), "implicit_gemm"),
+    (
+        "2d_dil_asym",
+        1,
+        16,
+        16,
+        (12, 9),
+        (3, 2),
+        dict(dilation=(2, 3), pad_before=(2, 0), pad_after=(1, 3)),
+        "implicit_gemm",
+    ),
+    ("2d_even_same", 2, 32, 16, (8, 8), 2, dict(pad_before=0, pad_after=1), "implicit_gemm"),
+    ("2d_groups", 2, 32, 48, (7, 9), 3, dict(pad_before=1, groups=4), "implicit_gemm"),
+    ("2d_groups_tiny", 1, 16, 16, (6, 7), 3, dict(pad_before=1, groups=8), "implicit_gemm"),
+    ("2d_rgb_stem", 1, 3, 16, (15, 16), 7, dict(stride=2, pad_before=3), "implicit_gemm"),
+    ("3d", 1, 16, 16, (4, 5, 6), 3, dict(pad_before=1), "implicit_gemm"),
+    (
+        "3d_temporal_stride",
+        2,
+        8,
+        16,
+        (5, 6, 4),
+        (3, 1, 1),
+        dict(stride=(2, 1, 1), pad_before=(1, 0, 0)),
+        "implicit_gemm",
+    ),
+    ("1x1", 2, 32, 48, (7, 6), 1, {}, "gemm"),
+    ("1x1_stride2", 2, 16, 32, (9, 8), 1, dict(stride=2), "gemm"),
+    ("1x1_1d", 2, 24, 16, (33,), 1, {}, "gemm"),
+    ("patchify", 2, 3, 32, (16, 12), 4, dict(stride=4), "gemm"),
+    ("patchify_3d", 1, 8, 16, (4, 4, 6), 2, dict(stride=2), "gemm"),
+]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("channels_last", [True, False], ids=["cl", "contig"])
+def test_matches_aten(case, channels_last: bool) -> None:
+    name, n, c, k, spatial, kernel, kw, expected = case
+    index = CASES.index(case)
+    dtype = DTYPES[
+        (index + channels_last) % len(DTYPES)
+    ]  # every dtype on every family, each case once a layout
+    bias = (index + channels_last) % 2 == 0
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, p.groups, dtype, channels_last, bias, seed=index)
+    out, cand = _run(x, w, b, p)
+    assert cand.template.name == expected
+    assert list(out.stride()) == list(output_layout(x, w, p)[1])
+    _check(out, x, w, b, p)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).split(".")[-1])
+@pytest.mark.parametrize("template", ["implicit_gemm", "gemm"])
+def test_every_dtype_both_layouts_in_out(template: str, dtype: torch.dtype) -> None:
+    # Contiguous input with a channels-last weight: the layout rule makes the output channels-last.
+    # (a 1x1 weight's strides are ambiguous, so the GEMM case uses a 2x2 patchify weight)
+    if template == "implicit_gemm":
+        p, kernel = _params(2, pad_before=1), 3
+    else:
+        p, kernel = _params(2, stride=2), 2
+    x, w, b = _tensors(2, 16, 16, (6, 8), kernel, 1, dtype, False, True, seed=7)
+    w = w.contiguous(memory_format=torch.channels_last)
+    out, cand = _run(x, w, b, p, template)
+    assert out.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous(
+        memory_format=torch.channels_last
+    )
+    _check(out, x, w, b, p)
+
+
+def _schedule_cases():
+    out = []
+    for template, (n, c, k, spatial, kernel, kw) in [
+        ("implicit_gemm", (1, 32, 32, (5, 7), 3, dict(pad_before=1))),
+        ("implicit_gemm", (1, 32, 32, (5, 4), 3, dict(pad_before=1, groups=8))),
+        ("implicit_gemm", (1, 3, 16, (7, 6), 3, dict(pad_before=1))),
+        ("gemm", (1, 32, 32, (5, 7), 1, {})),
+    ]:
+        p = _params(len(spatial), **kw)
+        x, w, b = _tensors(n, c, k, spatial, kernel, p.groups, torch.float16, True, True, seed=3)
+        problem = ConvProblem.from_tensors(x, w, b, p)
+        for s in get_template(template).schedules(problem):
+            out.append(
+                pytest.param(
+                    template, (n, c, k, spatial, kernel, kw), s, id=f"{template}-{p.groups}-{c}-{s.key()}"
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize("template,shape,schedule", _schedule_cases())
+def test_every_schedule(template: str, shape, schedule: Schedule) -> None:
+    n, c, k, spatial, kernel, kw = shape
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, p.groups, torch.float16, True, True, seed=3)
+    out, cand = _run(x, w, b, p, template, schedule)
+    assert cand.schedule == schedule
+    _check(out, x, w, b, p)
+
+
+def test_unbatched_and_op_cpu_reference() -> None:
+    # The templates see an unbatched call as a batch of one.
+    p = _params(2, pad_before=1)
+    x, w, b = _tensors(1, 16, 16, (6, 5), 3, 1, torch.float32, True, True, seed=11)
+    problem = ConvProblem.from_tensors(x[0], w, b, p)
+    assert problem.batch == 1 and get_template("implicit_gemm").supports(problem)
+
+
+def test_support_reasons() -> None:
+    ig, gm = get_template("implicit_gemm"), get_template("gemm")
+    x, w, _ = _tensors(1, 8, 8, (6, 6), 3, 1, torch.float32, True, False, seed=0)
+    p = _params(2, pad_before=1)
+    assert not gm.supports(ConvProblem.from_tensors(x, w, None, p))  # padded 3x3 is not a GEMM
+    x64, w64 = x.double(), w.double()
+    verdict = ig.supports(ConvProblem.from_tensors(x64, w64, None, p))
+    assert not verdict and "float64" in verdict.reason
+    sliced = x[:, :, :, :3]  # not dense: refused with a reason
+    verdict = ig.supports(ConvProblem.from_tensors(sliced, w, None, p))
+    assert not verdict and "dense" in verdict.reason
+    tp = ConvParams((1, 1), (0, 0), (0, 0), (1, 1), True, (0, 0), 1)
+    assert not ig.supports(ConvProblem.from_tensors(x, w, None, tp))
+
+
+def test_schedule_space_and_heuristics() -> None:
+    for template in ("implicit_gemm", "gemm"):
+        t = get_template(template)
+        x, w, b = _tensors(2, 64, 64, (8, 8), 1, 1, torch.float16, True, False, seed=0)
+        problem = ConvProblem.from_tensors(x, w, b, _params(2))
+        space = t.schedules(problem)
+        assert len(space) == len(set(space)) >= 4
+        assert t.heuristic_schedule(problem) in space
+        for s in space:
+            assert min(s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"]) >= 16
