@@ -120,6 +120,11 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
     }
   }
 
+  // The driver keeps its own copy of every loaded image; drop ours (and those of other archs).
+  for (KernelRecord& kr : p->blob_.kernels) {
+    std::vector<uint8_t>().swap(kr.cubin);
+  }
+
   // Constants: uploaded once from the named data map.
   p->constants_.resize(b.constants.size());
   for (size_t c = 0; c < b.constants.size(); ++c) {
