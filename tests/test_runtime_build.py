@@ -123,3 +123,16 @@ def test_python_loader_registers_backend_and_fails_cleanly_without_gpu(build, ti
     assert "STATUS" in r.stdout
     if not _has_gpu():
         assert "FAILED_CLEANLY" in r.stdout and "not available" in r.stdout, r.stdout
+
+
+def test_runner_rejects_bad_input_files(build, tiny_pte, tmp_path) -> None:
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"\0" * 10)
+    r = _runner(build, "--model_path", str(tiny_pte), "--inputs", str(short))
+    assert r.returncode == 1 and "has 10 bytes, the method expects 3072" in r.stderr
+    r = _runner(build, "--model_path", str(tiny_pte), "--inputs", f"{short},{short}")
+    assert r.returncode == 1 and "lists 2 files" in r.stderr
+    r = _runner(build, "--model_path", str(tiny_pte), "--inputs", str(tmp_path / "missing.bin"))
+    assert r.returncode == 1 and "cannot open input file" in r.stderr
+    r = _runner(build, "--model_path", str(tiny_pte), "--method_name", "nope")
+    assert r.returncode == 1 and "method 'nope' not found" in r.stderr
