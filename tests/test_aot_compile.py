@@ -60,17 +60,26 @@ CASES = [
     ("implicit_gemm", _problem(1, 3, 64, (64, 64), 7, stride=2, pad=3), False),  # FLAT_K
     ("gemm", _problem(8, 256, 512, (28, 28), 1, dtype="float32", cl=False), False),
     ("gemm", _problem(8, 3, 768, (64, 64), 16, stride=16), False),
+    # > 2^31 elements: 64-bit indexing (shapes only, nothing is allocated)
+    ("implicit_gemm", _problem(64, 256, 256, (512, 512), 3, pad=1), False),
+    ("gemm", _problem(64, 256, 256, (512, 512), 1), False),
 ]
 
 
 def _unique_launches() -> dict[str, tuple[str, KernelLaunch]]:
+    """Launches to compile, one per distinct kernel; a schedule already compiled for another problem of the same
+    template (e.g. fp16) is not compiled again for fp32 (only fp32's own big-tile BLOCK_K variants are)."""
     unique: dict[str, tuple[str, KernelLaunch]] = {}
+    seen: set[tuple[str, object]] = set()
     for name, problem, every in CASES:
         template = get_template(name)
         assert template.supports(problem), (name, template.supports(problem).reason)
         schedules = template.schedules(problem)
-        assert template.heuristic_schedule(problem) in schedules
-        for schedule in schedules if every else [template.heuristic_schedule(problem)]:
+        heuristic = template.heuristic_schedule(problem)
+        assert heuristic in schedules
+        chosen = [s for s in schedules if (name, s) not in seen] if every else [heuristic]
+        seen.update((name, s) for s in schedules)
+        for schedule in chosen:
             for launch in template.launches(problem, schedule):
                 key = compile_cache_key(launch, 90)
                 unique.setdefault(key, (f"{name}/{problem.dtype}/{schedule.key()}", launch))
@@ -99,6 +108,12 @@ def _check_compiled(arch, labels, launches, compiled) -> None:
         assert ck.shared <= 232448, f"{label}: {ck.shared} B of shared memory"
         assert ck.name == launch.name
         check_entry(launch, ck.ptx, ck.param_types)  # 4 pointers + 7 int32 + 2 scratch pointers
+
+
+def test_big_problems_index_in_64_bits() -> None:
+    for name, problem, _ in CASES:
+        launch = get_template(name).launches(problem, get_template(name).heuristic_schedule(problem))[0]
+        assert dict(launch.constexprs)["INT64"] == (problem.batch * problem.in_channels >= 64 * 256), name
 
 
 def test_cache_key_separates_arch_and_schedule() -> None:

@@ -259,3 +259,18 @@ def test_schedule_space_and_heuristics() -> None:
         assert t.heuristic_schedule(problem) in space
         for s in space:
             assert min(s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"]) >= 16
+
+
+@pytest.mark.parametrize("template", ["implicit_gemm", "gemm"])
+def test_int64_indexing_path(template: str, monkeypatch) -> None:
+    # Tensors of >= 2^31 elements are too big for a CPU test; force the 64-bit index path on a small one.
+    from cuda_triton.conv.templates import _geometry
+
+    monkeypatch.setattr(_geometry, "needs_int64", lambda problem: True)
+    p = _params(2, pad_before=1) if template == "implicit_gemm" else _params(2, stride=2)
+    kernel = 3 if template == "implicit_gemm" else 2
+    x, w, b = _tensors(2, 16, 16, (6, 8), kernel, 1, torch.float16, True, True, seed=5)
+    out, cand = _run(x, w, b, p, template)
+    problem = ConvProblem.from_tensors(x, w, b, p)
+    assert dict(cand.launches(problem)[0].constexprs)["INT64"] is True
+    _check(out, x, w, b, p)

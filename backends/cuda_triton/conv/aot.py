@@ -17,6 +17,8 @@ in a child process without the variable (see `_compile_in_subprocess`).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -25,6 +27,8 @@ import pickle
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,7 +258,8 @@ def _compile_here(launch: KernelLaunch, arch: int) -> CompiledKernel:
 
 # Under TRITON_INTERPRET=1 (CPU test runs) @triton.jit returns interpreter objects that triton.compile cannot
 # take, and the interpreter patches triton.language in-process; a child process without the variable compiles
-# instead, importing each kernel by module and name.
+# instead, importing each kernel by module and name. Children are kept and reused (starting one costs seconds
+# of imports): one per concurrent caller, never shared with a forked process.
 def _launch_spec(launch: KernelLaunch) -> dict[str, Any]:
     py = _python_fn(launch.fn)
     return {
@@ -268,34 +273,121 @@ def _launch_spec(launch: KernelLaunch) -> dict[str, Any]:
     }
 
 
+class _CompileServer:
+    """A child process that compiles length-prefixed pickled requests from stdin, answering on stdout."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def request(self, payload: bytes) -> bytes:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(len(payload).to_bytes(8, "little") + payload)
+            self.proc.stdin.flush()
+            header = self.proc.stdout.read(8)
+            size = int.from_bytes(header, "little") if len(header) == 8 else -1
+            data = self.proc.stdout.read(size) if size >= 0 else b""
+            if size < 0 or len(data) != size:
+                raise EOFError("the compile subprocess closed its output")
+            return data
+        except (OSError, EOFError) as e:
+            self.close()
+            self.stderr.seek(0)
+            tail = self.stderr.read().decode(errors="replace")[-4000:]
+            raise AotCompileError(f"the AOT compile subprocess failed:\n{tail}") from e
+
+    def close(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+_idle_servers: list[_CompileServer] = []
+_servers_lock = threading.Lock()
+_servers_pid = os.getpid()
+
+
+def _acquire_server() -> _CompileServer:
+    global _idle_servers, _servers_pid
+    with _servers_lock:
+        if _servers_pid != os.getpid():  # forked: the parent's pipes are not ours
+            _idle_servers, _servers_pid = [], os.getpid()
+        while _idle_servers:
+            server = _idle_servers.pop()
+            if server.alive():
+                return server
+    return _CompileServer()
+
+
+def _release_server(server: _CompileServer) -> None:
+    with _servers_lock:
+        if server.alive() and _servers_pid == os.getpid():
+            _idle_servers.append(server)
+
+
+@atexit.register
+def _close_servers() -> None:
+    with _servers_lock:
+        if _servers_pid == os.getpid():
+            for server in _idle_servers:
+                server.close()
+        _idle_servers.clear()
+
+
 def _compile_in_subprocess(launches: list[KernelLaunch], arch: int) -> list[CompiledKernel]:
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     payload = pickle.dumps((int(arch), [_launch_spec(launch) for launch in launches]))
-    cmd = [sys.executable, "-m", __name__]
-    proc = subprocess.run(cmd, input=payload, capture_output=True, env=env, check=False)
-    if proc.returncode != 0:
-        tail = proc.stderr.decode(errors="replace")[-4000:]
-        raise AotCompileError(f"the AOT compile subprocess failed:\n{tail}")
+    server = _acquire_server()
+    results = pickle.loads(server.request(payload))
+    _release_server(server)
     out: list[CompiledKernel] = []
-    for result in pickle.loads(proc.stdout):
+    for result in results:
         if isinstance(result, str):
             raise AotCompileError(result)
         out.append(result)
     return out
 
 
-def _subprocess_main() -> None:
-    arch, specs = pickle.loads(sys.stdin.buffer.read())
+def _compile_specs(arch: int, specs: list[dict[str, Any]]) -> list[CompiledKernel | str]:
     results: list[CompiledKernel | str] = []
     for spec in specs:
-        fn = getattr(importlib.import_module(spec.pop("module")), spec.pop("name"))
         try:
+            fn = getattr(importlib.import_module(spec.pop("module")), spec.pop("name"))
             results.append(_compile_here(KernelLaunch(fn=fn, **spec), arch))
-        except AotCompileError as e:
-            results.append(str(e))
-    sys.stdout.buffer.write(pickle.dumps(results))
+        except Exception as e:  # reported to the caller as an AotCompileError; the server keeps serving
+            results.append(str(e) if isinstance(e, AotCompileError) else f"{type(e).__name__}: {e}")
+    return results
+
+
+def _serve() -> None:
+    """The compile server's loop (``python -m cuda_triton.conv.aot``); stray prints go to stderr."""
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    requests = sys.stdin.buffer
+    while True:
+        header = requests.read(8)
+        if len(header) < 8:
+            return
+        arch, specs = pickle.loads(requests.read(int.from_bytes(header, "little")))
+        data = pickle.dumps(_compile_specs(arch, specs))
+        answers.write(len(data).to_bytes(8, "little") + data)
+        answers.flush()
 
 
 __all__ = [
@@ -311,5 +403,5 @@ __all__ = [
 
 
 if __name__ == "__main__":
-    # Run the package's module (not this __main__ copy) so results unpickle as cuda_triton's CompiledKernel.
-    importlib.import_module(__spec__.name)._subprocess_main()
+    # Serve from the package's module (not this __main__ copy) so results unpickle as cuda_triton's classes.
+    importlib.import_module(__spec__.name)._serve()
