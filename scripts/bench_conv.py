@@ -384,6 +384,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return
     dtypes = [d for d in nc.DTYPES if any(r["case"]["dtype"] == d for r in rows)]
@@ -398,6 +399,8 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.bar([j + i * width for j in range(len(names))], ys, width, label=d)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))])
     ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
     ax.set_ylabel("speed-up over cuDNN (higher is better)")
@@ -491,7 +494,7 @@ def main() -> None:
     tune_dtypes = set((args.tune_dtypes or args.dtypes).split(","))
     if args.tune:
         for c in [c for c in cases if c["dtype"] in tune_dtypes]:
-            x, w, b = nc.make_tensors(c, "cpu")
+            x, w, b = nc.make_tensors(c, "meta")
             for name, sched in candidates(problem_of(c, x, w, b)):
                 jobs.append(("ours", c, name, sched.as_dict()))
     ours_status = warm(jobs, args.workers, args.compile_timeout)
