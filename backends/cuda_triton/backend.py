@@ -239,6 +239,20 @@ def prefetch_enabled() -> bool:
     return os.environ.get("CUDA_TRITON_PREFETCH", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
+_KEYS: dict[tuple, str] = {}  # (template, problem, schedule, launch index, arch) -> compile key
+
+
+def launch_key(
+    template: str, problem: ConvProblem, schedule: Schedule, index: int, launch: KernelLaunch, arch: int
+) -> str:
+    """``compile_cache_key(launch, arch)``, memoized (it hashes the kernel's source, tens of ms each)."""
+    mk = (template, problem, schedule, index, int(arch))
+    key = _KEYS.get(mk)
+    if key is None:
+        key = _KEYS[mk] = compile_cache_key(launch, arch)
+    return key
+
+
 def conv_jobs(
     problem: ConvProblem, options: CudaTritonOptions, tuning: _Tuning | None = None
 ) -> dict[str, CompileJob]:
@@ -247,7 +261,8 @@ def conv_jobs(
     jobs: dict[str, CompileJob] = {}
     for li, launch in enumerate(template.launches(problem, schedule)):
         for arch in options.archs:
-            jobs[compile_cache_key(launch, arch)] = CompileJob(template.name, problem, schedule, li, arch)
+            key = launch_key(template.name, problem, schedule, li, launch, arch)
+            jobs[key] = CompileJob(template.name, problem, schedule, li, arch)
     return jobs
 
 
@@ -519,7 +534,7 @@ def _draft_conv(
                 raise CudaTritonPreprocessError(f"{launch.name}: unknown argument {a!r}")
         keys: dict[int, str] = {}
         for arch in options.archs:
-            key = compile_cache_key(launch, arch)
+            key = launch_key(template.name, problem, schedule, li, launch, arch)
             keys[arch] = key
             jobs.setdefault(key, CompileJob(template.name, problem, schedule, li, arch))
         launches.append(_Launch(launch, keys, largs))

@@ -10,8 +10,10 @@ target: example inputs live on the CPU at export) and delegates what is ROUTED o
 weight and bias are constants of the program (the delegate owns them; `tag_constant_data` tags them).
 
 * ``ops_to_not_decompose`` keeps the convolution overloads that carry what the core decomposition loses (string
-  padding, the transposed overloads, unbatched forms), with a filter that answers True only for nodes this
-  partitioner will really delegate, so a preserved op is never left undelegated (lowering would raise).
+  padding, the transposed overloads, unbatched forms), with a filter (the check_op_support form) that answers
+  True only for nodes this partitioner will really delegate, so a preserved op is never left undelegated
+  (lowering would raise). When every such node will be delegated the filter is omitted, which selects
+  ExecuTorch's cheaper decomposition path with the same outcome.
 * A zero ``constant_pad_nd`` that pads only spatial dims and whose every user is a delegated convolution that
   can fold it (how plain ``to_edge`` spells asymmetric 'same' and causal padding) joins the partition; the
   preprocess folds it into padding_before/after (`cuda_triton.partition.graph.pad_fold`, shared by both).
@@ -161,6 +163,7 @@ class CudaTritonPartitioner(Partitioner):
         self.options = options
         self.delegation_spec = DelegationSpec(BACKEND_ID, options.compile_specs())
         self.reports: list[PartitionReport] = []
+        self._prefetched: set = set()  # ConvProblems whose kernels were submitted for compilation
 
     @property
     def last_report(self) -> PartitionReport | None:
@@ -198,6 +201,12 @@ class CudaTritonPartitioner(Partitioner):
     def ops_to_not_decompose(
         self, ep: ExportedProgram
     ) -> tuple[list[torch._ops.OpOverload], Callable[[Node], bool] | None]:
+        """The convolution overloads to keep, and the check that keeps only nodes this partitioner delegates.
+
+        When every convolution of ``ep`` with a preserved overload will be delegated, the check would answer
+        True for each of them, so it is left out (None): ExecuTorch then takes its cheaper path (one
+        decomposition pass instead of three, with the same result). Otherwise the check filters node by node.
+        """
         constants = constant_names(ep)
         preserved = set(PRESERVED_OVERLOADS)
 
@@ -206,25 +215,29 @@ class CudaTritonPartitioner(Partitioner):
                 return False
             return self._verdict(node, constants)[0]
 
-        self._prefetch_aten(ep, constants)
-        return list(PRESERVED_OVERLOADS), will_delegate
+        problems = []
+        all_delegated = True
+        for node in ep.graph_module.graph.nodes:
+            if not is_conv_node(node):
+                continue
+            ok, p, _ = self._verdict(node, constants)  # strict planning raises here
+            if ok and p.problem is not None:
+                problems.append(p.problem)
+            if aten_overload(node.target) in preserved and not ok:
+                all_delegated = False
+        self._prefetch_problems(problems)
+        return list(PRESERVED_OVERLOADS), (None if all_delegated else will_delegate)
 
-    def _prefetch_aten(self, ep: ExportedProgram, constants: set[str]) -> None:
-        """Start compiling the kernels of the convolutions we will delegate, before ExecuTorch decomposes."""
+    def _prefetch_problems(self, problems: list) -> None:
+        """Start compiling kernels in the background (each convolution once per partitioner)."""
         from ..backend import prefetch, prefetch_enabled
 
         if not prefetch_enabled():
             return
-        problems = []
-        for node in ep.graph_module.graph.nodes:
-            if is_conv_node(node):
-                try:
-                    ok, p, _ = self._verdict(node, constants)
-                except ConvRoutingError:
-                    continue  # raised again, where it belongs, by the filter
-                if ok and p.problem is not None:
-                    problems.append(p.problem)
-        prefetch(problems, self.options)
+        fresh = [p for p in problems if p not in self._prefetched]
+        self._prefetched.update(fresh)
+        if fresh:
+            prefetch(fresh, self.options)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         ep = exported_program
@@ -302,10 +315,6 @@ class CudaTritonPartitioner(Partitioner):
     def _prefetch(
         self, delegated: dict[Node, RoutingPlan], folds: dict[Node, PadFold], pads: set[Node]
     ) -> None:
-        from ..backend import prefetch, prefetch_enabled
-
-        if not prefetch_enabled():
-            return
         problems = []
         for node, p in delegated.items():
             fold = folds.get(node)
@@ -317,7 +326,7 @@ class CudaTritonPartitioner(Partitioner):
                 )
             elif p.problem is not None:
                 problems.append(p.problem)
-        prefetch(problems, self.options)
+        self._prefetch_problems(problems)
 
     @staticmethod
     def _propose(gm: torch.fx.GraphModule, supported: set[Node]) -> list[list[Node]]:
