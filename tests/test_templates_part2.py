@@ -63,6 +63,18 @@ def run_forced(template, x, w, b, p: ConvParams, schedule: Schedule | None = Non
     return out
 
 
+def fewest_programs(template, x, w, b, p: ConvParams) -> Schedule:
+    """The schedule with the smallest grid: the interpreter's cost grows with the number of programs.
+    (Every schedule, the heuristic's included, also runs in the dedicated tests below.)"""
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=False)
+
+    def programs(s: Schedule) -> tuple[int, int]:
+        grid = template.launches(problem, s)[0].grid
+        return (math.prod(grid), -s.num_warps)
+
+    return min(template.schedules(problem), key=programs)
+
+
 def tolerance(dtype: torch.dtype, reduction: int) -> tuple[float, float]:
     """(atol, rtol) for inputs ~ N(0, 1): rounding of the output plus accumulation error ~ sqrt(reduction)."""
     scale = math.sqrt(max(1, reduction))
@@ -150,7 +162,7 @@ def test_depthwise_numerics(case, dtype):
         pytest.skip("half-precision runs on a representative subset (time)")
     torch.manual_seed(hash((case[0], dtype)) % 2**31)
     x, w, b, p, taps = _dw_inputs(case, DTYPES[dtype])
-    check(DW, x, w, b, p, taps)
+    check(DW, x, w, b, p, taps, schedule=fewest_programs(DW, x, w, b, p))
 
 
 def test_depthwise_unbatched_and_module():
@@ -168,22 +180,22 @@ def test_depthwise_every_schedule():
     torch.manual_seed(2)
     # channels-last kernel: C_out = 80 (so BLOCK_C up to 128), output 8x8 or wider
     x = _channels_last(torch.randn(1, 40, 8, 17))
-    w = torch.randn(80, 1, 3, 3)
+    w = torch.randn(80, 1, 2, 2)
     b = torch.randn(80)
-    p = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 40)
+    p = ConvParams((1, 1), (1, 0), (0, 1), (1, 1), False, (0, 0), 40)
     problem = ConvProblem.from_tensors(x, w, b, p)
     schedules = DW.schedules(problem)
     assert len(schedules) == len(DepthwiseTemplate.CL_SPACE)
     for s in schedules:
-        check(DW, x, w, b, p, 9, schedule=s)
-    # contiguous kernel: a 1-D row of 1000 and a 2-D 33 x 70 plane between them make every
+        check(DW, x, w, b, p, 4, schedule=s)
+    # contiguous kernel: a 1-D row of 600 and a 2-D 9 x 33 plane between them make every
     # (BLOCK_H, BLOCK_W) of NC_SPACE valid on one of them.
     shapes = [
-        (torch.randn(1, 2, 1000), torch.randn(2, 1, 5), ConvParams((1,), (2,), (2,), (1,), False, (0,), 2)),
+        (torch.randn(1, 2, 600), torch.randn(2, 1, 3), ConvParams((1,), (1,), (1,), (1,), False, (0,), 2)),
         (
-            torch.randn(1, 2, 33, 70),
-            torch.randn(2, 1, 3, 3),
-            ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 2),
+            torch.randn(1, 2, 9, 33),
+            torch.randn(2, 1, 1, 2),
+            ConvParams((1, 1), (0, 1), (0, 0), (1, 1), False, (0, 0), 2),
         ),
     ]
     covered = set()
@@ -320,29 +332,30 @@ def test_transposed_numerics(case, dtype):
         pytest.skip("half-precision runs on a representative subset (time)")
     torch.manual_seed(hash((case[0], dtype)) % 2**31)
     x, w, b, p, reduction = _tr_inputs(case, DTYPES[dtype])
-    check(TR, x, w, b, p, reduction, module=_module_for(case, w, b) if dtype == "fp32" else None)
+    module = _module_for(case, w, b) if dtype == "fp32" else None
+    check(TR, x, w, b, p, reduction, schedule=fewest_programs(TR, x, w, b, p), module=module)
 
 
 def test_transposed_every_schedule():
     torch.manual_seed(3)
     # Channels-last input: C_in = C_out = 80 so that every block size is allowed.
-    x = _channels_last(torch.randn(1, 80, 5, 6))
-    w = _channels_last(torch.randn(80, 80, 3, 3))
+    x = _channels_last(torch.randn(1, 80, 3, 4))
+    w = _channels_last(torch.randn(80, 80, 2, 2))
     b = torch.randn(80)
-    p = ConvParams((2, 2), (1, 1), (1, 1), (1, 1), True, (1, 1), 1)
+    p = ConvParams((2, 2), (1, 0), (0, 1), (1, 1), True, (1, 0), 1)
     problem = ConvProblem.from_tensors(x, w, b, p)
     schedules = TR.schedules(problem)
-    assert all(s["ROW_TILED"] == 0 for s in schedules)
+    assert len(schedules) == len(TransposedTemplate.CL_SPACE)
     for s in schedules:
-        check(TR, x, w, b, p, 80 * 4, schedule=s)
+        check(TR, x, w, b, p, 80, schedule=s)
     # Contiguous input: the row-tiled variant as well (one 1-D shape).
     x1 = torch.randn(2, 80, 9)
     w1 = torch.randn(80, 80, 4)
     p1 = ConvParams((2,), (1,), (1,), (1,), True, (0,), 1)
     prob1 = ConvProblem.from_tensors(x1, w1, None, p1)
-    row_schedules = [s for s in TR.schedules(prob1) if s["ROW_TILED"] == 1]
-    assert row_schedules
-    for s in row_schedules:
+    nc_schedules = TR.schedules(prob1)
+    assert len(nc_schedules) == len(TransposedTemplate.NC_ROW_SPACE) + len(TransposedTemplate.NC_FLAT_SPACE)
+    for s in nc_schedules:
         check(TR, x1, w1, None, p1, 80 * 2, schedule=s)
 
 
@@ -374,36 +387,46 @@ def test_transposed_supports():
 def _aot_problems():
     """One problem per kernel variant whose schedule list is the whole tuning space, in two dtypes."""
     dwcl = ConvProblem.from_shapes(
-        (1, 80, 8, 16), (10240, 1, 1280, 80), (80, 1, 3, 3), (9, 9, 3, 1), True,
+        (1, 80, 8, 20), (12800, 1, 1600, 80), (80, 1, 2, 2), (4, 4, 2, 1), True,
         ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 80), "float16",
     )  # fmt: skip
     dwnc = ConvProblem.from_shapes(
-        (1, 2, 33, 1000), (66000, 33000, 1000, 1), (2, 1, 3, 3), (9, 9, 3, 1), True,
+        (1, 2, 33, 1000), (66000, 33000, 1000, 1), (2, 1, 1, 2), (2, 2, 2, 1), True,
         ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 2), "float32",
     )  # fmt: skip
     trcl = ConvProblem.from_shapes(
-        (1, 128, 8, 8), (8192, 1, 1024, 128), (128, 128, 4, 4), (2048, 1, 512, 128), True,
-        ConvParams((2, 2), (1, 1), (1, 1), (1, 1), True, (0, 0), 1), "bfloat16",
+        (1, 128, 8, 8), (8192, 1, 1024, 128), (128, 128, 2, 2), (512, 1, 256, 128), True,
+        ConvParams((2, 2), (0, 0), (0, 0), (1, 1), True, (0, 0), 1), "bfloat16",
     )  # fmt: skip
     trnc = ConvProblem.from_shapes(
-        (2, 128, 100), (12800, 100, 1), (128, 128, 8), (1024, 8, 1), False,
-        ConvParams((4,), (2,), (2,), (1,), True, (0,), 1), "float32",
+        (2, 128, 100), (12800, 100, 1), (128, 128, 4), (512, 4, 1), False,
+        ConvParams((4,), (0,), (0,), (1,), True, (0,), 1), "float32",
     )  # fmt: skip
     return [(DW, dwcl), (DW, dwnc), (TR, trcl), (TR, trnc)]
 
 
-@pytest.mark.parametrize("arch", [80, 90])
-def test_every_schedule_compiles_aot(arch):
+def test_every_schedule_compiles_aot(monkeypatch):
+    """Every schedule of both templates compiles for sm_80 and sm_90 (no GPU); the two arches in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
     aot = pytest.importorskip("cuda_triton.conv.aot")
-    seen = set()
+    # Build the launches exactly as an export (no interpreter) does.
+    monkeypatch.setattr("cuda_triton.conv.templates.transposed._interpreting", lambda: False)
+    launches = {}
     for template, problem in _aot_problems():
         assert template.supports(problem)
         for schedule in template.schedules(problem):
             for launch in template.launches(problem, schedule):
-                key = aot.compile_cache_key(launch, arch)
-                if key in seen:
-                    continue
-                seen.add(key)
-                kernel = aot.compile_launch(launch, arch)
-                assert kernel.cubin and kernel.num_warps == launch.num_warps
-    assert len(seen) >= len(DepthwiseTemplate.CL_SPACE) + len(DepthwiseTemplate.NC_SPACE)
+                launches.setdefault(aot.compile_cache_key(launch, 90), launch)
+    assert len(launches) >= len(DepthwiseTemplate.CL_SPACE) + len(DepthwiseTemplate.NC_SPACE) + len(
+        TransposedTemplate.CL_SPACE
+    )
+    todo = list(launches.values())
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(
+            zip((80, 90), pool.map(lambda arch: aot.compile_launches(todo, arch), (80, 90)), strict=True)
+        )
+    for arch, kernels in results.items():
+        assert len(kernels) == len(todo)
+        for launch, kernel in zip(todo, kernels, strict=True):
+            assert kernel.cubin and kernel.arch == arch and kernel.num_warps == launch.num_warps

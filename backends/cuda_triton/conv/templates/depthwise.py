@@ -18,7 +18,7 @@ positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vect
     constexprs: C_IN, MULT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OUT_CL, HAS_BIAS,
                 BLOCK_H, BLOCK_W, BLOCK_C
     grid: (N * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), cdiv(C_out, BLOCK_C), 1)
-    weight: prepared as (KD*KH*KW, C_out) contiguous (taps major, channels contiguous).
+    weight: prepared as fp32 (KD*KH*KW, C_out) contiguous (taps major, channels contiguous).
 
 ``_depthwise_nc_kernel`` (contiguous input): a program computes a ``BLOCK_H x BLOCK_W`` tile of one
 (n, co, od) output plane; loads are vectors along W.
@@ -26,7 +26,7 @@ positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vect
     args (PTX order): x, w, b, y, ID, IH, IW, OD, OH, OW (i32)
     constexprs: as above without BLOCK_C
     grid: (N * C_out * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), 1, 1)
-    weight: prepared as (C_out, KD*KH*KW) contiguous.
+    weight: prepared as fp32 (C_out, KD*KH*KW) contiguous.
 
 Strides are not arguments: inputs are dense channels-last or dense contiguous (``supports`` checks), outputs
 follow the layout rule (``OUT_CL`` says which), so every stride is a product of constexpr channel counts and
@@ -91,6 +91,7 @@ def _depthwise_cl_kernel(
     BLOCK_C: tl.constexpr,
 ):
     C_OUT: tl.constexpr = C_IN * MULT
+    EVEN_C: tl.constexpr = C_OUT % BLOCK_C == 0
     pid = tl.program_id(0)
     pid_c = tl.program_id(1)
     n_wt = tl.cdiv(OW, BLOCK_W)
@@ -113,21 +114,31 @@ def _depthwise_cl_kernel(
     else:
         ci = co // MULT
 
+    # Pointers of tap (0, 0, 0); every other tap adds a scalar (the kw part a compile-time constant, which
+    # the compiler folds into the load's address), so the per-element work of a tap is a load and an FMA.
+    id0 = od * SD - PD
+    ih0 = oh * SH - PH
+    iw0 = ow * SW - PW
     x_base = x_ptr + n.to(tl.int64) * (ID * IH * IW * C_IN)
+    x_tile = x_base + (((id0 * IH + ih0) * IW + iw0) * C_IN)[:, None] + ci[None, :]
     acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
     for kd in tl.static_range(KD):
-        idd = od * SD - PD + kd * DD
+        idd = id0 + kd * DD
         d_ok = (idd >= 0) & (idd < ID)
         for kh in tl.static_range(KH):
-            ih = oh * SH - PH + kh * DH
-            h_ok = p_ok & d_ok & (ih >= 0) & (ih < IH)
-            row = (idd * IH + ih) * IW
+            ih = ih0 + kh * DH
+            h_ok = p_ok & d_ok & (ih.to(tl.uint32) < IH)
+            x_row = x_tile + (kd * DD * IH + kh * DH) * IW * C_IN
             for kw in tl.static_range(KW):
-                iw = ow * SW - PW + kw * DW
-                ok = h_ok & (iw >= 0) & (iw < IW)
-                pos = (row + iw) * C_IN
-                xv = tl.load(x_base + pos[:, None] + ci[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
-                wv = tl.load(w_ptr + ((kd * KH + kh) * KW + kw) * C_OUT + co, mask=c_ok, other=0.0)
+                iw = iw0 + kw * DW
+                ok = h_ok & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
+                w_tap = w_ptr + ((kd * KH + kh) * KW + kw) * C_OUT + co
+                if EVEN_C:
+                    xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None], other=0.0)
+                    wv = tl.load(w_tap)
+                else:
+                    xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None] & c_ok[None, :], other=0.0)
+                    wv = tl.load(w_tap, mask=c_ok, other=0.0)
                 acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
     if HAS_BIAS:
         acc += tl.load(b_ptr + co, mask=c_ok, other=0.0).to(tl.float32)[None, :]
@@ -193,20 +204,24 @@ def _depthwise_nc_kernel(
     oh = ht * BLOCK_H + tl.arange(0, BLOCK_H)[:, None]
     ow = wt * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
     p_ok = (oh < OH) & (ow < OW)
+    id0 = od * SD - PD
+    ih0 = oh * SH - PH
+    iw0 = ow * SW - PW
     x_base = x_ptr + (n.to(tl.int64) * C_IN + ci) * (ID * IH * IW)
+    x_tile = x_base + (id0 * IH + ih0) * IW + iw0
     w_base = w_ptr + co * TAPS
     acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)
     for kd in tl.static_range(KD):
-        idd = od * SD - PD + kd * DD
+        idd = id0 + kd * DD
         d_ok = (idd >= 0) & (idd < ID)
         for kh in tl.static_range(KH):
-            ih = oh * SH - PH + kh * DH
-            h_ok = p_ok & d_ok & (ih >= 0) & (ih < IH)
-            row = (idd * IH + ih) * IW
+            ih = ih0 + kh * DH
+            h_ok = d_ok & (ih.to(tl.uint32) < IH)
+            x_row = x_tile + (kd * DD * IH + kh * DH) * IW
             for kw in tl.static_range(KW):
-                iw = ow * SW - PW + kw * DW
-                ok = h_ok & (iw >= 0) & (iw < IW)
-                xv = tl.load(x_base + row + iw, mask=ok, other=0.0)
+                iw = iw0 + kw * DW
+                ok = p_ok & h_ok & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
+                xv = tl.load(x_row + kw * DW, mask=ok, other=0.0)
                 wv = tl.load(w_base + (kd * KH + kh) * KW + kw)
                 acc += xv.to(tl.float32) * wv.to(tl.float32)
     if HAS_BIAS:
@@ -291,32 +306,25 @@ class DepthwiseTemplate(ConvTemplate):
 
     # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for channels-last inputs, (BLOCK_H, BLOCK_W, num_warps) otherwise.
     CL_SPACE = (
-        (1, 8, 64, 4),
+        (4, 4, 64, 4),
         (2, 8, 64, 4),
         (4, 8, 64, 4),
-        (4, 4, 64, 4),
-        (2, 8, 128, 4),
-        (4, 8, 128, 8),
-        (8, 8, 64, 8),
         (2, 16, 64, 4),
-        (1, 16, 32, 4),
-        (2, 16, 32, 4),
+        (4, 8, 128, 8),
         (4, 8, 32, 4),
         (8, 8, 32, 4),
-        (1, 32, 16, 4),
+        (2, 16, 32, 4),
         (4, 16, 16, 4),
+        (1, 16, 32, 4),
+        (1, 32, 16, 4),
     )
     NC_SPACE = (
         (1, 16, 1),
         (4, 16, 1),
-        (8, 16, 2),
         (8, 32, 2),
         (16, 32, 4),
         (4, 64, 2),
         (8, 64, 4),
-        (16, 64, 4),
-        (2, 128, 2),
-        (4, 128, 4),
         (1, 128, 1),
         (1, 256, 2),
         (1, 512, 4),
@@ -347,7 +355,8 @@ class DepthwiseTemplate(ConvTemplate):
         """Little padding waste first, then a tile near the size that keeps the memory system busy."""
         _, out_h, out_w = _pad3(problem.out_spatial, 1)
         cl = self._channels_last(problem)
-        target = 2048 if cl else 1024
+        # Elements per program (H200 sweep, scripts/bench_part2.py): ~2048 fp16/bf16 or ~1024 fp32 channels-last.
+        target = (2048 if problem.element_size <= 2 else 1024) if cl else 1024
 
         def cost(s: Schedule) -> tuple[float, float]:
             bh, bw = s["BLOCK_H"], s["BLOCK_W"]
@@ -362,7 +371,8 @@ class DepthwiseTemplate(ConvTemplate):
 
     # -- weight and launches ----------------------------------------------------------------------------------
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
-        flat = weight.reshape(problem.out_channels, prod(problem.kernel))
+        # fp32 taps: the kernels accumulate in fp32, so this saves a conversion per tap and channel.
+        flat = weight.reshape(problem.out_channels, prod(problem.kernel)).float()
         if self._channels_last(problem):
             return flat.t().contiguous()  # (taps, C_out)
         return flat.contiguous()  # (C_out, taps)
@@ -379,7 +389,7 @@ class DepthwiseTemplate(ConvTemplate):
         dt = TRITON_PTR_DTYPE[problem.dtype]
         args = (
             TensorArg("input", dt),
-            TensorArg("weight", dt),
+            TensorArg("weight", "fp32"),
             TensorArg("bias", dt),
             TensorArg("output", dt),
             ScalarArg("ID", "i32", in_d),

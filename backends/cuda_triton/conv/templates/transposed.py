@@ -19,13 +19,15 @@ Kernel ``_conv_transpose_phase_kernel``:
                       N, ID, IH, IW, OD, OH, OW (i32)
     constexprs: CIN_G, COUT_G, GROUPS, KD, KH, KW, SD, SH, SW, PD, PH, PW (padding_before), DD, DH, DW,
                 GD, GH, GW (gcd(stride, dilation) per dim), IN_CL, OUT_CL, HAS_BIAS, ALLOW_TF32, ROW_TILED,
-                BLOCK_M, BLOCK_N, BLOCK_K
+                DOT_FP32 (True only under TRITON_INTERPRET for bf16: the interpreter's tl.dot mishandles bf16
+                operands, so they are widened first; compiled kernels always have False), BLOCK_M, BLOCK_N,
+                BLOCK_K
     grid: (TILES_M * SD*SH*SW * cdiv(COUT_G, BLOCK_N), GROUPS, 1) where, with QX = the largest number of output
           positions any phase has along dim X,
           TILES_M = cdiv(N * QD * QH * QW, BLOCK_M)           (ROW_TILED = 0: tiles over all of M)
           TILES_M = N * QD * QH * cdiv(QW, BLOCK_M)            (ROW_TILED = 1: a tile stays in one W row, so
                                                                 contiguous inputs are read along W)
-    weight: prepared as (GROUPS, KD, KH, KW, CIN_G, COUT_G) contiguous.
+    weight: prepared as (GROUPS, KD, KH, KW, COUT_G, CIN_G) contiguous (K-major B tiles: TF32 wgmma needs them).
 
 Input and output are dense channels-last or dense contiguous (``IN_CL``/``OUT_CL``; ``supports`` checks), so
 strides are products of constexpr channel counts and runtime sizes. In-sample offsets are 32-bit
@@ -37,6 +39,7 @@ convolutions) and exact fp32 otherwise.
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import triton
@@ -112,6 +115,7 @@ def _conv_transpose_phase_kernel(
     HAS_BIAS: tl.constexpr,
     ALLOW_TF32: tl.constexpr,
     ROW_TILED: tl.constexpr,
+    DOT_FP32: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -191,9 +195,11 @@ def _conv_transpose_phase_kernel(
             a_ptrs = x_rows[:, None] + ci[None, :] * (ID * IH * IW) + pos[:, None]
         a = tl.load(a_ptrs, mask=ok[:, None] & ci_ok[None, :], other=0.0)
         tap_idx = ((td0 + jd * (SD // GD)) * KH + th0 + jh * (SH // GH)) * KW + tw0 + jw * (SW // GW)
-        b_ptrs = w_group + (tap_idx * CIN_G + ci[:, None]) * COUT_G + co[None, :]
+        b_ptrs = w_group + (tap_idx * COUT_G + co[None, :]) * CIN_G + ci[:, None]
         b = tl.load(b_ptrs, mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
-        if ALLOW_TF32:
+        if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        elif ALLOW_TF32:
             acc = tl.dot(a, b, acc, input_precision="tf32")
         else:
             acc = tl.dot(a, b, acc, input_precision="ieee")
@@ -227,6 +233,14 @@ def phase_counts(out_size: int, stride: int, padding_before: int) -> list[int]:
 def phase_taps(kernel: int, stride: int, dilation: int) -> list[list[int]]:
     """The taps t of each phase r: those with t*dilation = r (mod stride)."""
     return [[t for t in range(kernel) if (t * dilation) % stride == r] for r in range(stride)]
+
+
+def _interpreting() -> bool:
+    """Whether kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)."""
+    try:
+        return bool(triton.knobs.runtime.interpret)
+    except AttributeError:  # older Triton
+        return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def _pow2_at_least(x: int) -> int:
@@ -279,71 +293,97 @@ class TransposedTemplate(ConvTemplate):
         pb = _pad3(p.padding_before, 0)
         return tuple(max(phase_counts(o, s, b)) for o, s, b in zip(out, st, pb, strict=True))  # type: ignore[return-value]
 
-    # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
-    SPACE = (
+    def tiles_m(self, problem: ConvProblem, block_m: int, row_tiled: int) -> int:
+        """M tiles of the largest phase."""
+        qd, qh, qw = self._q_max(problem)
+        if row_tiled:
+            return problem.batch * qd * qh * cdiv(qw, block_m)
+        return cdiv(problem.batch * qd * qh * qw, block_m)
+
+    # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
+    # Channels-last inputs: tiles over all of M (ROW_TILED = 0).
+    CL_SPACE = (
         (64, 32, 32, 4, 3),
         (64, 64, 32, 4, 3),
-        (64, 64, 64, 4, 3),
         (128, 64, 32, 4, 3),
-        (128, 64, 32, 4, 4),
         (128, 64, 64, 4, 3),
         (128, 128, 32, 8, 3),
-        (128, 128, 64, 8, 3),
         (256, 64, 32, 8, 3),
-        (256, 64, 64, 8, 3),
+        (32, 32, 32, 4, 2),
         (64, 16, 16, 4, 2),
+    )
+    # Contiguous inputs: M tiles inside one W row (ROW_TILED = 1), so A is read along W; small flat tiles
+    # (ROW_TILED = 0) for short rows. (Large flat tiles over a contiguous input gather element by element:
+    # slow to run and 10-25 s to compile.)
+    NC_ROW_SPACE = (
+        (128, 64, 32, 4, 3),
+        (128, 64, 64, 4, 3),
         (32, 32, 32, 4, 2),
     )
+    NC_FLAT_SPACE = (
+        (64, 32, 32, 4, 3),
+        (32, 32, 32, 4, 2),
+        (64, 16, 16, 4, 2),
+    )
+
+    @staticmethod
+    def _make(entry: tuple[int, ...], row: int) -> Schedule:
+        bm, bn, bk, warps, stages = entry
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         cin_g = problem.in_channels // problem.groups
         cout_g = problem.out_channels // problem.groups
         n_cap = max(16, _pow2_at_least(cout_g))
         k_cap = max(16, _pow2_at_least(cin_g))
-        row_options = [0] if self._in_cl(problem) else [0, 1]
-        found = []
-        for bm, bn, bk, warps, stages in self.SPACE:
+
+        def fits(entry: tuple[int, ...]) -> bool:
+            bm, bn, bk, _, stages = entry
             if bn > n_cap or bk > k_cap:
-                continue
-            if (bm * bk + bk * bn) * problem.element_size * stages > 160 * 1024:
-                continue  # beyond sm_80's shared memory
-            for row in row_options:
-                found.append(Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row))
-        if not found:
-            found.append(Schedule.make(4, 2, BLOCK_M=64, BLOCK_N=16, BLOCK_K=16, ROW_TILED=0))
-        return found
+                return False
+            return (bm * bk + bk * bn) * problem.element_size * stages <= 160 * 1024  # sm_80's shared memory
+
+        if self._in_cl(problem):
+            found = [self._make(e, 0) for e in self.CL_SPACE if fits(e)]
+        else:
+            found = [self._make(e, 1) for e in self.NC_ROW_SPACE if fits(e)]
+            found += [self._make(e, 0) for e in self.NC_FLAT_SPACE if fits(e)]
+        return found or [self._make((64, 16, 16, 4, 2), 0)]
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        """From the H200 sweep of the suite (scripts/bench_part2.py): 128 x 64 tiles with the deepest C_in
+        block that fits (64 in fp16/bf16, 32 in fp32); contiguous inputs tile along W rows when they are long."""
         cin_g = problem.in_channels // problem.groups
         cout_g = problem.out_channels // problem.groups
-        bn = 128 if cout_g > 64 else 64 if cout_g > 32 else 32 if cout_g > 16 else 16
-        bk = 64 if cin_g >= 64 and problem.element_size <= 2 else 32 if cin_g > 16 else 16
-        m_rows = problem.batch * prod(self._q_max(problem))
-        bm = 128 if m_rows >= 8192 else 64
-        if bn == 16:
-            bm = 64
-        if bn == 128:
-            bk = min(bk, 32 if problem.element_size > 2 else 64)
-        warps = 8 if bm * bn >= 128 * 128 else 4
-        stages = 3
-        q_w = self._q_max(problem)[2]
-        row = 1 if (not self._in_cl(problem) and q_w >= 64) else 0
-        choice = Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row)
-        candidates = self.schedules(problem)
-        if choice in candidates:
-            return choice
-        # Closest schedule: same row tiling, largest tile not above the wanted one.
-        same_row = [s for s in candidates if s["ROW_TILED"] == row] or candidates
-        return max(
-            same_row, key=lambda s: (s["BLOCK_N"] <= bn, s["BLOCK_M"] <= bm, s["BLOCK_N"], s["BLOCK_M"])
-        )
+        half = problem.element_size <= 2
+        bn = 128 if cout_g > 128 else 64 if cout_g > 32 else 32 if cout_g > 16 else 16
+        bk = 64 if (cin_g >= 64 and half) else 32 if cin_g > 16 else 16
+        bm = 128 if self.tiles_m(problem, 1, 0) >= 4096 else 64
+        row = 0
+        if not self._in_cl(problem):
+            row = 1 if self._q_max(problem)[2] >= 32 else 0
+            if not half:
+                bm, bn, bk = 32, 32, 32
+        want = (bm, bn, bk, row)
+
+        def distance(s: Schedule) -> tuple[int, ...]:
+            got = (s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"], s["ROW_TILED"])
+            return (
+                got[3] != want[3],
+                abs(got[1].bit_length() - bn.bit_length()),
+                abs(got[0].bit_length() - bm.bit_length()),
+                abs(got[2].bit_length() - bk.bit_length()),
+                s.num_stages != 3,
+            )
+
+        return min(self.schedules(problem), key=distance)
 
     # -- weight and launches ----------------------------------------------------------------------------------
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         g = problem.groups
         kd, kh, kw = _pad3(problem.kernel, 1)
         w = weight.reshape(g, problem.in_channels // g, problem.out_channels // g, kd, kh, kw)
-        return w.permute(0, 3, 4, 5, 1, 2).contiguous()  # (G, KD, KH, KW, CIN_G, COUT_G)
+        return w.permute(0, 3, 4, 5, 2, 1).contiguous()  # (G, KD, KH, KW, COUT_G, CIN_G)
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         p = problem.params
@@ -358,12 +398,11 @@ class TransposedTemplate(ConvTemplate):
         cout_g = problem.out_channels // groups
         bm, bn, bk = schedule["BLOCK_M"], schedule["BLOCK_N"], schedule["BLOCK_K"]
         row = schedule["ROW_TILED"]
-        qd, qh, qw = self._q_max(problem)
-        if row:
-            tiles_m = problem.batch * qd * qh * cdiv(qw, bm)
-        else:
-            tiles_m = cdiv(problem.batch * qd * qh * qw, bm)
-        grid = (max(1, tiles_m) * sd * sh * sw * cdiv(cout_g, bn), groups, 1)
+        grid = (
+            max(1, self.tiles_m(problem, bm, row)) * sd * sh * sw * cdiv(cout_g, bn),
+            groups,
+            1,
+        )
         dt = TRITON_PTR_DTYPE[problem.dtype]
         args = (
             TensorArg("input", dt),
@@ -402,6 +441,7 @@ class TransposedTemplate(ConvTemplate):
             ("HAS_BIAS", problem.has_bias),
             ("ALLOW_TF32", problem.allow_tf32 or problem.element_size <= 2),
             ("ROW_TILED", bool(row)),
+            ("DOT_FP32", problem.dtype == "bfloat16" and _interpreting()),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
             ("BLOCK_K", bk),
