@@ -58,6 +58,7 @@ CASES = [
         False,
     ),
     ("implicit_gemm", _problem(1, 3, 64, (64, 64), 7, stride=2, pad=3), False),  # FLAT_K
+    ("implicit_gemm", _problem(4, 64, 64, (16, 96), 3, pad=1, dtype="float32", cl=False), False),  # ROW_TILES
     ("gemm", _problem(8, 256, 512, (28, 28), 1, dtype="float32", cl=False), False),
     ("gemm", _problem(8, 3, 768, (64, 64), 16, stride=16), False),
     # > 2^31 elements: 64-bit indexing (shapes only, nothing is allocated)
@@ -108,6 +109,11 @@ def _check_compiled(arch, labels, launches, compiled) -> None:
         assert ck.shared <= 232448, f"{label}: {ck.shared} B of shared memory"
         assert ck.name == launch.name
         check_entry(launch, ck.ptx, ck.param_types)  # 4 pointers + 7 int32 + 2 scratch pointers
+
+
+def test_row_tiles_variant_is_covered() -> None:
+    name, problem, _ = CASES[5]
+    assert get_template(name).heuristic_schedule(problem)["ROW_TILES"] == 1
 
 
 def test_big_problems_index_in_64_bits() -> None:

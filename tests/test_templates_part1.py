@@ -152,6 +152,18 @@ CASES = [
         dict(stride=(2, 1, 1), pad_before=(1, 0, 0)),
         "implicit_gemm",
     ),
+    # contiguous inputs with rows of >= 32 output pixels walk output rows (ROW_TILES)
+    (
+        "rows_2d_stride_pad",
+        2,
+        16,
+        24,
+        (5, 70),
+        3,
+        dict(stride=(1, 2), pad_before=(1, 2), pad_after=(0, 1)),
+        "implicit_gemm",
+    ),
+    ("rows_1d_rgb_groups", 2, 6, 16, (50,), 4, dict(pad_before=3, groups=2), "implicit_gemm"),
     ("1x1", 2, 32, 48, (7, 6), 1, {}, "gemm"),
     ("1x1_stride2", 2, 16, 32, (9, 8), 1, dict(stride=2), "gemm"),
     ("1x1_1d", 2, 24, 16, (33,), 1, {}, "gemm"),
@@ -202,11 +214,14 @@ def _schedule_cases():
         ("implicit_gemm", (1, 32, 32, (5, 7), 3, dict(pad_before=1))),
         ("implicit_gemm", (1, 32, 32, (5, 4), 3, dict(pad_before=1, groups=8))),
         ("implicit_gemm", (1, 3, 16, (7, 6), 3, dict(pad_before=1))),
+        ("implicit_gemm", (1, 16, 32, (40,), 3, dict(pad_before=1))),  # contiguous 1-D: ROW_TILES
         ("gemm", (1, 32, 32, (5, 7), 1, {})),
     ]:
         p = _params(len(spatial), **kw)
         x, w, b = _tensors(n, c, k, spatial, kernel, p.groups, torch.float16, True, True, seed=3)
         problem = ConvProblem.from_tensors(x, w, b, p)
+        if len(spatial) == 1:
+            assert any(s["ROW_TILES"] for s in get_template(template).schedules(problem))
         for s in get_template(template).schedules(problem):
             out.append(
                 pytest.param(
@@ -261,16 +276,22 @@ def test_schedule_space_and_heuristics() -> None:
             assert min(s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"]) >= 16
 
 
-@pytest.mark.parametrize("template", ["implicit_gemm", "gemm"])
+@pytest.mark.parametrize("template", ["implicit_gemm", "gemm", "implicit_gemm_rows"])
 def test_int64_indexing_path(template: str, monkeypatch) -> None:
     # Tensors of >= 2^31 elements are too big for a CPU test; force the 64-bit index path on a small one.
     from cuda_triton.conv.templates import _geometry
 
     monkeypatch.setattr(_geometry, "needs_int64", lambda problem: True)
-    p = _params(2, pad_before=1) if template == "implicit_gemm" else _params(2, stride=2)
-    kernel = 3 if template == "implicit_gemm" else 2
-    x, w, b = _tensors(2, 16, 16, (6, 8), kernel, 1, torch.float16, True, True, seed=5)
+    p = _params(2, pad_before=1) if template != "gemm" else _params(2, stride=2)
+    kernel = 3 if template != "gemm" else 2
+    rows = template == "implicit_gemm_rows"  # contiguous input, 33-pixel rows: ROW_TILES
+    template = "gemm" if template == "gemm" else "implicit_gemm"
+    x, w, b = _tensors(
+        2, 16, 16, (3, 33) if rows else (6, 8), kernel, 1, torch.float16, not rows, True, seed=5
+    )
     out, cand = _run(x, w, b, p, template)
+    if rows:
+        assert cand.schedule["ROW_TILES"] == 1
     problem = ConvProblem.from_tensors(x, w, b, p)
     assert dict(cand.launches(problem)[0].constexprs)["INT64"] is True
     _check(out, x, w, b, p)

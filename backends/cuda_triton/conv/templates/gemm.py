@@ -95,7 +95,9 @@ def conv_gemm_kernel(
         b = tl.load(w_ptr + offs_k[:, None] * COUT_P + offs_n[None, :])
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
-    store_output(y_ptr, b_ptr, acc, offs_m, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
+    n = offs_m // out_pixels
+    pixel = offs_m % out_pixels
+    store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles.

@@ -57,19 +57,17 @@ def _swizzle(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def store_output(
-    y_ptr, b_ptr, acc, offs_m, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, out_pixels,
+    y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, out_pixels,
     HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr,
 ):  # fmt: skip
-    """Epilogue: add the bias, convert, store rows offs_m (output pixels) x channels co_base + offs_n."""
+    """Epilogue: add the bias, convert, store rows (image n, output pixel) x channels co_base + offs_n."""
     co = co_base + offs_n
     n_ok = offs_n < COUT_T
     if HAS_BIAS:
         acc += tl.load(b_ptr + co, mask=n_ok, other=0.0).to(tl.float32)[None, :]
     if OUT_CL:
-        y_ptrs = y_ptr + offs_m[:, None] * C_OUT + co[None, :]
+        y_ptrs = y_ptr + ((n * out_pixels + pixel) * C_OUT)[:, None] + co[None, :]
     else:
-        n = offs_m // out_pixels
-        pixel = offs_m % out_pixels
         y_ptrs = y_ptr + (n * C_OUT * out_pixels + pixel)[:, None] + co[None, :] * out_pixels
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -85,7 +83,7 @@ def conv_implicit_gemm_kernel(
     PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr,
-    INT64: tl.constexpr, PRECISION: tl.constexpr,
+    ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
     if INT64:
@@ -107,21 +105,38 @@ def conv_implicit_gemm_kernel(
         s_c = D * H * W
         s_n = C_IN * D * H * W
     out_pixels = OD * OH * OW
-    M = BATCH * out_pixels
-    pid_m, pid_n = _swizzle(
-        tl.program_id(0), (M + BLOCK_M - 1) // BLOCK_M, (COUT_T + BLOCK_N - 1) // BLOCK_N, GROUP_M
-    )
+    if ROW_TILES:
+        # Programs walk output rows: BLOCK_M consecutive pixels of one row, so contiguous (N, C, ...) loads
+        # and stores are provably consecutive along M (and coalesce).
+        row_blocks = (OW + BLOCK_M - 1) // BLOCK_M
+        num_pid_m = BATCH * OD * OH * row_blocks
+    else:
+        num_pid_m = (BATCH * out_pixels + BLOCK_M - 1) // BLOCK_M
+    pid_m, pid_n = _swizzle(tl.program_id(0), num_pid_m, (COUT_T + BLOCK_N - 1) // BLOCK_N, GROUP_M)
     tile = tl.program_id(1)  # group tile
 
-    # Output pixel of each A row, and the input corner its window starts at.
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    if INT64:
-        offs_m = offs_m.to(tl.int64)
-    m_ok = offs_m < M
-    ow = offs_m % OW
-    oh = (offs_m // OW) % OH
-    od = (offs_m // (OW * OH)) % OD
-    n = offs_m // out_pixels
+    # Image, output pixel and output coordinates of each A row.
+    if ROW_TILES:
+        ow = (pid_m % row_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row = pid_m // row_blocks + 0 * ow  # as a vector, like the other coordinates
+        if INT64:
+            ow = ow.to(tl.int64)
+            row = row.to(tl.int64)
+        m_ok = ow < OW
+        oh = row % OH
+        od = (row // OH) % OD
+        n = row // (OH * OD)
+        pixel = (row % (OH * OD)) * OW + ow
+    else:
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        if INT64:
+            offs_m = offs_m.to(tl.int64)
+        m_ok = offs_m < BATCH * out_pixels
+        ow = offs_m % OW
+        oh = (offs_m // OW) % OH
+        od = (offs_m // (OW * OH)) % OD
+        n = offs_m // out_pixels
+        pixel = offs_m % out_pixels
     d0 = od * SD - PD
     h0 = oh * SH - PH
     w0 = ow * SW - PW
@@ -166,7 +181,7 @@ def conv_implicit_gemm_kernel(
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
     store_output(
-        y_ptr, b_ptr, acc, offs_m, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, HAS_BIAS, OUT_CL
+        y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, HAS_BIAS, OUT_CL
     )
 
 
@@ -210,6 +225,12 @@ def group_tile_options(g: Geometry) -> list[int]:
     return options
 
 
+def row_tiles(g: Geometry) -> int:
+    """1 when programs should walk output rows: contiguous (N, C, ...) inputs with rows of >= 32 pixels, whose
+    loads along M are then provably consecutive; channels-last inputs are contiguous along K instead."""
+    return 1 if not g.in_cl and g.out_spatial[2] >= 32 else 0
+
+
 def _fit(block: int, extent: int) -> int:
     """Shrink a block to the extent it tiles (power of two, at least 16 for tl.dot)."""
     return max(16, min(block, next_pow2(extent)))
@@ -245,10 +266,11 @@ class ImplicitGemmTemplate(ConvTemplate):
             cin_t, cout_t = self._tile_channels(g, gt)
             flat = 1 if cin_t < 16 else 0
             k_extent = g.taps * cin_t if flat else cin_t
+            rows = row_tiles(g)
             for bm, bn, bk, warps, stages in _BASE_CONFIGS:
                 if fp32 and bm * bn >= 128 * 128 and bk > 32:
                     bk = 32
-                bm = _fit(bm, g.m)
+                bm = _fit(bm, g.out_spatial[2] if rows else g.m)
                 bn = _fit(bn, cout_t)
                 bk = _fit(bk, k_extent)
                 s = Schedule.make(
@@ -260,6 +282,7 @@ class ImplicitGemmTemplate(ConvTemplate):
                     GROUP_M=_GROUP_M,
                     GROUP_TILE=gt,
                     FLAT_K=flat,
+                    ROW_TILES=rows,
                 )
                 if s not in out:
                     out.append(s)
@@ -281,13 +304,17 @@ class ImplicitGemmTemplate(ConvTemplate):
         # tiles go down to 32 rows to put more loads in flight.
         bn = _fit(128, cout_t)
 
+        rows = row_tiles(g)
+
         def programs(bm: int) -> int:
+            if rows:
+                return g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm) * cdiv(cout_t, bn) * tiles_n
             return cdiv(g.m, bm) * cdiv(cout_t, bn) * tiles_n
 
         bm = 128 if programs(128) >= 2 * NUM_SMS else 64
         if flat and programs(64) < 2 * NUM_SMS:
             bm = 32
-        bm = _fit(bm, g.m)
+        bm = _fit(bm, g.out_spatial[2] if rows else g.m)
         bk = _fit(32 if fp32 or (flat and k_extent > 64) else 64, k_extent)
         big = bm * bn >= 128 * 128
         warps = 8 if big else 4
@@ -295,7 +322,15 @@ class ImplicitGemmTemplate(ConvTemplate):
         if bm * bn <= 32 * 32:
             warps = 2
         return Schedule.make(
-            warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M, GROUP_TILE=gt, FLAT_K=flat
+            warps,
+            stages,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            GROUP_M=_GROUP_M,
+            GROUP_TILE=gt,
+            FLAT_K=flat,
+            ROW_TILES=rows,
         )
 
     # -- weight and launches -------------------------------------------------------------------------------
@@ -375,6 +410,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
             ("FLAT_K", bool(schedule["FLAT_K"])),
+            ("ROW_TILES", bool(schedule["ROW_TILES"])),
             ("INT64", g.int64),
             ("PRECISION", dot_precision(problem)),
             ("BLOCK_M", bm),
@@ -382,7 +418,11 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("BLOCK_K", schedule["BLOCK_K"]),
             ("GROUP_M", schedule["GROUP_M"]),
         )
-        grid = (cdiv(g.m, bm) * cdiv(cout_t, bn), g.groups // gt, 1)
+        if schedule["ROW_TILES"]:
+            m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
+        else:
+            m_programs = cdiv(g.m, bm)
+        grid = (m_programs * cdiv(cout_t, bn), g.groups // gt, 1)
         return [
             KernelLaunch(
                 conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
