@@ -333,3 +333,43 @@ def test_options_round_trip_through_compile_specs():
         CudaTritonOptions(target_device="cpu")
     p = CudaTritonPartitioner(compile_specs=specs)
     assert p.options == opts and p.delegation_spec.backend_id == "CudaTritonBackend"
+
+
+# ---- unusual graphs ---------------------------------------------------------------------------------------------
+class ConstantInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.randn(1, 3, 8, 8))
+        self.c = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return self.c(self.b) + x
+
+
+class Unbatched(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.Conv1d(3, 4, 3, padding="same")
+        self.d = nn.Conv2d(1, 4, 3)
+
+    def forward(self, x):
+        y = self.c(x)  # (3, L) -> (4, L): unbatched 1-D
+        return self.d(y.unsqueeze(0)), y, y  # unbatched 2-D (C=1); y returned twice
+
+
+@pytest.mark.parametrize("api", ["to_backend", "transform_and_lower"])
+def test_unusual_graphs_lower(api, fake_compile):
+    edge, report = _lower(ConstantInput(), (torch.randn(1, 4, 6, 6),), api)
+    (d,) = report.decisions
+    assert not d.delegated and "constant of the program" in d.reason
+    assert edge.to_executorch().buffer
+
+    edge, report = _lower(Unbatched(), (torch.randn(3, 10),), api)
+    assert report.num_delegated == 2
+    blobs = [deserialize(m.processed_bytes) for m in _lowered_modules(edge)]
+    sizes = sorted(b.values[b.ops[0].input].sizes for b in blobs)
+    if api == "transform_and_lower":  # preserved conv1d.padding / conv2d.default keep the unbatched forms
+        assert sizes == [[1, 4, 10], [3, 10]]
+    else:  # the core decomposition unsqueezes to a batch of one
+        assert sizes == [[1, 1, 4, 10], [1, 3, 10]]
+    assert edge.to_executorch().buffer

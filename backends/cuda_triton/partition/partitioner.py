@@ -184,6 +184,15 @@ class CudaTritonPartitioner(Partitioner):
         if not p.delegated:
             return False, p, p.reason
         assert p.args is not None
+        x = p.args.input
+        if x.op == "placeholder" and x.name in constants:
+            why = (
+                f"its input is a constant of the program ('{x.name}'); the delegate reads its inputs from the "
+                "program's tensors, so the convolution stays on the CPU"
+            )
+            if self.options.strict and p.decision is Decision.REQUIRED:
+                raise ConvRoutingError([(node, _with_reason(p, why))])
+            return False, p, why
         for what, arg in (("weight", p.args.weight), ("bias", p.args.bias)):
             if arg is None:
                 continue
@@ -270,6 +279,8 @@ class CudaTritonPartitioner(Partitioner):
         for node, p in delegated.items():
             assert p.args is not None
             fold, why = pad_fold(node, p.args, self.options.allow_tf32)
+            if fold is not None and fold.source.op == "placeholder" and fold.source.name in constants:
+                fold, why = None, "the pad's input is a constant of the program"
             if fold is not None:
                 folds[node] = fold
             elif why:
