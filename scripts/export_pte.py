@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"time: export {t1 - t0:.1f} s, lower {t2 - t1:.1f} s (preprocess {stats.total_seconds:.1f} s, waiting for "
         f"compiles {stats.compile_seconds:.1f} s), to_executorch {t3 - t2:.1f} s, write {t4 - t3:.1f} s; "
-        f"total {t4 - t0:.1f} s; CPU {cpu_s:.1f} s"
+        f"total {t4 - t0:.1f} s; process CPU incl. start-up and compile workers {cpu_s:.1f} s"
     )
     timings = {
         "export": t1 - t0,
