@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call that checks and times everything (run on the GPU machine from the repo root):
+#   python scripts/gpu_validate.py prepare --fresh          # here, first (fills .carry/gpu_validate)
+#   device: bash scripts/gpu_session.sh   (carry .carry/gpu_validate; results in $OUT/session.tgz)
+# Each step has its own time limit so one slow step cannot starve the others, and every step's output is
+# packed at the end (the device tool returns at most 8 files).
+set -u
+export PYTHONPATH=backends PYTHONUNBUFFERED=1
+o=/tmp/gpu_session
+rm -rf "$o"; mkdir -p "$o"
+step() {  # step NAME SECONDS CMD...
+  local name=$1 secs=$2; shift 2
+  echo "=== $name (limit ${secs}s) $(date -u +%H:%M:%S)"
+  timeout "$secs" "$@" > "$o/$name.log" 2>&1
+  echo "=== $name exit $? $(date -u +%H:%M:%S)"
+  tail -n "${TAIL:-15}" "$o/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+step layout "${T_LAYOUT:-60}" python3 scripts/check_layout_gpu.py --out "$o/layout"
+step validate "${T_VALIDATE:-200}" python3 scripts/gpu_validate.py run --out "$o/validate" --corruptions 20
+step num_part2 "${T_NUM2:-80}" python3 scripts/gpu_numerics.py --out "$o/num_part2" --families depthwise,transposed --count 120 --time-limit 60
+step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_part1" --families gemm,implicit_gemm --count 100 --time-limit 50
+step bench "${T_BENCH:-160}" python3 scripts/bench_conv.py --out "$o/bench" --all-cases --no-inductor --workers 15 --md
+tar czf "$OUT/session.tgz" -C "$o" .
+ls -la "$OUT"
