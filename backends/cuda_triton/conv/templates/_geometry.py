@@ -142,5 +142,16 @@ def dot_precision(problem: ConvProblem) -> str:
     return "tf32"
 
 
+def weight_k_major(problem: ConvProblem) -> bool:
+    """Whether the prepared weight matrix is stored K-major ([C_out, K]) instead of [K, C_out].
+
+    Hopper's TF32 wgmma reads both operands K-major from shared memory; an N-major weight tile makes Triton
+    transpose it through shared memory (or fall back to mma.sync) on every K step, which ran fp32 convs at a
+    fifth of cuDNN's speed on the H200. 16-bit wgmma takes either order; those paths keep [K, C_out], the
+    layout the fp16/bf16 heuristics were measured with.
+    """
+    return problem.dtype == "float32"
+
+
 def dtype_bytes(problem: ConvProblem) -> int:
     return problem.element_size

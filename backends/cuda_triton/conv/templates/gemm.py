@@ -20,16 +20,16 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
-from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2
+from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2, weight_k_major
 from .base import TRITON_PTR_DTYPE, ConvTemplate, KernelLaunch, ScalarArg, Schedule, Support, TensorArg, cdiv
-from .implicit_gemm import _swizzle, store_output
+from .implicit_gemm import _swizzle, store_output, weight_ptrs
 
 
 @triton.jit
 def conv_gemm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
     BATCH, D, H, W, OD, OH, OW,
-    C_IN: tl.constexpr, C_OUT: tl.constexpr, COUT_P: tl.constexpr,
+    C_IN: tl.constexpr, C_OUT: tl.constexpr, K_P: tl.constexpr, COUT_P: tl.constexpr, W_KMAJOR: tl.constexpr,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
@@ -92,7 +92,7 @@ def conv_gemm_kernel(
         else:
             a_ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
             a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
-        b = tl.load(w_ptr + offs_k[:, None] * COUT_P + offs_n[None, :])
+        b = tl.load(weight_ptrs(w_ptr, offs_k, offs_n, K_P, COUT_P, W_KMAJOR))
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
     n = offs_m // out_pixels
@@ -188,6 +188,8 @@ class GemmTemplate(ConvTemplate):
         bk, bn = schedule["BLOCK_K"], schedule["BLOCK_N"]
         out = weight.new_zeros((cdiv(k_total, bk) * bk, cdiv(g.cout, bn) * bn))
         out[:k_total, : g.cout] = w.reshape(k_total, g.cout)
+        if weight_k_major(problem):  # [K_P, COUT_P] -> [COUT_P, K_P]
+            return out.t().contiguous()
         return out.contiguous()
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
@@ -206,7 +208,9 @@ class GemmTemplate(ConvTemplate):
         constexprs = (
             ("C_IN", g.cin),
             ("C_OUT", g.cout),
+            ("K_P", cdiv(g.taps * g.cin, schedule["BLOCK_K"]) * schedule["BLOCK_K"]),
             ("COUT_P", cdiv(g.cout, bn) * bn),
+            ("W_KMAJOR", weight_k_major(problem)),
             ("KD", g.kernel[0]),
             ("KH", g.kernel[1]),
             ("KW", g.kernel[2]),

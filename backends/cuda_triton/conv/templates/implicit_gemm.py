@@ -30,6 +30,7 @@ from ._geometry import (
     common_support_problems,
     dot_precision,
     next_pow2,
+    weight_k_major,
 )
 from .base import (
     TRITON_PTR_DTYPE,
@@ -53,6 +54,14 @@ def _swizzle(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     pid_m = first_m + (pid % width) % size_m
     pid_n = (pid % width) // size_m
     return pid_m, pid_n
+
+
+@triton.jit
+def weight_ptrs(w_base, k_rows, offs_n, K_ROWS: tl.constexpr, COUT_P: tl.constexpr, W_KMAJOR: tl.constexpr):
+    """[BLOCK_K, BLOCK_N] pointers into a prepared weight matrix stored [K_ROWS, COUT_P] or, K-major, [COUT_P, K_ROWS]."""
+    if W_KMAJOR:
+        return w_base + offs_n[None, :] * K_ROWS + k_rows[:, None]
+    return w_base + k_rows[:, None] * COUT_P + offs_n[None, :]
 
 
 @triton.jit
@@ -82,7 +91,7 @@ def conv_implicit_gemm_kernel(
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
     PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr,
+    IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, W_KMAJOR: tl.constexpr,
     ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
@@ -160,7 +169,7 @@ def conv_implicit_gemm_kernel(
             ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
             a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
             a = tl.load(a_ptrs, mask=ok, other=0.0)
-            b = tl.load(w_tile + offs_k[:, None] * COUT_P + offs_n[None, :])
+            b = tl.load(weight_ptrs(w_tile, offs_k, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     else:
         C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
@@ -177,7 +186,7 @@ def conv_implicit_gemm_kernel(
             else:
                 a_ok = ok[:, None] & (c < CIN_T)[None, :]
                 a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
-            b = tl.load(w_tile + (tap * CIN_P + c)[:, None] * COUT_P + offs_n[None, :])
+            b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
     store_output(
@@ -360,9 +369,11 @@ class ImplicitGemmTemplate(ConvTemplate):
             flat = out.reshape(tiles, 1, g.taps * gt * g.cin_g, cout_p)
             padded = weight.new_zeros((tiles, 1, rows, cout_p))
             padded[:, :, : flat.shape[2]] = flat
-            return padded.contiguous()
-        padded = weight.new_zeros((tiles, g.taps, rows, cout_p))
-        padded[:, :, : gt * g.cin_g] = out
+        else:
+            padded = weight.new_zeros((tiles, g.taps, rows, cout_p))
+            padded[:, :, : gt * g.cin_g] = out
+        if weight_k_major(problem):  # [tiles, K_ROWS, COUT_P] -> [tiles, COUT_P, K_ROWS]
+            return padded.reshape(tiles, taps_dim * rows, cout_p).transpose(1, 2).contiguous()
         return padded.contiguous()
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
@@ -410,6 +421,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
             ("FLAT_K", bool(schedule["FLAT_K"])),
+            ("W_KMAJOR", weight_k_major(problem)),
             ("ROW_TILES", bool(schedule["ROW_TILES"])),
             ("INT64", g.int64),
             ("PRECISION", dot_precision(problem)),
