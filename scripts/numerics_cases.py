@@ -109,8 +109,9 @@ def tolerance(
     """Per-element bound on |ours - ref| for a reference computed in fp32 without TF32 from the same inputs.
 
     Three terms: the output's rounding to its dtype (relative to |ref|); with TF32 (fp32 convs by default) the
-    rounding of both operands to 10 mantissa bits, at most 2^-10 of each product, so at most 2^-10 times the
-    convolution of |x| with |w| (computed exactly like the reference, elementwise); and fp32
+    operands cut to 10 mantissa bits - Hopper's tensor cores truncate rather than round, so each operand is off
+    by < 2^-10 and each product by < 2^-9 - so at most 2^-9 times the convolution of |x| with |w| (computed
+    exactly like the reference, elementwise; the H200 showed errors up to 1.75 x 2^-10 of it); and fp32
     accumulation-order differences (ours vs cuDNN's algorithm), a random walk of sqrt(reduction length) terms
     of size rms(x) * rms(w).
     """
@@ -120,7 +121,7 @@ def tolerance(
     walk = math.sqrt(k) * float(x.float().pow(2).mean().sqrt()) * float(w.float().pow(2).mean().sqrt())
     tol = out_eps * ref.float().abs() + 32.0 * 2.0**-24 * math.sqrt(k) * walk + 1e-7
     if dtype == "float32" and allow_tf32:
-        tol = tol + 1.5 * 2.0**-10 * reference(case, x.abs(), w.abs(), None)
+        tol = tol + 2.0**-9 * reference(case, x.abs(), w.abs(), None)
     return tol
 
 
