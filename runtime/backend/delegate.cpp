@@ -103,10 +103,15 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
       return Status(Code::kIncompatible, "kernel " + kr.name + " needs " + std::to_string(kr.shared) +
                                              " bytes of shared memory, the GPU allows " + std::to_string(smem_optin));
     }
+    // cuModuleLoadData takes no size and follows the image's own offsets: check them first.
+    Status st = check_cubin(kr.cubin.data(), kr.cubin.size());
+    if (!st.ok()) {
+      return Status(st.code(), "kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + "): " + st.message());
+    }
     // The cubin is copied into 8-byte aligned storage: cuModuleLoadData reads an ELF image in place.
     std::vector<uint64_t> image((kr.cubin.size() + 7) / 8 + 1, 0);
     std::memcpy(image.data(), kr.cubin.data(), kr.cubin.size());
-    Status st = Module::load(image.data(), &p->kernels_[k].module);
+    st = Module::load(image.data(), &p->kernels_[k].module);
     if (!st.ok()) {
       return Status(st.code(), "loading kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + ", triton " +
                                    b.triton_version + "): " + st.message());

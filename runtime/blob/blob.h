@@ -118,6 +118,12 @@ Status op_output_layout(const OpRecord& op, DType dtype, const std::vector<int64
                         const std::vector<int64_t>& input_strides, std::vector<int64_t>* sizes,
                         std::vector<int64_t>* strides);
 
+// Structural check of a cubin (ELF64, little-endian, EM_CUDA) before it is handed to cuModuleLoadData, which
+// takes no size and trusts the image's own offsets and counts: the ELF, program and section headers, every
+// section's bytes, the section-name and symbol string tables, symbol and relocation tables and the .nv.info
+// attribute records must all lie inside [data, data + size). An error names the first inconsistency.
+Status check_cubin(const uint8_t* data, size_t size);
+
 // The arch whose cubins run on a device of compute capability major.minor: exact match for arch-specific
 // targets (9.0 -> 90 = sm_90a), otherwise the highest 8.y (y <= minor) for 8.x devices. 0 if none.
 uint32_t pick_arch(const std::vector<uint32_t>& archs, int major, int minor);

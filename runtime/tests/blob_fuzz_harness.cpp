@@ -143,6 +143,32 @@ int main(int argc, char** argv) {
     std::cout << accepted << ' ' << rejected << '\n';
     return 0;
   }
-  std::cerr << "usage: blob_fuzz_harness check|mutate N SEED < stream\n";
+  if (mode == "cubin" && argc == 4) {
+    // The stream holds cubins: "ok" or "err <message>" for each, then N single-byte overwrites of every one
+    // through check_cubin (in exactly-sized buffers, so ASan flags a read past the end).
+    const long n = std::stol(argv[2]);
+    std::mt19937_64 rng(std::stoull(argv[3]));
+    long accepted = 0, rejected = 0;
+    auto check = [](const std::vector<uint8_t>& bytes, std::string* msg) {
+      std::unique_ptr<uint8_t[]> exact(new uint8_t[bytes.size() ? bytes.size() : 1]);
+      if (!bytes.empty()) std::memcpy(exact.get(), bytes.data(), bytes.size());
+      cuda_triton::Status st = cuda_triton::check_cubin(exact.get(), bytes.size());
+      *msg = st.message();
+      return st.ok();
+    };
+    for (const auto& b : blobs) {
+      std::string msg;
+      const bool ok = check(b, &msg);
+      std::cout << (ok ? "ok" : "err " + msg) << '\n';
+      for (long i = 0; i < n && !b.empty(); ++i) {
+        std::vector<uint8_t> m = b;
+        m[static_cast<size_t>(rng() % m.size())] = static_cast<uint8_t>(rng());
+        (check(m, &msg) ? accepted : rejected)++;
+      }
+    }
+    std::cout << accepted << ' ' << rejected << '\n';
+    return 0;
+  }
+  std::cerr << "usage: blob_fuzz_harness check|mutate N SEED|cubin N SEED < stream\n";
   return 2;
 }

@@ -1,0 +1,153 @@
+"""Corrupted delegate blobs through the real init() + execute() on a CPU (fake libcuda.so.1): never a signal.
+
+The rule: for ANY bytes, the C++ runtime returns an ExecuTorch error (runner exit code 1) or runs; it never
+crashes. scripts/gpu_validate.py found two single-byte corruptions of the demo's blob that crashed the real
+driver (SIGSEGV inside cuModuleLoadData): they hit the cubin's ELF header (section header offset / count),
+which cuModuleLoadData follows without knowing the image's size. The fake driver follows those offsets the same
+way, so without the runtime's cubin check (check_cubin) these tests crash on the CPU too.
+
+Corruptions cover the WHOLE blob of a real export (header, every table byte, every byte of each cubin's ELF
+header and section header table, a sample of the cubin bodies), plus the exact sequence corruption_test of
+scripts/gpu_validate.py draws.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cuda_triton.serialization.blob import deserialize
+from runtime_helpers import ensure_built, export_tiny
+
+INPUT_SHAPE = (1, 3, 16, 16)
+
+
+@pytest.fixture(scope="module")
+def build() -> Path:
+    return ensure_built()
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> tuple[bytes, list[tuple[int, bytes]], Path]:
+    """The .pte bytes, (offset, bytes) of every delegate blob in it, and an input file."""
+    d = tmp_path_factory.mktemp("corrupt")
+    pte, blobs = export_tiny(d)
+    data = pte.read_bytes()
+    located = []
+    for blob in blobs:
+        at = data.find(blob)
+        assert at >= 0, "the delegate blob is not stored verbatim in the .pte"
+        located.append((at, blob))
+    x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (d / "in.bin").write_bytes(x.tobytes())
+    return data, located, d / "in.bin"
+
+
+def _run_all(build: Path, work: Path, inputs: Path, variants: list[tuple[str, bytes]]) -> list[str]:
+    """Runs the runner on every (label, .pte bytes); returns the failures (signal, sanitizer report, timeout,
+    an exit code other than 0/1, or an error that is not ExecuTorch's)."""
+    env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0")
+
+    def one(item: tuple[int, tuple[str, bytes]]) -> str | None:
+        i, (label, data) = item
+        path = work / f"c{i}.pte"
+        path.write_bytes(data)
+        cmd = [str(build / "cuda_triton_runner"), "--model_path", str(path), "--num_executions", "1",
+               "--warmup", "0", "--inputs", str(inputs)]  # fmt: skip
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=60)
+        except subprocess.TimeoutExpired:
+            return f"{label}: timeout"
+        finally:
+            path.unlink(missing_ok=True)
+        if r.returncode not in (0, 1) or "Sanitizer" in r.stderr:
+            return f"{label}: rc {r.returncode} {r.stderr[-400:]!r}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return [f for f in pool.map(one, enumerate(variants)) if f is not None]
+
+
+def _offsets(blob: bytes, rng: random.Random) -> list[int]:
+    """Offsets inside one blob: every byte outside the cubins; in each cubin every byte of the ELF header and of
+    the section header table, and 48 random bytes of the rest."""
+    cubins = []
+    for k in deserialize(blob).kernels:
+        at = blob.find(k.cubin)
+        assert at >= 0
+        cubins.append((at, k.cubin))
+    inside = set()
+    picks: list[int] = []
+    for at, cubin in cubins:
+        inside.update(range(at, at + len(cubin)))
+        shoff, shnum = struct.unpack_from("<Q", cubin, 40)[0], struct.unpack_from("<H", cubin, 60)[0]
+        picks += [at + o for o in range(64)]
+        picks += [at + o for o in range(shoff, min(shoff + 64 * shnum, len(cubin)))]
+        picks += [at + rng.randrange(64, len(cubin)) for _ in range(48)]
+    picks += [o for o in range(len(blob)) if o not in inside]
+    return sorted(set(picks))
+
+
+def test_single_byte_corruptions_across_the_whole_blob(build, program, tmp_path) -> None:
+    data, located, inputs = program
+    rng = random.Random(1234)
+    variants = []
+    for bi, (at, blob) in enumerate(located):
+        for o in _offsets(blob, rng):
+            new = (blob[o] + rng.randrange(1, 256)) % 256  # always a different byte
+            b = bytearray(data)
+            b[at + o] = new
+            variants.append((f"blob {bi} byte {o}: {blob[o]:#04x} -> {new:#04x}", bytes(b)))
+    assert len(variants) > 500
+    failures = _run_all(build, tmp_path, inputs, variants)
+    shown = "\n".join(failures[:20])
+    assert not failures, f"{len(failures)} of {len(variants)} corruptions crashed:\n{shown}"
+
+
+def test_the_gpu_validate_corruption_sequence(build, program, tmp_path) -> None:
+    """The exact draws of scripts/gpu_validate.py corruption_test (rng = Random(0), four kinds in turn)."""
+    data, _, inputs = program
+    base = data.find(b"CTRB")
+    rng = random.Random(0)
+    variants = []
+    for i in range(40):
+        b = bytearray(data)
+        kind = i % 4
+        if kind == 0:
+            b[base + rng.randrange(4, 16)] ^= 0xFF
+        elif kind == 1:
+            off = base + rng.randrange(16, 256)
+            b[off] = rng.randrange(256)
+        elif kind == 2:
+            off = base + rng.randrange(16, 252)
+            b[off : off + 4] = rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 0x00010000]).to_bytes(4, "little")
+        else:
+            b[base : base + 4] = b"XXXX"
+        variants.append((f"run {i} (kind {kind})", bytes(b)))
+    failures = _run_all(build, tmp_path, inputs, variants)
+    assert not failures, "\n".join(failures)
+
+
+def test_corrupt_cubin_headers_are_clean_errors(build, program, tmp_path) -> None:
+    """The two crashes of the H200 run, on this export's first cubin: the section header count and offset."""
+    data, located, inputs = program
+    at, blob = located[0]
+    cubin = deserialize(blob).kernels[0].cubin
+    c = at + blob.find(cubin)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0")
+    for off, value in ((61, 0xD7), (47, 0x4B)):  # high byte of e_shnum, high byte of e_shoff
+        b = bytearray(data)
+        b[c + off] = value
+        path = tmp_path / "bad.pte"
+        path.write_bytes(bytes(b))
+        r = subprocess.run([str(build / "cuda_triton_runner"), "--model_path", str(path), "--num_executions", "1",
+                            "--warmup", "0", "--inputs", str(inputs)], env=env, capture_output=True, text=True,
+                           errors="replace", timeout=60)  # fmt: skip
+        assert r.returncode == 1, (off, r.returncode, r.stderr[-2000:])
+        assert "malformed cubin: section header table" in r.stderr
