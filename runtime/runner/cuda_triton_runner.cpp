@@ -227,14 +227,24 @@ int main(int argc, char** argv) {
     return fail("method '" + method_name + "'", method_result.error());
   }
   Method* method = *method_result;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    e = method->set_input(inputs[i], i);
-    if (e != Error::Ok) {
-      return fail("setting input " + std::to_string(i), e);
+  // Inputs are set before EVERY execution: ExecuTorch's memory plan places planned inputs in the shared arena
+  // and reuses their bytes for later tensors once they are dead (e.g. the demo's final output overwrites its
+  // input), so an input set once is clobbered by the first execution and later ones would read garbage.
+  const auto set_inputs = [&]() -> Error {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Error se = method->set_input(inputs[i], i);
+      if (se != Error::Ok) {
+        return se;
+      }
     }
-  }
+    return Error::Ok;
+  };
 
   for (int64_t i = 0; i < warmup; ++i) {
+    e = set_inputs();
+    if (e != Error::Ok) {
+      return fail("setting the inputs", e);
+    }
     e = method->execute();
     if (e != Error::Ok) {
       return fail("warmup execution " + std::to_string(i), e);
@@ -242,6 +252,10 @@ int main(int argc, char** argv) {
   }
   std::vector<double> ms;
   for (int64_t i = 0; i < num_executions; ++i) {
+    e = set_inputs();
+    if (e != Error::Ok) {
+      return fail("setting the inputs", e);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     e = method->execute();
     const auto t1 = std::chrono::steady_clock::now();
