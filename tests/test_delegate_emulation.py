@@ -1,0 +1,98 @@
+"""Delegate blobs executed on the CPU the way the C++ runtime executes them (scripts/emulate_pte.py).
+
+Each lowered partition's blob is parsed, its constants taken from the named data, values allocated with the
+recorded sizes/strides, and every LaunchRecord replayed through the Triton interpreter with the RECORDED args
+and grid (the derived KernelLaunch must agree with them). Every op is compared with ATen and the program output
+with eager PyTorch. A saved .pte is also run with ExecuTorch's memory plan (arenas, offsets, dim orders) over
+several executions, which is where the H200 failure came from: a runner that sets its inputs once reads a
+clobbered input from the second execution on.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+pytest.importorskip("executorch")
+if os.environ.get("TRITON_INTERPRET") != "1":  # a GPU machine: the emulator needs the interpreter
+    pytest.skip("needs TRITON_INTERPRET=1", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import emulate_pte as E  # noqa: E402
+
+from cuda_triton.models.zoo import build  # noqa: E402
+
+
+def _assert_ok(run: E.ProgramRun, err: float, tol: float) -> None:
+    assert run.delegates, "nothing was delegated"
+    assert run.op_errors, "no op was checked"
+    for what, e, t in run.op_errors:
+        assert e <= t, f"op {what}: rel err {e:.2e} > {t:.0e}"
+    assert err <= tol, f"program output rel err {err:.2e} > {tol:.0e}"
+
+
+def test_demo_model_blob_matches_eager() -> None:
+    model, example = build("demo", torch.float32)
+    err, run = E.check_model(model, example, verbose=False)
+    _assert_ok(run, err, 1e-4)
+    templates = {what.split("(")[1].split("/")[0] for what, _, _ in run.op_errors}
+    assert {"implicit_gemm", "depthwise", "transposed"} <= templates
+
+
+class TinyMixed(nn.Module):
+    """1-D with an absorbed asymmetric pad and a chained 1-D conv, a 3-D conv and a 3-D transposed conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv1d(3, 8, 3, dilation=2)
+        self.c1b = nn.Conv1d(8, 6, 1)
+        self.c3 = nn.Conv3d(2, 4, 3, stride=(1, 2, 2), padding=1)
+        self.t3 = nn.ConvTranspose3d(4, 3, 2, stride=2)
+
+    def forward(self, a: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.c1b(self.c1(F.pad(a, (4, 0))))  # causal pad (absorbed) -> conv -> conv (an intermediate)
+        z = self.t3(torch.relu(self.c3(v)))
+        return y, z
+
+
+def test_tiny_1d_3d_transposed_pad_model() -> None:
+    torch.manual_seed(0)
+    model = TinyMixed().eval()
+    example = (torch.randn(2, 3, 20), torch.randn(1, 2, 4, 6, 6))
+    err, run = E.check_model(model, example, verbose=False)
+    _assert_ok(run, err, 1e-4)
+    assert len(run.op_errors) == 4
+
+
+def test_saved_pte_memory_plan_needs_inputs_every_execution(tmp_path: Path) -> None:
+    """The runner bug: ExecuTorch reuses a dead input's planned bytes, so inputs must be set before each run."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    from cuda_triton import CudaTritonPartitioner
+
+    model, example = build("demo", torch.float32)
+    with E.fake_compile():
+        ep = torch.export.export(model, example)
+        program = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner()]).to_executorch()
+    path = tmp_path / "demo.pte"
+    program.save(str(path))
+    x = torch.randn_like(example[0])
+    with torch.no_grad():
+        ref = model(x)
+
+    def rel(out: torch.Tensor) -> float:
+        return float((out - ref).abs().max() / ref.abs().max())
+
+    good = E.emulate_pte_file(str(path), [x], executions=2, set_inputs_each_time=True)
+    assert rel(good[0]) < 1e-4
+    stale = E.emulate_pte_file(str(path), [x], executions=2, set_inputs_each_time=False)
+    assert rel(stale[0]) > 1e-2, "the memory plan no longer reuses the input's bytes (update the runner note)"
