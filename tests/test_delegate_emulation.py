@@ -28,7 +28,6 @@ if os.environ.get("TRITON_INTERPRET") != "1":  # a GPU machine: the emulator nee
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import emulate_pte as E  # noqa: E402
-
 from cuda_triton.models.zoo import build  # noqa: E402
 
 
@@ -75,9 +74,8 @@ def test_tiny_1d_3d_transposed_pad_model() -> None:
 
 def test_saved_pte_memory_plan_needs_inputs_every_execution(tmp_path: Path) -> None:
     """The runner bug: ExecuTorch reuses a dead input's planned bytes, so inputs must be set before each run."""
-    from executorch.exir import to_edge_transform_and_lower
-
     from cuda_triton import CudaTritonPartitioner
+    from executorch.exir import to_edge_transform_and_lower
 
     model, example = build("demo", torch.float32)
     with E.fake_compile():
