@@ -3,13 +3,15 @@
 #   python scripts/gpu_validate.py prepare --fresh          # here, first (fills .carry/gpu_validate)
 #   device: bash scripts/gpu_session.sh   (carry .carry/gpu_validate; results in $OUT/session.tgz)
 # Each step has its own time limit so one slow step cannot starve the others, and every step's output is
-# packed at the end (the device tool returns at most 8 files).
+# packed at the end (the device tool returns at most 8 files). SKIP="layout bench" leaves steps out; T_<STEP>
+# variables change their limits.
 set -u
 export PYTHONPATH=backends PYTHONUNBUFFERED=1
 o=/tmp/gpu_session
 rm -rf "$o"; mkdir -p "$o"
 step() {  # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
+  case " ${SKIP:-} " in *" $name "*) echo "=== $name skipped"; return;; esac
   echo "=== $name (limit ${secs}s) $(date -u +%H:%M:%S)"
   timeout "$secs" "$@" > "$o/$name.log" 2>&1
   echo "=== $name exit $? $(date -u +%H:%M:%S)"
