@@ -148,18 +148,20 @@ def _dw_inputs(case, dtype):
     return x, w, b, p, math.prod(k)
 
 
-@pytest.mark.parametrize("case", DW_CASES, ids=[c[0] for c in DW_CASES])
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+# Half precision runs on a representative subset of the shapes (interpreter time); fp32 on all of them.
+_DW_HALF = {
+    "1d_s2_d2_asym_m2",
+    "2d_s2_asym",
+    "2d_cl_s2_dil_asym",
+    "2d_cl_7x7_big_c",
+    "3d_cl_s2_asym_m2",
+    "1d_cl_same_even",
+}
+_DW_PARAMS = [(c, d) for d in ("fp32", "fp16", "bf16") for c in DW_CASES if d == "fp32" or c[0] in _DW_HALF]
+
+
+@pytest.mark.parametrize(("case", "dtype"), _DW_PARAMS, ids=[f"{c[0]}-{d}" for c, d in _DW_PARAMS])
 def test_depthwise_numerics(case, dtype):
-    if dtype != "fp32" and case[0] not in (
-        "1d_s2_d2_asym_m2",
-        "2d_s2_asym",
-        "2d_cl_s2_dil_asym",
-        "2d_cl_7x7_big_c",
-        "3d_cl_s2_asym_m2",
-        "1d_cl_same_even",
-    ):
-        pytest.skip("half-precision runs on a representative subset (time)")
     torch.manual_seed(hash((case[0], dtype)) % 2**31)
     x, w, b, p, taps = _dw_inputs(case, DTYPES[dtype])
     check(DW, x, w, b, p, taps, schedule=fewest_programs(DW, x, w, b, p))
@@ -319,17 +321,12 @@ def _module_for(case, w, b):
     return m
 
 
-@pytest.mark.parametrize("case", TR_CASES, ids=[c[0] for c in TR_CASES])
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+_TR_HALF = {"1d_k8s4", "2d_4x4s2p1", "2d_nc_asym_mixed", "3d_up2", "1d_gcd2_empty_phases"}
+_TR_PARAMS = [(c, d) for d in ("fp32", "fp16", "bf16") for c in TR_CASES if d == "fp32" or c[0] in _TR_HALF]
+
+
+@pytest.mark.parametrize(("case", "dtype"), _TR_PARAMS, ids=[f"{c[0]}-{d}" for c, d in _TR_PARAMS])
 def test_transposed_numerics(case, dtype):
-    if dtype != "fp32" and case[0] not in (
-        "1d_k8s4",
-        "2d_4x4s2p1",
-        "2d_nc_asym_mixed",
-        "3d_up2",
-        "1d_gcd2_empty_phases",
-    ):
-        pytest.skip("half-precision runs on a representative subset (time)")
     torch.manual_seed(hash((case[0], dtype)) % 2**31)
     x, w, b, p, reduction = _tr_inputs(case, DTYPES[dtype])
     module = _module_for(case, w, b) if dtype == "fp32" else None
