@@ -510,7 +510,12 @@ class BudgetExceeded(Exception):
 
 
 def measure_problem(
-    problem, sources: list[str], env: Env, deadline: float | None, cudnn: bool
+    problem,
+    sources: list[str],
+    env: Env,
+    deadline: float | None,
+    cudnn: bool,
+    max_schedules: int | None = None,
 ) -> ProblemResult:
     from cuda_triton.conv.templates import registered_templates
     from cuda_triton.conv.tuning import problem_spec, table_key
@@ -542,7 +547,9 @@ def measure_problem(
     tf32_saved = torch.backends.cudnn.allow_tf32
     for template in supporting:
         try:
-            schedules = template.schedules(problem)
+            schedules = candidate_schedules(
+                template, problem, schedule_limit(sources, max_schedules)
+            )
         except Exception as e:  # a template bug must not stop the run
             result.candidates.append(
                 CandidateResult(template.name, {}, error=f"schedules(): {type(e).__name__}: {e}")
@@ -639,6 +646,42 @@ def _sync_quiet(env: Env) -> None:
         _sync(env)
 
 
+# ---- which schedules to try -----------------------------------------------------------------------------------
+def _schedule_distance(a, b) -> float:
+    """How far apart two schedules are: log2 steps summed over their shared knobs (flags count 1 when they differ)."""
+    da, db = a.as_dict(), b.as_dict()
+    dist = 0.0
+    for name in set(da) | set(db):
+        x, y = da.get(name, 0), db.get(name, 0)
+        if x == y:
+            continue
+        dist += abs(math.log2(x) - math.log2(y)) if x > 0 and y > 0 else 1.0
+    return dist
+
+
+def candidate_schedules(template, problem, limit: int | None) -> list:
+    """``template.schedules(problem)``, or with ``limit`` only the ``limit`` nearest its heuristic choice.
+
+    The full spaces hold 15-30 schedules per convolution and every convolution shape compiles its own kernels,
+    so tuning hundreds of model layers with all of them costs hours of compile time; the schedules near the
+    heuristic's choice are where the heuristic's misses lie (the public suite is always tuned in full)."""
+    schedules = template.schedules(problem)
+    if limit is None or len(schedules) <= limit:
+        return schedules
+    try:
+        anchor = template.heuristic_schedule(problem)
+    except Exception:
+        return schedules[:limit]
+    return sorted(schedules, key=lambda s: _schedule_distance(s, anchor))[:limit]
+
+
+def schedule_limit(sources: list[str], args_limit: int | None) -> int | None:
+    """The public suite is tuned over every schedule; other sources over ``--max-schedules``."""
+    if args_limit is None or any(src.startswith("public") for src in sources):
+        return None
+    return args_limit
+
+
 # ---- ahead-of-time compilation in worker processes -----------------------------------------------------------
 _TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
 
@@ -691,7 +734,7 @@ class Precompiler:
         self.pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
         self.futures: dict[str, list[Any]] = {}
 
-    def submit(self, key: str, problem) -> None:
+    def submit(self, key: str, problem, limit: int | None = None) -> None:
         from cuda_triton.conv.templates import registered_templates
         from cuda_triton.conv.tuning import problem_spec
 
@@ -700,7 +743,7 @@ class Precompiler:
         for t in registered_templates():
             if not t.supports(problem):
                 continue
-            scheds = [s.as_dict() for s in t.schedules(problem)]
+            scheds = [s.as_dict() for s in candidate_schedules(t, problem, limit)]
             for i in range(0, len(scheds), 4):
                 futs.append(self.pool.submit(warm_job, spec, t.name, scheds[i : i + 4]))
         self.futures[key] = futs
@@ -904,7 +947,7 @@ def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str
     os.replace(tmp, path)
 
 
-def print_plan(todo: list[tuple[str, Any, list[str]]]) -> None:
+def print_plan(todo: list[tuple[str, Any, list[str]]], max_schedules: int | None = None) -> None:
     """Convolutions, candidates and distinct kernels (what compiling costs) per source, without a GPU."""
     from cuda_triton.conv.templates import registered_templates
 
@@ -916,7 +959,7 @@ def print_plan(todo: list[tuple[str, Any, list[str]]]) -> None:
         for t in registered_templates():
             if not t.supports(problem):
                 continue
-            for sched in t.schedules(problem):
+            for sched in candidate_schedules(t, problem, schedule_limit(sources, max_schedules)):
                 row[1] += 1
                 for launch in t.launches(problem, sched):
                     k = (launch.name, launch.constexprs, launch.num_warps, launch.num_stages, problem.dtype)
@@ -969,6 +1012,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=7, help="timed replays per candidate (median)")
     ap.add_argument(
         "--prune", type=float, default=4.0, help="skip precise timing when the estimate is this x the best"
+    )
+    ap.add_argument(
+        "--max-schedules",
+        type=int,
+        default=None,
+        help="outside the public suite, try only this many schedules per template (nearest its heuristic)",
     )
     ap.add_argument("--no-cudnn", action="store_true", help="do not time ATen/cuDNN")
     ap.add_argument("--limit", type=int, default=None, help="measure at most this many convolutions")
@@ -1054,7 +1103,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         todo = todo[: args.limit]
     if args.dry_run:
-        print_plan(todo)
+        print_plan(todo, args.max_schedules)
         return 0
     table_path.parent.mkdir(parents=True, exist_ok=True)
     if args.resume:  # carry the resumed records into this run's log, so the new log is complete on its own
@@ -1090,8 +1139,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = args.jobs if args.jobs is not None else (min(16, max(1, (os.cpu_count() or 2) - 1)) if cuda else 0)
     pre = Precompiler(jobs) if (cuda and jobs > 0 and todo) else None
     if pre is not None:
-        for key, problem, _ in todo:
-            pre.submit(key, problem)
+        for key, problem, sources in todo:
+            pre.submit(key, problem, schedule_limit(sources, args.max_schedules))
 
     def _terminate(signum, frame):  # `timeout` sends SIGTERM: stop like Ctrl-C, writing the table
         raise KeyboardInterrupt
@@ -1109,7 +1158,9 @@ def main(argv: list[str] | None = None) -> int:
                 if pre is not None:
                     pre.wait(key, deadline)
                 try:
-                    res = measure_problem(problem, sources, env, deadline, not args.no_cudnn)
+                    res = measure_problem(
+                        problem, sources, env, deadline, not args.no_cudnn, args.max_schedules
+                    )
                 except BudgetExceeded:
                     stopped = "budget"
                     break
