@@ -146,9 +146,25 @@ def inductor_call(case: nc.Case, x, w, b):
     from cuda_triton.conv.op import reference_convolution
 
     icfg.max_autotune_conv_backends = "TRITON"
+    # Every case compiles the same lambda's code object: without a reset, Dynamo's recompile limit (8) makes
+    # the 9th and later cases silently run eagerly (i.e. on cuDNN).
+    torch._dynamo.reset()
     p = nc.params_of(case)
     compiled = torch.compile(lambda t: reference_convolution(t, w, b, p), mode="max-autotune-no-cudagraphs")
     return lambda: compiled(x)
+
+
+def inductor_conv_path(fn) -> str:
+    """Compile ``fn`` (its first call) and say how Inductor ran the convolution: 'triton' when its Triton conv
+    template generated the kernel, 'aten' when it emitted an extern call to ATen's convolution (cuDNN) because
+    the template cannot compile the case; max-autotune with TRITON-only conv backends still falls back."""
+    from torch._inductor.utils import run_and_get_code
+
+    _, codes = run_and_get_code(fn)
+    code = "\n".join(codes)
+    if "extern_kernels.convolution" in code or "aten.convolution" in code:
+        return "aten"
+    return "triton"
 
 
 def check(case: nc.Case, fn, x, w, b, ref: torch.Tensor | None = None) -> dict[str, Any]:
@@ -312,8 +328,14 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
         try:
             with alarm(args.inductor_timeout):
                 fn = inductor_call(case, x, w, b)
+                rec["inductor_path"] = inductor_conv_path(fn)
                 rec["inductor_check"] = check(case, fn, x, w, b)
-            rec["inductor_us"], _ = time_gpu_us(fn, args.reps)
+            us, _ = time_gpu_us(fn, args.reps)
+            if rec["inductor_path"] == "triton":
+                rec["inductor_us"] = us
+            else:  # Inductor handed the conv back to ATen (cuDNN): its Triton template cannot compile it
+                rec["inductor_us"], rec["inductor_note"] = None, "ATen fallback"
+                rec["inductor_fallback_us"] = us
         except Exception as e:
             rec["inductor_us"], rec["inductor_note"] = None, type(e).__name__
     return rec
