@@ -16,8 +16,11 @@ warm (inference layers run back to back). Every case is checked against an fp32 
 poisoned with NaN, before it is timed.
 
 Our kernels are compiled ahead of the timing loop by a pool of worker processes (they fill Triton's on-disk
-cache; the main process then loads from it). Inductor compiles in the main process, one case at a time, each
-under --inductor-timeout (max-autotune takes ~10 s a case), by default for float16 only. Without --tune a
+cache; the main process then loads from it). Inductor's max-autotune compiles run first in the same pool (they fill
+Inductor's FX-graph and autotune caches); the main process then compiles each case again (a cache hit) under
+--inductor-timeout, and reads the generated code to tell a Triton-template kernel from an ATen fallback. Cases the
+planner says Inductor's template cannot take (dilated, transposed, most 1-D) are reported 'n/a' with its reason
+unless --inductor-all. Without --tune a
 full run (17 target cases x 3 dtypes) takes about 5 minutes on the H200 machine; --tune adds ~5 s a case.
 Writes OUT/bench.json (raw), OUT/bench.txt (table), OUT/speedup.png (when matplotlib is present) and, with
 --md, OUT/performance.md. ``--from-json OUT/bench.json`` re-renders those without a GPU.
@@ -267,6 +270,13 @@ def gmean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def inductor_cannot_compile(problem) -> str | None:
+    """The planner's reason why Inductor's Triton conv template cannot take ``problem`` (None: it can)."""
+    from cuda_triton.conv.routing import inductor_cannot_compile as reason
+
+    return reason(problem)
+
+
 def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]:
     from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, select_candidate
 
@@ -296,6 +306,18 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
         fn = ours_call(case, x, w, b)
         rec["ours_check"] = check(case, fn, x, w, b)
         rec["ours_us"], rec["timing_mode"] = time_gpu_us(fn, args.reps)
+        # The heuristic alone (tuning table off), side by side: how fast shapes outside the table run.
+        heur = select_candidate(problem, None)
+        rec["heuristic"] = {"template": heur.template.name, "schedule": heur.schedule.as_dict()}
+        if (heur.template.name, heur.schedule) == (cand.template.name, cand.schedule):
+            rec["heuristic_us"] = rec["ours_us"]
+        else:
+            try:
+                with force_conv_candidate(heur.template.name, heur.schedule):
+                    rec["heuristic_check"] = check(case, fn, x, w, b)
+                    rec["heuristic_us"], _ = time_gpu_us(fn, args.reps)
+            except Exception as e:
+                rec["heuristic_us"], rec["heuristic_error"] = None, f"{type(e).__name__}: {e}"[:300]
         if args.tune and case["dtype"] in set((args.tune_dtypes or args.dtypes).split(",")):
             tuned = []
             ref = nc.reference(case, x, w, b)
@@ -322,8 +344,11 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
                     {"template": best["template"], "schedule": best["schedule"]},
                 )
     # Inductor (compiled here, one case at a time, under --inductor-timeout seconds each)
+    cannot = None if args.inductor_all else inductor_cannot_compile(problem)
     if args.no_inductor or case["dtype"] not in set((args.inductor_dtypes or "float16").split(",")):
         rec["inductor_us"], rec["inductor_note"] = None, "not run"
+    elif cannot is not None:  # no Triton template choice: Inductor would hand the conv to ATen
+        rec["inductor_us"], rec["inductor_note"] = None, "cannot compile: " + cannot
     else:
         try:
             with alarm(args.inductor_timeout):
@@ -339,6 +364,42 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
         except Exception as e:
             rec["inductor_us"], rec["inductor_note"] = None, type(e).__name__
     return rec
+
+
+def family_of(case: nc.Case) -> str:
+    if case["transposed"]:
+        return "transposed"
+    return "forward" if is_target(case) else "depthwise"
+
+
+def family_summary(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (family, dtype) and for the whole suite per dtype: geometric-mean and minimum speed-up over cuDNN."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for fam in ("forward", "depthwise", "transposed", "all"):
+        for dtype in nc.DTYPES:
+            sel = [
+                r
+                for r in rows
+                if r["case"]["dtype"] == dtype
+                and (fam == "all" or family_of(r["case"]) == fam)
+                and r.get("ours_us")
+                and r.get("cudnn_us")
+            ]
+            if not sel:
+                continue
+            sp = {r["case"]["name"]: r["cudnn_us"] / r["ours_us"] for r in sel}
+            worst = min(sp, key=sp.__getitem__)
+            out[(fam, dtype)] = {
+                "gmean": gmean(list(sp.values())),
+                "min": sp[worst],
+                "min_case": worst,
+                "below_0.8": sorted(f"{k} {v:.2f}" for k, v in sp.items() if v < 0.8),
+                "gmean_heuristic": gmean(
+                    [r["cudnn_us"] / r["heuristic_us"] for r in sel if r.get("heuristic_us")]
+                ),
+                "n": len(sel),
+            }
+    return out
 
 
 def fmt_us(v: float | None) -> str:
@@ -375,7 +436,9 @@ def render(results: dict[str, Any], out: Path, md: bool) -> str:
         sp = [r["cudnn_us"] / r["ours_us"] for r in sel if r.get("ours_us")]
         spb = [r["cudnn_us"] / r["best_us"] for r in sel if r.get("best_us")]
         spi = [r["cudnn_us"] / r["inductor_us"] for r in sel if r.get("inductor_us")]
+        sph = [r["cudnn_us"] / r["heuristic_us"] for r in sel if r.get("heuristic_us")]
         summary[dtype] = {
+            "gmean_speedup_heuristic": gmean(sph),
             "gmean_speedup_ours": gmean(sp),
             "gmean_speedup_tuned": gmean(spb),
             "min_speedup_ours": min(sp) if sp else float("nan"),
@@ -387,12 +450,21 @@ def render(results: dict[str, Any], out: Path, md: bool) -> str:
     lines.append("Geometric-mean speed-up over cuDNN, forward non-depthwise cases:")
     for dtype, s in summary.items():
         lines.append(
-            f"  {dtype:9} ours {s['gmean_speedup_ours']:.2f}x (min {s['min_speedup_ours']:.2f}x), tuned "
-            f"{s['gmean_speedup_tuned']:.2f}x, Inductor {s['gmean_speedup_inductor']:.2f}x on "
+            f"  {dtype:9} ours {s['gmean_speedup_ours']:.2f}x (min {s['min_speedup_ours']:.2f}x), heuristic "
+            f"{s.get('gmean_speedup_heuristic', float('nan')):.2f}x, tuned {s['gmean_speedup_tuned']:.2f}x, Inductor {s['gmean_speedup_inductor']:.2f}x on "
             f"{s['inductor_cases']}/{s['cases']} cases"
+        )
+    families = family_summary(rows)
+    lines.append("")
+    lines.append("By family (geometric mean / minimum speed-up over cuDNN; heuristic = tuning table off):")
+    for (fam, dtype), f in families.items():
+        lines.append(
+            f"  {fam:10} {dtype:9} ours {f['gmean']:.2f}x (min {f['min']:.2f}x {f['min_case']}), heuristic "
+            f"{f['gmean_heuristic']:.2f}x, n={f['n']}"
         )
     text = "\n".join(lines)
     results["summary"] = summary
+    results["families"] = {f"{k[0]}/{k[1]}": v for k, v in families.items()}
     (out / "bench.txt").write_text(text + "\n")
     plot(rows, out / "speedup.png")
     if md:
@@ -438,28 +510,43 @@ def markdown(results: dict[str, Any]) -> str:
         f"GPU: {meta['gpu']} (torch {meta['torch']}, triton {meta['triton']})  ",
         f"Command: `{meta['command']}`",
         "",
-        "| case | dtype | ours us | tuned us | cuDNN us | Inductor us | floor us | ours x cuDNN | tuned x cuDNN | ours / floor | template |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| case | dtype | ours us | heuristic us | cuDNN us | Inductor us | floor us | ours x cuDNN "
+        "| heuristic x cuDNN | Inductor x cuDNN | ours / floor | template |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results["cases"]:
         c = r["case"]
-        ours, cud, best = r.get("ours_us"), r.get("cudnn_us"), r.get("best_us")
+        ours, cud, heur = r.get("ours_us"), r.get("cudnn_us"), r.get("heuristic_us")
         ind = r.get("inductor_us")
         ind_s = fmt_us(ind) if ind is not None else f"n/a ({r.get('inductor_note', '')})"[:40]
         out.append(
-            f"| {c['name']} | {c['dtype']} | {fmt_us(ours)} | {fmt_us(best)} | {fmt_us(cud)} | {ind_s} | "
-            f"{r['floor_us']:.1f} | {fmt_x(cud / ours if ours else None)} | {fmt_x(cud / best if best else None)} | "
-            f"{fmt_x(ours / r['floor_us'] if ours else None)} | {r.get('template', '-')} |"
+            f"| {c['name']} | {c['dtype']} | {fmt_us(ours)} | {fmt_us(heur)} | {fmt_us(cud)} | {ind_s} | "
+            f"{r['floor_us']:.1f} | {fmt_x(cud / ours if ours else None)} | {fmt_x(cud / heur if heur else None)} "
+            f"| {fmt_x(cud / ind if ind else None)} | {fmt_x(ours / r['floor_us'] if ours else None)} "
+            f"| {r.get('template', '-')} |"
         )
     out.append("")
     out.append(
-        "| dtype | gmean ours x cuDNN | min ours x cuDNN | gmean tuned x cuDNN | gmean Inductor x cuDNN |"
+        "| dtype | gmean ours x cuDNN | min ours x cuDNN | gmean heuristic x cuDNN | gmean Inductor x cuDNN (cases) |"
     )
     out.append("|---|---:|---:|---:|---:|")
     for dtype, s in results.get("summary", {}).items():
         out.append(
-            f"| {dtype} | {s['gmean_speedup_ours']:.2f} | {s['min_speedup_ours']:.2f} | {s['gmean_speedup_tuned']:.2f} "
+            f"| {dtype} | {s['gmean_speedup_ours']:.2f} | {s['min_speedup_ours']:.2f} | {s.get('gmean_speedup_heuristic', float('nan')):.2f} "
             f"| {s['gmean_speedup_inductor']:.2f} ({s['inductor_cases']}/{s['cases']}) |"
+        )
+    out += [
+        "",
+        "By family (ours with the tuning table; heuristic: table off):",
+        "",
+        "| family | dtype | n | gmean ours x cuDNN | min (case) | gmean heuristic x cuDNN | below 0.8x |",
+        "|---|---|---:|---:|---|---:|---|",
+    ]
+    for key, f in results.get("families", {}).items():
+        fam, dtype = key.split("/")
+        out.append(
+            f"| {fam} | {dtype} | {f['n']} | {f['gmean']:.2f} | {f['min']:.2f} ({f['min_case']}) | "
+            f"{f['gmean_heuristic']:.2f} | {', '.join(f['below_0.8']) or '-'} |"
         )
     return "\n".join(out) + "\n"
 
@@ -476,7 +563,12 @@ def main() -> None:
     )
     ap.add_argument("--tune-dtypes", default="", help="dtypes to tune (default: all of --dtypes)")
     ap.add_argument("--no-inductor", action="store_true")
-    ap.add_argument("--inductor-dtypes", default="float16", help="dtypes to run Inductor on (~10 s a case)")
+    ap.add_argument("--inductor-dtypes", default="float16,bfloat16,float32", help="dtypes to run Inductor on")
+    ap.add_argument(
+        "--inductor-all",
+        action="store_true",
+        help="also compile cases the planner says Inductor's template cannot take (they fall back to ATen)",
+    )
     ap.add_argument("--inductor-timeout", type=float, default=60.0, help="seconds for one Inductor compile")
     ap.add_argument(
         "--compile-timeout", type=float, default=150.0, help="seconds for all of our JIT compiles"
@@ -512,7 +604,24 @@ def main() -> None:
             cases.append(case)
 
     t0 = time.time()
-    jobs: list[tuple] = [("ours", c, None, None) for c in cases]
+    jobs: list[tuple] = []
+    if not args.no_inductor:  # Inductor's max-autotune compiles first (the long jobs), in the worker pool
+        ind_dtypes = set(args.inductor_dtypes.split(","))
+        for c in cases:
+            if c["dtype"] in ind_dtypes and (
+                args.inductor_all
+                or inductor_cannot_compile(problem_of(c, *nc.make_tensors(c, "meta"))) is None
+            ):
+                jobs.append(("inductor", c, None, None))
+    jobs += [("ours", c, None, None) for c in cases]
+    from cuda_triton.conv.templates import NoTemplateError, select_candidate
+
+    for c in cases:  # the heuristic's choice (table off), timed beside the table's
+        try:
+            heur = select_candidate(problem_of(c, *nc.make_tensors(c, "meta")), None)
+        except NoTemplateError:
+            continue
+        jobs.append(("ours", c, heur.template.name, heur.schedule.as_dict()))
     tune_dtypes = set((args.tune_dtypes or args.dtypes).split(","))
     if args.tune:
         for c in [c for c in cases if c["dtype"] in tune_dtypes]:
