@@ -32,7 +32,11 @@ def tuning_lookup(problem: ConvProblem):
 
 
 def prepared_weight(candidate: Candidate, weight: torch.Tensor, problem: ConvProblem) -> torch.Tensor:
-    key = (id(weight), weight.data_ptr(), candidate.template.name, candidate.schedule, problem.signature())
+    # allow_tf32 is part of the key: fp32 weights prepared for TF32 are rounded (templates/_tf32.py).
+    key = (
+        id(weight), weight.data_ptr(), candidate.template.name, candidate.schedule, problem.signature(),
+        problem.allow_tf32,
+    )  # fmt: skip
     hit = _WEIGHT_CACHE.get(key)
     if hit is not None and hit[0]() is weight and hit[1] == weight._version:
         _WEIGHT_CACHE.move_to_end(key)

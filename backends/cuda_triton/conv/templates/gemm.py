@@ -11,6 +11,7 @@ for 1-D/2-D). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_o
 
 Prepared weight: [K_P, COUT_P] contiguous, rows in the kernel's K order, zero-padded to BLOCK_K / BLOCK_N.
 Groups are left to the implicit GEMM.
+fp32 with TF32 allowed: weight and A tile are rounded to nearest TF32 (ROUND_TF32, see _tf32.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import triton.language as tl
 
 from ..problem import ConvProblem
 from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2, weight_k_major
+from ._tf32 import prepare_tf32_weight, round_to_tf32, rounds_to_tf32
 from .base import TRITON_PTR_DTYPE, ConvTemplate, KernelLaunch, ScalarArg, Schedule, Support, TensorArg, cdiv
 from .implicit_gemm import _swizzle, store_output, weight_ptrs
 
@@ -34,7 +36,7 @@ def conv_gemm_kernel(
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, INT64: tl.constexpr,
-    PRECISION: tl.constexpr,
+    PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
     if INT64:
@@ -92,6 +94,8 @@ def conv_gemm_kernel(
         else:
             a_ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
             a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
+        if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+            a = round_to_tf32(a)
         b = tl.load(weight_ptrs(w_ptr, offs_k, offs_n, K_P, COUT_P, W_KMAJOR))
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
@@ -182,7 +186,8 @@ class GemmTemplate(ConvTemplate):
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         """(C_out, C_in, *k) -> [K_P, COUT_P]: rows (tap, c) for channels-last input, (c, tap) otherwise."""
         g = Geometry.of(problem)
-        w = weight.detach().reshape(g.cout, g.cin, g.taps)
+        weight = prepare_tf32_weight(weight.detach(), problem)  # rounded once here, never at run time
+        w = weight.reshape(g.cout, g.cin, g.taps)
         w = w.permute(2, 1, 0) if g.in_cl else w.permute(1, 2, 0)  # [taps, cin, cout] or [cin, taps, cout]
         k_total = g.taps * g.cin
         bk, bn = schedule["BLOCK_K"], schedule["BLOCK_N"]
@@ -225,6 +230,7 @@ class GemmTemplate(ConvTemplate):
             ("HAS_BIAS", problem.has_bias),
             ("INT64", g.int64),
             ("PRECISION", dot_precision(problem)),
+            ("ROUND_TF32", rounds_to_tf32(problem)),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
             ("BLOCK_K", schedule["BLOCK_K"]),

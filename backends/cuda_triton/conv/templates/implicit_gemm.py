@@ -15,6 +15,8 @@ groups / GROUP_TILE, 1).
 Prepared weight: [groups / GROUP_TILE, taps, CIN_P, COUT_P] contiguous, CIN_P = CIN_T rounded up to BLOCK_K,
 COUT_P = COUT_T rounded up to BLOCK_N, zero-filled, so weight loads need no mask (FLAT_K: [tiles, 1, K_ROWS,
 COUT_P] with the taps * CIN_T (tap, channel) rows rounded up to BLOCK_K). K_ROWS = rows of one tile's matrix.
+fp32 with TF32 allowed: the weight is rounded to the nearest TF32 values when prepared and the A tile in the
+kernel (ROUND_TF32), instead of the tensor core's truncation (see _tf32.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ._geometry import (
     next_pow2,
     weight_k_major,
 )
+from ._tf32 import prepare_tf32_weight, round_to_tf32, rounds_to_tf32
 from .base import (
     TRITON_PTR_DTYPE,
     ConvTemplate,
@@ -92,7 +95,7 @@ def conv_implicit_gemm_kernel(
     PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, W_KMAJOR: tl.constexpr,
-    ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr,
+    ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
     if INT64:
@@ -169,6 +172,8 @@ def conv_implicit_gemm_kernel(
             ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
             a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
             a = tl.load(a_ptrs, mask=ok, other=0.0)
+            if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+                a = round_to_tf32(a)
             b = tl.load(weight_ptrs(w_tile, offs_k, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     else:
@@ -186,6 +191,8 @@ def conv_implicit_gemm_kernel(
             else:
                 a_ok = ok[:, None] & (c < CIN_T)[None, :]
                 a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
+            if ROUND_TF32:
+                a = round_to_tf32(a)
             b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
@@ -359,7 +366,8 @@ class ImplicitGemmTemplate(ConvTemplate):
         gt = schedule["GROUP_TILE"]
         tiles, taps_dim, rows, cout_p = self.prepared_shape(problem, schedule)
         # [groups, cout_g, cin_g, taps] -> [groups, taps, cin_g, cout_g]
-        w = weight.detach().reshape(g.groups, g.cout_g, g.cin_g, g.taps).permute(0, 3, 2, 1)
+        weight = prepare_tf32_weight(weight.detach(), problem)  # rounded once here, never at run time
+        w = weight.reshape(g.groups, g.cout_g, g.cin_g, g.taps).permute(0, 3, 2, 1)
         out = weight.new_zeros((tiles, g.taps, gt * g.cin_g, cout_p))
         for j in range(gt):  # group j of each tile sits on the diagonal block j
             ci = slice(j * g.cin_g, (j + 1) * g.cin_g)
@@ -425,6 +433,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("ROW_TILES", bool(schedule["ROW_TILES"])),
             ("INT64", g.int64),
             ("PRECISION", dot_precision(problem)),
+            ("ROUND_TF32", rounds_to_tf32(problem)),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
             ("BLOCK_K", schedule["BLOCK_K"]),

@@ -18,7 +18,8 @@ Kernel ``_conv_transpose_phase_kernel``:
     args (PTX order): x, w, b, y (pointers; b is null when HAS_BIAS is False),
                       N, ID, IH, IW, OD, OH, OW (i32)
     constexprs: CIN_G, COUT_G, GROUPS, KD, KH, KW, SD, SH, SW, PD, PH, PW (padding_before), DD, DH, DW,
-                GD, GH, GW (gcd(stride, dilation) per dim), IN_CL, OUT_CL, HAS_BIAS, ALLOW_TF32, ROW_TILED,
+                GD, GH, GW (gcd(stride, dilation) per dim), IN_CL, OUT_CL, HAS_BIAS, ALLOW_TF32, ROUND_TF32
+                (fp32 with TF32: the A tile is rounded to nearest TF32, see _tf32.py), ROW_TILED,
                 DOT_FP32 (True only under TRITON_INTERPRET for bf16: the interpreter's tl.dot mishandles bf16
                 operands, so they are widened first; compiled kernels always have False), BLOCK_M, BLOCK_N,
                 BLOCK_K
@@ -33,7 +34,8 @@ Input and output are dense channels-last or dense contiguous (``IN_CL``/``OUT_CL
 strides are products of constexpr channel counts and runtime sizes. In-sample offsets are 32-bit
 (``supports`` refuses samples of 2^31 elements or more); batch offsets are 64-bit.
 fp16/bf16 run on tensor cores with fp32 accumulation; fp32 uses TF32 when ``ALLOW_TF32`` (PyTorch's default for
-convolutions) and exact fp32 otherwise.
+convolutions), with both operands rounded to nearest TF32 (weight at export, A tile in the kernel), and exact
+fp32 otherwise.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
+from ._tf32 import prepare_tf32_weight, round_to_tf32, rounds_to_tf32
 from .base import (
     TRITON_PTR_DTYPE,
     ConvTemplate,
@@ -114,6 +117,7 @@ def _conv_transpose_phase_kernel(
     OUT_CL: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     ALLOW_TF32: tl.constexpr,
+    ROUND_TF32: tl.constexpr,
     ROW_TILED: tl.constexpr,
     DOT_FP32: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -194,6 +198,8 @@ def _conv_transpose_phase_kernel(
         else:
             a_ptrs = x_rows[:, None] + ci[None, :] * (ID * IH * IW) + pos[:, None]
         a = tl.load(a_ptrs, mask=ok[:, None] & ci_ok[None, :], other=0.0)
+        if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+            a = round_to_tf32(a)
         tap_idx = ((td0 + jd * (SD // GD)) * KH + th0 + jh * (SH // GH)) * KW + tw0 + jw * (SW // GW)
         b_ptrs = w_group + (tap_idx * COUT_G + co[None, :]) * CIN_G + ci[:, None]
         b = tl.load(b_ptrs, mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
@@ -382,6 +388,7 @@ class TransposedTemplate(ConvTemplate):
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         g = problem.groups
         kd, kh, kw = _pad3(problem.kernel, 1)
+        weight = prepare_tf32_weight(weight, problem)  # rounded once here, never at run time
         w = weight.reshape(g, problem.in_channels // g, problem.out_channels // g, kd, kh, kw)
         return w.permute(0, 3, 4, 5, 2, 1).contiguous()  # (G, KD, KH, KW, COUT_G, CIN_G)
 
@@ -440,6 +447,7 @@ class TransposedTemplate(ConvTemplate):
             ("OUT_CL", dense_layout(problem.output_size, problem.output_stride) == "channels_last"),
             ("HAS_BIAS", problem.has_bias),
             ("ALLOW_TF32", problem.allow_tf32 or problem.element_size <= 2),
+            ("ROUND_TF32", rounds_to_tf32(problem)),
             ("ROW_TILED", bool(row)),
             ("DOT_FP32", problem.dtype == "bfloat16" and _interpreting()),
             ("BLOCK_M", bm),
