@@ -1,0 +1,45 @@
+"""Round-to-nearest TF32 operands for the fp32 tensor-core paths (fp32 with TF32 allowed).
+
+Tensor cores read fp32 ``tl.dot`` operands as TF32 by dropping the 13 low mantissa bits (truncation). The bias
+that leaves compounds through deep stacks: the WaveNet zoo model reached 2.7e-3 relative error on the GPU
+against 1e-3 allowed; an emulation of every variant (scripts/tf32_error_study.py) gives 1.5e-3 with rounded
+weights alone and 5.8e-4 with both operands rounded to nearest, as cuDNN does (``cvt.rna.tf32.f32``). So:
+
+* weights are rounded once at export, in ``prepare_weight`` (`prepare_tf32_weight`): free at run time;
+* the A tile (activations) is rounded in the kernel (`round_to_tf32`) right before ``tl.dot``, behind a
+  constexpr that is true only for fp32 with TF32 allowed, so fp16/bf16 and exact fp32 kernels are unchanged.
+  A rounded value has zero low bits, so the tensor core's own truncation is then exact.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..problem import ConvProblem
+from ..tf32 import round_to_tf32 as _round_tensor
+
+
+def rounds_to_tf32(problem: ConvProblem) -> bool:
+    """Whether the kernels feed TF32 tensor cores fp32 operands (then both are rounded to nearest first)."""
+    return problem.dtype == "float32" and problem.allow_tf32
+
+
+def prepare_tf32_weight(weight: torch.Tensor, problem: ConvProblem) -> torch.Tensor:
+    """The prepared weight rounded to the nearest TF32 values when `rounds_to_tf32`, else unchanged."""
+    return _round_tensor(weight) if rounds_to_tf32(problem) else weight
+
+
+@triton.jit
+def round_to_tf32(x):
+    """fp32 -> nearest TF32 value (ties away from zero, like ``cvt.rna.tf32.f32``), still as fp32.
+
+    Integer add-and-clear on the bit pattern (unsigned, so the carry never overflows into UB); a carry into the
+    exponent is the next binade, past the largest TF32 value it is infinity. inf and NaN keep their bits: the
+    add would turn CUDA's canonical NaN (0x7FFFFFFF) into -0.0.
+    """
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0x1000) >> 13) << 13
+    finite = (bits & 0x7F800000) != 0x7F800000
+    return tl.where(finite, rounded, bits).to(tl.float32, bitcast=True)
