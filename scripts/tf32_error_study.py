@@ -13,6 +13,11 @@ bias, and every operator between convolutions, stay in exact fp32. Variants:
 * ``rn-w/trunc-x``: weight rounded to nearest (free: done once at export), input truncated by the MMA;
 * ``rn/rn``: both rounded to nearest (cuDNN's ``cvt.rna.tf32.f32``).
 
+``--pipeline`` (CPU machine with executorch) also runs each model through the real export with TF32 allowed
+(CudaTritonPartitioner, prepared weights from the delegate's named data) and the kernels in Triton's
+interpreter (scripts/emulate_pte.py): the interpreter's dot is plain fp32, so with the kernels' TF32 rounding
+it computes what the GPU's TF32 MMAs do up to summation order; that column predicts the GPU run.
+
 The error is measured like scripts/gpu_validate.py: max |out - ref| / max |ref| over the output, with ``ref``
 the CPU fp32 model (export_pte.py's reference). ``fp64`` also reports the fp32 reference's own error against an
 fp64 run, to show the reference is far more exact than the threshold (1e-3 for fp32 with TF32).
@@ -20,16 +25,21 @@ fp64 run, to show the reference is far more exact than the threshold (1e-3 for f
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+import os
 
-import torch
-from torch.overrides import TorchFunctionMode
+# A CPU study: --pipeline runs the kernels in Triton's interpreter, which must be chosen before they are imported.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "backends"))
 from cuda_triton.conv.tf32 import round_to_tf32, truncate_to_tf32  # noqa: E402
@@ -99,21 +109,40 @@ def study(model_name: str, seed: int) -> dict[str, Any]:
     return res
 
 
+def pipeline(model_name: str, seed: int) -> float:
+    """The exported program with TF32 allowed, delegates emulated by the interpreter, against the fp32 model."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import emulate_pte
+
+    model, example = build(model_name, torch.float32, seed=seed)
+    with torch.no_grad():
+        ref = model(*example)
+    ep = emulate_pte.lower(model, example, allow_tf32=True)
+    run = emulate_pte.run_program(ep, example, allow_tf32=True)
+    out = run.output[0] if isinstance(run.output, (tuple, list)) else run.output
+    return rel_to_max(out, ref)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="*", default=["wavenet", "demo", "video", "resnet18", "unet"])
     ap.add_argument("--seeds", nargs="*", type=int, default=[0])
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (the dev machine's cores are shared)")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--pipeline", action="store_true", help="also the real export + interpreted kernels")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    cols = ["fp64", *VARIANTS]
+    cols = ["fp64", *VARIANTS, *(["pipeline"] if args.pipeline else [])]
     print("| model | seed | convs | " + " | ".join(cols) + " |")
     print("|---|---|---|" + "---|" * len(cols))
     rows = []
     for name in args.models:
         for seed in args.seeds:
             r = study(name, seed)
+            if args.pipeline:
+                t0 = time.perf_counter()
+                r["pipeline"] = pipeline(name, seed)
+                r["pipeline_seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(r)
             cells = " | ".join(f"{r[c]:.2e}" for c in cols)
             print(f"| {name} | {seed} | {r['convs']} | {cells} |", flush=True)
