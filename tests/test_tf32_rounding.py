@@ -192,8 +192,11 @@ def test_half_precision_weights_are_untouched(template: str, transposed: bool, k
     )
 
 
-def test_rounds_only_fp32_with_tf32() -> None:
+def test_rounds_only_fp32_with_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _tf32.rounds_to_tf32(_problem(False, torch.float32, True)[3])
+    monkeypatch.setenv(_tf32.ENV_SWITCH, "0")  # the timing switch: truncation as before
+    assert not _tf32.rounds_to_tf32(_problem(False, torch.float32, True)[3])
+    monkeypatch.delenv(_tf32.ENV_SWITCH)
     assert not _tf32.rounds_to_tf32(_problem(False, torch.float32, False)[3])
     assert not _tf32.rounds_to_tf32(_problem(False, torch.float16, True)[3])
     assert not _tf32.rounds_to_tf32(_problem(False, torch.bfloat16, True)[3])
