@@ -306,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     weights_where = f"in {options.external_tag}.ptd" if options.external_tag else "in the .pte"
     pte_size = out.stat().st_size
     print(
-        f"sizes: blobs {mb(stats.blob_bytes)}, delegate weights {mb(stats.constant_bytes)} ({weights_where}), .pte {mb(pte_size)}"
+        f"sizes: blobs {mb(stats.blob_bytes)}, cubins {mb(stats.cubin_bytes)} ({stats.cubins_unique} distinct, in the "
+        f".pte), delegate weights {mb(stats.constant_bytes)} ({weights_where}), .pte {mb(pte_size)}"
     )
     print(
         f"time: export {t1 - t0:.1f} s, lower {t2 - t1:.1f} s (preprocess {stats.total_seconds:.1f} s, waiting for "

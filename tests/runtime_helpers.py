@@ -165,20 +165,25 @@ def conv_chain_blob(
     )
 
 
-_tiny_cache: dict[tuple[bool, tuple[int, ...]], tuple[Path, list[bytes]]] = {}
+_tiny_cache: dict[tuple[bool, tuple[int, ...], str | None], tuple[Path, list[bytes], dict[str, bytes]]] = {}
 
 
 def export_tiny(
-    directory: Path, device_memory: bool = False, archs: tuple[int, ...] = (80,)
-) -> tuple[Path, list[bytes]]:
-    """A conv -> relu -> 1x1 conv model lowered with the real CudaTritonPartitioner; returns the .pte and the
-    delegate blobs in execution order. Cached per process (exports take a while on 2 cores)."""
-    key = (device_memory, archs)
+    directory: Path,
+    device_memory: bool = False,
+    archs: tuple[int, ...] = (80,),
+    external_tag: str | None = None,
+) -> tuple[Path, list[bytes], dict[str, bytes]]:
+    """A conv -> relu -> 1x1 conv model lowered with the real CudaTritonPartitioner; returns the .pte, the
+    delegate blobs in execution order and the delegates' named data (key -> bytes: weights and cubins). With
+    ``external_tag`` the weights go to ``<tag>.ptd`` beside the .pte. Cached per process (exports take a while
+    on 2 cores)."""
+    key = (device_memory, archs, external_tag)
     if key in _tiny_cache:
         return _tiny_cache[key]
-    import cuda_triton.backend  # noqa: F401  (registers the BackendDetails by name)
     import torch
     from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+    from cuda_triton.backend import named_data_of  # also registers the BackendDetails by name
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.lowered_backend_module import LoweredBackendModule
 
@@ -193,17 +198,25 @@ def export_tiny(
 
     torch.manual_seed(0)
     ep = torch.export.export(Tiny().eval(), (torch.randn(1, 3, 16, 16),))
-    options = CudaTritonOptions(archs=archs, target_device="cuda:0" if device_memory else None)
+    options = CudaTritonOptions(
+        archs=archs, target_device="cuda:0" if device_memory else None, external_tag=external_tag
+    )
     lowered = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner(options)])
     gm = lowered.exported_program().graph_module
     blobs = []
+    named: dict[str, bytes] = {}
     for node in gm.graph.nodes:
         if node.op == "call_function" and "executorch_call_delegate" in str(node.target):
             mod = getattr(gm, node.args[0].target)
             assert isinstance(mod, LoweredBackendModule) and mod.backend_id == "CudaTritonBackend"
             blobs.append(bytes(mod.processed_bytes))
+            named.update(named_data_of(mod))
     assert blobs, "nothing was delegated"
-    path = Path(directory) / f"tiny{'_device' if device_memory else ''}_{'_'.join(map(str, archs))}.pte"
-    path.write_bytes(lowered.to_executorch().buffer)
-    _tiny_cache[key] = (path, blobs)
-    return path, blobs
+    stem = f"tiny{'_device' if device_memory else ''}_{'_'.join(map(str, archs))}{'_' + external_tag if external_tag else ''}"
+    path = Path(directory) / f"{stem}.pte"
+    program = lowered.to_executorch()
+    path.write_bytes(program.buffer)
+    if external_tag:
+        program.write_tensor_data_to_file(str(directory))
+    _tiny_cache[key] = (path, blobs, named)
+    return path, blobs, named

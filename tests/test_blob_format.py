@@ -18,7 +18,9 @@ from cuda_triton.serialization.blob import (
     KernelRecord,
     Scalar,
     ValueRef,
+    cubin_named_key,
     deserialize,
+    named_cubins,
     serialize,
 )
 from runtime_helpers import blob_stream, conv_chain_blob, ensure_built
@@ -60,7 +62,35 @@ def test_round_trip() -> None:
         assert data[:4] == b"CTRB"
         assert int.from_bytes(data[4:8], "little") == FORMAT_VERSION
         assert int.from_bytes(data[8:16], "little") == len(data)
-        assert deserialize(data) == blob
+        assert deserialize(data, named_cubins(blob)) == blob
+        back = deserialize(data)  # without the named data: everything but the cubin bytes
+        assert [dataclasses.replace(k, cubin=None) for k in blob.kernels] == back.kernels
+        assert all(k.cubin not in data for k in blob.kernels if k.cubin)  # cubins are not in the blob
+
+
+def test_cubins_are_named_data() -> None:
+    blob = conv_chain_blob(random.Random(7), n_ops=2)
+    blob.kernels[1] = dataclasses.replace(
+        blob.kernels[1], cubin=blob.kernels[0].cubin, cubin_key="", cubin_size=0
+    )
+    named = named_cubins(blob)
+    assert len(named) == len(blob.kernels) - 1  # two records, one cubin: stored once
+    for k in blob.kernels:
+        assert (
+            k.cubin is not None
+            and k.cubin_key == cubin_named_key(k.arch, k.cubin)
+            and k.cubin_size == len(k.cubin)
+        )
+        assert k.cubin_key.startswith(f"cuda_triton/cubin/sm{k.arch}/")
+    data = serialize(blob)
+    missing = dict(named)
+    missing.pop(blob.kernels[2].cubin_key)
+    with pytest.raises(BlobError, match="not in the named data"):
+        deserialize(data, missing)
+    short = dict(named)
+    short[blob.kernels[2].cubin_key] = short[blob.kernels[2].cubin_key][:-1]
+    with pytest.raises(BlobError, match="bytes, the record says"):
+        deserialize(data, short)
 
 
 def test_kernel_record_from_compiled() -> None:
@@ -84,6 +114,7 @@ def test_kernel_record_from_compiled() -> None:
 
     rec = KernelRecord.from_compiled(FakeCompiled())
     assert rec.param_types == ["ptr", "i32"] and rec.arch == 90 and rec.cubin == b"\x7fELF"
+    assert rec.cubin_key == cubin_named_key(90, b"\x7fELF") and rec.cubin_size == 4
 
 
 @pytest.mark.parametrize(
@@ -105,6 +136,11 @@ def test_kernel_record_from_compiled() -> None:
         (lambda b: setattr(b, "num_outputs", 2), "no value record"),
         (lambda b: setattr(b.kernels[0], "name", "bad\nname"), "ASCII"),
         (lambda b: b.kernels.append(dataclasses.replace(b.kernels[0])), "duplicate kernel"),
+        (lambda b: setattr(b.kernels[0], "cubin_key", ""), "cubin key"),
+        (lambda b: setattr(b.kernels[0], "cubin_key", "k\u00e9y"), "cubin key"),
+        (lambda b: setattr(b.kernels[0], "cubin_size", 0), "cubin size"),
+        (lambda b: setattr(b.kernels[0], "cubin_size", 1 << 32), "cubin size"),
+        (lambda b: setattr(b.kernels[0], "cubin_size", b.kernels[0].cubin_size + 1), "the record says"),
     ],
 )
 def test_writer_rejects(corrupt, message: str) -> None:
@@ -174,8 +210,8 @@ def test_cpp_reader_survives_mass_mutation() -> None:
 def test_cpp_reader_rejects_truncations_and_bad_headers() -> None:
     data = serialize(conv_chain_blob(random.Random(6), n_ops=2))
     cases = [data[:n] for n in range(0, len(data), max(1, len(data) // 300))]
-    cases += [b"XXXX" + data[4:], data[:4] + (2).to_bytes(4, "little") + data[8:], data + b"\0"]
+    cases += [b"XXXX" + data[4:], data[:4] + (1).to_bytes(4, "little") + data[8:], data + b"\0"]
     lines = _harness(["check"], cases).splitlines()
     assert len(lines) == len(cases)
     assert all(line.startswith("err ") for line in lines)
-    assert "bad magic" in lines[-3] and "format version 2" in lines[-2]
+    assert "bad magic" in lines[-3] and "format version 1" in lines[-2]  # version 1 had the cubins inline

@@ -2,7 +2,7 @@
 
 Checks: the blob read back by the blob module's reader equals what the preprocess wrote; every cubin is an ELF
 for the arch it claims (ELF e_flags, and the triton wheel's cuobjdump when present); identical kernels are
-stored once per arch; weights are the template's prepared layout in the NamedDataStore; to_executorch()
+stored once per arch, in a blob and across the blobs of a .pte (cubins are content-addressed named data); weights are the template's prepared layout in the NamedDataStore; to_executorch()
 serializes; an external tag writes a .ptd; the partitioner's prefetch compiles exactly what the preprocess
 needs; scripts/export_pte.py writes the .pte and its reference input/output pair.
 """
@@ -137,8 +137,9 @@ def test_blob_reads_back_equal_to_what_was_written(tiny_fp32):
     assert len(written) == 1
     blob, data = written[0]
     assert lowered.processed_bytes == data
-    back = blob_mod.deserialize(lowered.processed_bytes)
+    back = blob_mod.deserialize(lowered.processed_bytes, backend.named_data_of(lowered))
     assert back == blob
+    assert all(k.cubin is None for k in blob_mod.deserialize(lowered.processed_bytes).kernels)
     assert back.triton_version == triton.__version__
     assert back.num_inputs == 1 and back.num_outputs == 1 and len(back.ops) == 3
     assert p.last_report.num_delegated == 3 and len(p.last_report.partitions) == 1
@@ -147,7 +148,7 @@ def test_blob_reads_back_equal_to_what_was_written(tiny_fp32):
 def test_cubins_are_elf_for_their_arch(tiny_fp32, tmp_path):
     _, edge, _, _, _ = tiny_fp32
     (lowered,) = lowered_modules(edge)
-    blob = blob_mod.deserialize(lowered.processed_bytes)
+    blob = backend.read_lowered(lowered)
     assert {k.arch for k in blob.kernels} == {80, 90}
     for k in blob.kernels:
         assert elf_arch(k.cubin) == k.arch
@@ -160,7 +161,7 @@ def test_cubins_are_elf_for_their_arch(tiny_fp32, tmp_path):
 def test_identical_kernels_are_stored_once_per_arch(tiny_fp32):
     _, edge, _, _, _ = tiny_fp32
     (lowered,) = lowered_modules(edge)
-    blob = blob_mod.deserialize(lowered.processed_bytes)
+    blob = backend.read_lowered(lowered)
     seen = {(k.arch, k.cubin) for k in blob.kernels}
     assert len(seen) == len(blob.kernels)
     _, b, c = blob.ops
@@ -199,10 +200,12 @@ def test_to_executorch_serializes(tiny_fp32):
     _, edge, _, _, _ = tiny_fp32
     buf = edge.to_executorch().buffer
     (lowered,) = lowered_modules(edge)
-    blob = blob_mod.deserialize(lowered.processed_bytes)
+    blob = backend.read_lowered(lowered)
     assert lowered.processed_bytes in buf
     for rec in blob.constants:
         assert rec.key.encode() in buf  # the named data key the runtime asks for
+    for k in blob.kernels:
+        assert k.cubin is not None and k.cubin_key.encode() in buf and buf.count(k.cubin) == 1
 
 
 def test_prefetch_submits_exactly_what_preprocess_compiles(tiny_fp32):
@@ -233,6 +236,8 @@ def test_external_tag_writes_a_ptd(tmp_path):
     data = ptd.read_bytes()
     w = backend._tensor_bytes(model.c.bias.detach())
     assert w in data and w not in prog.buffer
+    for k in backend.read_lowered(lowered).kernels:  # cubins are code: they stay in the .pte
+        assert k.cubin is not None and prog.buffer.count(k.cubin) == 1 and k.cubin not in data
 
 
 def test_fp16_sm90_only(tmp_path):
@@ -240,7 +245,7 @@ def test_fp16_sm90_only(tmp_path):
     model = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1)).to(torch.float16)
     edge, p = lower(model, example(torch.float16), "to_backend", archs=(90,))
     (lowered,) = lowered_modules(edge)
-    blob = blob_mod.deserialize(lowered.processed_bytes)
+    blob = backend.read_lowered(lowered)
     assert blob.archs == [90]
     assert {v.dtype for v in blob.values} == {"fp16"} and {c.dtype for c in blob.constants} == {"fp16"}
     for k in blob.kernels:
@@ -285,3 +290,36 @@ def test_export_pte_script(tmp_path):
     assert x.numel() == 400
     rep = json.loads(report.read_text())
     assert rep["delegated"] == rep["convs"] == 2 and rep["partitions"] == 2
+
+
+class Chain(nn.Module):
+    """conv -> relu -> conv -> relu -> conv: three partitions; the last two convs are the same problem."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(4, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+        self.c = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+def test_identical_cubins_are_stored_once_per_pte(tmp_path):
+    """Partitions that use the same kernel share one copy of its cubin in the .pte (issue #6)."""
+    torch.manual_seed(0)
+    edge, p = lower(Chain(), example())
+    mods = lowered_modules(edge)
+    assert len(mods) == 3 and len(p.last_report.partitions) == 3
+    blobs = [backend.read_lowered(m) for m in mods]
+    records = [k for b in blobs for k in b.kernels]
+    cubins = {k.cubin_key: k.cubin for k in records}
+    assert len(records) > len(cubins)  # the same kernel is referenced from several blobs
+    for k in records:
+        assert k.cubin is not None and k.cubin_key == blob_mod.cubin_named_key(k.arch, k.cubin)
+    buf = edge.to_executorch().buffer
+    for key, cubin in cubins.items():
+        assert cubin is not None and buf.count(cubin) == 1, f"cubin {key} is stored {buf.count(cubin)} times"
+    for m in mods:
+        assert bytes(m.processed_bytes) in buf
+        assert not any(c in bytes(m.processed_bytes) for c in cubins.values())  # no cubin inside a blob

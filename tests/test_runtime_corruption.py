@@ -6,9 +6,9 @@ driver (SIGSEGV inside cuModuleLoadData): they hit the cubin's ELF header (secti
 which cuModuleLoadData follows without knowing the image's size. The fake driver follows those offsets the same
 way, so without the runtime's cubin check (check_cubin) these tests crash on the CPU too.
 
-Corruptions cover the WHOLE blob of a real export (header, every table byte, every byte of each cubin's ELF
-header and section header table, a sample of the cubin bodies), plus the exact sequence corruption_test of
-scripts/gpu_validate.py draws.
+Corruptions cover the WHOLE blob of a real export (header, every table byte) and every cubin the blobs name,
+where the .pte stores it (format version 2: once, as named data): every byte of its ELF header and section
+header table and a sample of its body, plus the exact sequence corruption_test of scripts/gpu_validate.py draws.
 """
 
 from __future__ import annotations
@@ -34,19 +34,29 @@ def build() -> Path:
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory) -> tuple[bytes, list[tuple[int, bytes]], Path]:
-    """The .pte bytes, (offset, bytes) of every delegate blob in it, and an input file."""
+def program(tmp_path_factory) -> tuple[bytes, list[tuple[int, bytes]], list[tuple[int, bytes]], Path]:
+    """The .pte bytes, (offset, bytes) of every delegate blob in it and of every cubin they name, and an input
+    file."""
     d = tmp_path_factory.mktemp("corrupt")
-    pte, blobs = export_tiny(d)
+    pte, blobs, named = export_tiny(d)
     data = pte.read_bytes()
     located = []
+    cubins: dict[str, bytes] = {}
     for blob in blobs:
         at = data.find(blob)
         assert at >= 0, "the delegate blob is not stored verbatim in the .pte"
         located.append((at, blob))
+        for k in deserialize(blob, named).kernels:
+            assert k.cubin is not None and k.cubin not in blob
+            cubins[k.cubin_key] = k.cubin
+    placed = []
+    for cubin in cubins.values():
+        at = data.find(cubin)
+        assert at >= 0 and data.count(cubin) == 1, "each cubin is stored once, verbatim, in the .pte"
+        placed.append((at, cubin))
     x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
     (d / "in.bin").write_bytes(x.tobytes())
-    return data, located, d / "in.bin"
+    return data, located, placed, d / "in.bin"
 
 
 def _run_all(build: Path, work: Path, inputs: Path, variants: list[tuple[str, bytes]]) -> list[str]:
@@ -74,36 +84,28 @@ def _run_all(build: Path, work: Path, inputs: Path, variants: list[tuple[str, by
         return [f for f in pool.map(one, enumerate(variants)) if f is not None]
 
 
-def _offsets(blob: bytes, rng: random.Random) -> list[int]:
-    """Offsets inside one blob: every byte outside the cubins; in each cubin every byte of the ELF header and of
-    the section header table, and 48 random bytes of the rest."""
-    cubins = []
-    for k in deserialize(blob).kernels:
-        at = blob.find(k.cubin)
-        assert at >= 0
-        cubins.append((at, k.cubin))
-    inside = set()
-    picks: list[int] = []
-    for at, cubin in cubins:
-        inside.update(range(at, at + len(cubin)))
-        shoff, shnum = struct.unpack_from("<Q", cubin, 40)[0], struct.unpack_from("<H", cubin, 60)[0]
-        picks += [at + o for o in range(64)]
-        picks += [at + o for o in range(shoff, min(shoff + 64 * shnum, len(cubin)))]
-        picks += [at + rng.randrange(64, len(cubin)) for _ in range(48)]
-    picks += [o for o in range(len(blob)) if o not in inside]
+def _cubin_offsets(cubin: bytes, rng: random.Random) -> list[int]:
+    """Every byte of the ELF header and of the section header table, and 48 random bytes of the rest."""
+    shoff, shnum = struct.unpack_from("<Q", cubin, 40)[0], struct.unpack_from("<H", cubin, 60)[0]
+    picks = list(range(64))
+    picks += list(range(shoff, min(shoff + 64 * shnum, len(cubin))))
+    picks += [rng.randrange(64, len(cubin)) for _ in range(48)]
     return sorted(set(picks))
 
 
 def test_single_byte_corruptions_across_the_whole_blob(build, program, tmp_path) -> None:
-    data, located, inputs = program
+    data, located, placed, inputs = program
     rng = random.Random(1234)
     variants = []
-    for bi, (at, blob) in enumerate(located):
-        for o in _offsets(blob, rng):
-            new = (blob[o] + rng.randrange(1, 256)) % 256  # always a different byte
+    for what, at, payload, offsets in [
+        *((f"blob {i}", at, blob, range(len(blob))) for i, (at, blob) in enumerate(located)),
+        *((f"cubin {i}", at, cubin, _cubin_offsets(cubin, rng)) for i, (at, cubin) in enumerate(placed)),
+    ]:
+        for o in offsets:
+            new = (payload[o] + rng.randrange(1, 256)) % 256  # always a different byte
             b = bytearray(data)
             b[at + o] = new
-            variants.append((f"blob {bi} byte {o}: {blob[o]:#04x} -> {new:#04x}", bytes(b)))
+            variants.append((f"{what} byte {o}: {payload[o]:#04x} -> {new:#04x}", bytes(b)))
     assert len(variants) > 500
     failures = _run_all(build, tmp_path, inputs, variants)
     shown = "\n".join(failures[:20])
@@ -112,7 +114,7 @@ def test_single_byte_corruptions_across_the_whole_blob(build, program, tmp_path)
 
 def test_the_gpu_validate_corruption_sequence(build, program, tmp_path) -> None:
     """The exact draws of scripts/gpu_validate.py corruption_test (rng = Random(0), four kinds in turn)."""
-    data, _, inputs = program
+    data, _, _, inputs = program
     base = data.find(b"CTRB")
     rng = random.Random(0)
     variants = []
@@ -136,10 +138,8 @@ def test_the_gpu_validate_corruption_sequence(build, program, tmp_path) -> None:
 
 def test_corrupt_cubin_headers_are_clean_errors(build, program, tmp_path) -> None:
     """The two crashes of the H200 run, on this export's first cubin: the section header count and offset."""
-    data, located, inputs = program
-    at, blob = located[0]
-    cubin = deserialize(blob).kernels[0].cubin
-    c = at + blob.find(cubin)
+    data, _, placed, inputs = program
+    c, _ = placed[0]
     env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0")
     for off, value in ((61, 0xD7), (47, 0x4B)):  # high byte of e_shnum, high byte of e_shoff
         b = bytearray(data)

@@ -124,7 +124,7 @@ def _check_launches(r, log, blobs, arch, executions, input_bytes):
 
 
 def test_host_planned_program_runs_on_fake_driver(build, tmp_path, host_planned) -> None:
-    pte, blobs = host_planned
+    pte, blobs, _ = host_planned
     _, counts = _expected(blobs, 80)
     x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
     (tmp_path / "in.bin").write_bytes(x.tobytes())
@@ -137,7 +137,7 @@ def test_host_planned_program_runs_on_fake_driver(build, tmp_path, host_planned)
 
 
 def test_device_planned_program_runs_on_fake_driver(build, tmp_path, device_planned) -> None:
-    pte, blobs = device_planned
+    pte, blobs, _ = device_planned
     _, counts = _expected(blobs, 80)
     x = np.random.default_rng(1).standard_normal(INPUT_SHAPE).astype(np.float32)
     (tmp_path / "in.bin").write_bytes(x.tobytes())
@@ -147,7 +147,7 @@ def test_device_planned_program_runs_on_fake_driver(build, tmp_path, device_plan
 
 
 def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:
-    pte, blobs = host_planned
+    pte, blobs, _ = host_planned
     r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], cc="9.0")
     assert r.returncode == 1
     assert "cubins for sm_80 only" in r.stderr and "compute capability 9.0" in r.stderr
@@ -157,21 +157,21 @@ def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:
 
 @pytest.mark.parametrize("after", [0, 1, 3, 5])
 def test_out_of_memory_is_a_clean_error(build, tmp_path, host_planned, after: int) -> None:
-    pte, blobs = host_planned
+    pte, blobs, _ = host_planned
     r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], extra_env={"FAKE_CUDA_OOM_AFTER": str(after)})
     assert r.returncode == 1, r.stdout
     assert "out of memory" in r.stderr or "OUT_OF_MEMORY" in r.stderr
 
 
 def test_no_device_is_a_clean_error(build, tmp_path, host_planned) -> None:
-    pte, blobs = host_planned
+    pte, blobs, _ = host_planned
     r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], extra_env={"FAKE_CUDA_DEVICES": "0"})
     assert r.returncode == 1 and "not available" in r.stderr and "cuInit" in r.stderr
 
 
 def test_python_runtime_executes_with_the_delegate(build, host_planned) -> None:
     """executorch.runtime.Runtime runs the .pte through the backend the Python loader registered."""
-    pte, blobs = host_planned
+    pte, blobs, _ = host_planned
     _, counts = _expected(blobs, 80)
     code = textwrap.dedent(
         f"""
@@ -190,3 +190,44 @@ def test_python_runtime_executes_with_the_delegate(build, host_planned) -> None:
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"OUT {OUTPUT_SHAPE}" in r.stdout
+
+
+def test_external_weights_and_cubins_in_the_pte(build, tmp_path_factory, tmp_path) -> None:
+    """Weights in a .ptd, cubins in the .pte: init() finds both through ExecuTorch's merged named data map."""
+    d = tmp_path_factory.mktemp("pte_ext")
+    pte, blobs, named = export_tiny(d, external_tag="tiny_w")
+    ptd = d / "tiny_w.ptd"
+    assert ptd.exists()
+    cubins = [k.cubin for b in blobs for k in deserialize(b, named).kernels]
+    assert cubins and all(
+        c is not None and c in pte.read_bytes() and c not in ptd.read_bytes() for c in cubins
+    )
+    _, counts = _expected(blobs, 80)
+    x = np.random.default_rng(2).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    r, log = _run(build, tmp_path, pte, counts, cc="8.0",
+                  args=("--data_path", str(ptd), "--inputs", str(tmp_path / "in.bin"), "--num_executions", "1",
+                        "--warmup", "0"))  # fmt: skip
+    _check_launches(r, log, blobs, 80, 1, x.tobytes())
+    r, _ = _run(build, tmp_path, pte, counts, cc="8.0", args=("--num_executions", "1", "--warmup", "0"))
+    assert r.returncode == 1 and "--data_path" in r.stderr
+
+
+def test_missing_cubin_is_a_clean_error(build, tmp_path, host_planned) -> None:
+    """A blob whose cubin key is not in the named data: init() fails naming the key, nothing is loaded."""
+    pte, blobs, _ = host_planned
+    data = pte.read_bytes()
+    kernel = deserialize(blobs[0]).kernels[0]
+    at = data.find(blobs[0])
+    k = data.find(kernel.cubin_key.encode(), at, at + len(blobs[0]))
+    assert at >= 0 and k >= 0
+    bad = bytearray(data)
+    end = k + len(kernel.cubin_key)
+    bad[end - 1] = ord("0") if bad[end - 1] != ord("0") else ord("1")  # another (absent) content address
+    path = tmp_path / "missing_cubin.pte"
+    path.write_bytes(bytes(bad))
+    r, log = _run(build, tmp_path, path, _expected(blobs, 80)[1], cc="8.0",
+                  args=("--num_executions", "1", "--warmup", "0"))  # fmt: skip
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "is not in the program's named data" in r.stderr and "cubin cuda_triton/cubin/sm80/" in r.stderr
+    assert not log.exists() or not log.read_text().strip()

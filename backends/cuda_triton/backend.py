@@ -13,7 +13,9 @@ For each convolution of a partition (in graph order) the prepress
    every target arch with ``conv.aot.compile_launch`` - across all partitions of the program at once
    (`preprocess_multimethod`), in a process pool with a progress bar; Triton's own cache (``TRITON_CACHE_DIR``)
    makes a re-export cheap;
-5. writes the blob (`cuda_triton.serialization.blob.serialize`), each identical kernel once per arch.
+5. writes the blob (`cuda_triton.serialization.blob.serialize`), each identical kernel once per arch; the cubins
+   themselves go to the NamedDataStore under content-addressed keys (always in the .pte, never in a .ptd:
+   they are code, not weights), so a cubin that several partitions use is stored once per .pte.
 
 Environment: ``TRITON_DISABLE_LINE_INFO`` defaults to 1 here (smaller cubins), ``CUDA_TRITON_JOBS`` (compile processes, default: every core; 1 compiles in this process),
 ``CUDA_TRITON_PROGRESS`` (1/0: force the progress bar on/off; default: on when stderr is a terminal).
@@ -60,6 +62,8 @@ from .serialization.blob import (
     Scalar,
     ValueRecord,
     ValueRef,
+    deserialize,
+    named_cubins,
     serialize,
 )
 
@@ -71,6 +75,7 @@ os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
 
 BLOB_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
 CONSTANT_ALIGNMENT = 64
+CUBIN_ALIGNMENT = 64
 KEY_PREFIX = "cuda_triton/"
 
 
@@ -90,13 +95,15 @@ class PreprocessStats:
     total_seconds: float = 0.0
     blob_bytes: int = 0
     constant_bytes: int = 0
+    cubin_bytes: int = 0  # distinct cubins stored as named data (each once per .pte)
+    cubins_unique: int = 0
     tuned_ops: int = 0  # schedules taken from a tuning table
     templates: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: PreprocessStats) -> None:
         for name in (
             "partitions", "ops", "launches", "kernels_unique", "kernels_in_blobs", "compile_seconds",
-            "total_seconds", "blob_bytes", "constant_bytes", "tuned_ops",
+            "total_seconds", "blob_bytes", "constant_bytes", "cubin_bytes", "cubins_unique", "tuned_ops",
         ):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for k, v in other.templates.items():
@@ -541,7 +548,9 @@ def _draft_conv(
     draft.ops.append(_Op(op, launches))
 
 
-def _finish(draft: _Draft, kernels: dict[str, CompiledKernel], stats: PreprocessStats) -> PreprocessResult:
+def _finish(
+    draft: _Draft, kernels: dict[str, CompiledKernel], stats: PreprocessStats, cubins_seen: set[str]
+) -> PreprocessResult:
     options = draft.options
     table: list[KernelRecord] = []
     index_of: dict[tuple[int, str, bytes], int] = {}
@@ -581,6 +590,12 @@ def _finish(draft: _Draft, kernels: dict[str, CompiledKernel], stats: Preprocess
     store = NamedDataStore()
     for rec, payload in zip(draft.constants, draft.constant_data, strict=True):
         store.add_named_data(rec.key, payload, CONSTANT_ALIGNMENT, options.external_tag)
+    for key, cubin in named_cubins(blob).items():
+        store.add_named_data(key, cubin, CUBIN_ALIGNMENT, None)
+        if key not in cubins_seen:
+            cubins_seen.add(key)
+            stats.cubins_unique += 1
+            stats.cubin_bytes += len(cubin)
 
     stats.partitions += 1
     stats.ops += len(ops)
@@ -611,7 +626,8 @@ def preprocess_programs(items: list[tuple[ExportedProgram, list[CompileSpec]]]) 
     kernels = compile_all(jobs)
     t2 = time.perf_counter()
     stats = PreprocessStats(kernels_unique=len(jobs), compile_seconds=t2 - t1)
-    results = [_finish(d, kernels, stats) for d in drafts]
+    cubins_seen: set[str] = set()
+    results = [_finish(d, kernels, stats, cubins_seen) for d in drafts]
     stats.total_seconds = time.perf_counter() - t0
     STATS_HISTORY.append(stats)
     logger.info(
@@ -619,6 +635,26 @@ def preprocess_programs(items: list[tuple[ExportedProgram, list[CompileSpec]]]) 
         stats.partitions, stats.ops, stats.kernels_unique, stats.compile_seconds,
     )  # fmt: skip
     return results
+
+
+def named_data_of(lowered: Any) -> dict[str, bytes]:
+    """key -> bytes of a `LoweredBackendModule`'s named data (in the .pte and under every external tag)."""
+    out: dict[str, bytes] = {}
+    nd = lowered.named_data_store_output
+    if nd is None:
+        return out
+    entries = dict(nd.pte_data)
+    for per_file in nd.external_data.values():
+        entries.update(per_file)
+    for key, entry in entries.items():
+        buf = nd.buffers[entry.buffer_index]
+        out[key] = bytes(buf.buffer) if hasattr(buf, "buffer") else bytes(buf)
+    return out
+
+
+def read_lowered(lowered: Any) -> DelegateBlob:
+    """A lowered module's blob, read back with its cubins taken from its named data (as the runtime does)."""
+    return deserialize(bytes(lowered.processed_bytes), named_data_of(lowered))
 
 
 class CudaTritonBackend(BackendDetails):
@@ -659,6 +695,8 @@ __all__ = [
     "PreprocessStats",
     "compile_all",
     "last_stats",
+    "named_data_of",
     "preprocess_programs",
+    "read_lowered",
     "reset_stats",
 ]

@@ -99,18 +99,37 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
       continue;
     }
     const KernelRecord& kr = b.kernels[k];
+    const std::string kw = "kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + ")";
     if (kr.shared > static_cast<uint32_t>(smem_optin)) {
       return Status(Code::kIncompatible, "kernel " + kr.name + " needs " + std::to_string(kr.shared) +
                                              " bytes of shared memory, the GPU allows " + std::to_string(smem_optin));
     }
-    // cuModuleLoadData takes no size and follows the image's own offsets: check them first.
-    Status st = check_cubin(kr.cubin.data(), kr.cubin.size());
+    // The cubin is the program's named data (stored once per .pte however many partitions use it).
+    if (data_map == nullptr) {
+      return Status(Code::kInvalidProgram, kw + ": the program has no named data, where its cubin " + kr.cubin_key +
+                                               " is stored");
+    }
+    auto cubin = data_map->get_data(kr.cubin_key.c_str());
+    if (!cubin.ok()) {
+      return Status(Code::kInvalidProgram, kw + ": cubin " + kr.cubin_key + " is not in the program's named data (error " +
+                                               std::to_string(static_cast<int>(cubin.error())) + ")");
+    }
+    FreeableBuffer cubin_buf = std::move(cubin.get());
+    if (cubin_buf.size() != kr.cubin_size || cubin_buf.data() == nullptr) {
+      return Status(Code::kInvalidProgram, kw + ": cubin " + kr.cubin_key + " has " + std::to_string(cubin_buf.size()) +
+                                               " bytes, the blob expects " + std::to_string(kr.cubin_size));
+    }
+    const uint8_t* cubin_bytes = static_cast<const uint8_t*>(cubin_buf.data());
+    // cuModuleLoadData takes no size and follows the image's own offsets: check them first, on the very bytes
+    // that are loaded.
+    Status st = check_cubin(cubin_bytes, cubin_buf.size());
     if (!st.ok()) {
-      return Status(st.code(), "kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + "): " + st.message());
+      return Status(st.code(), kw + ": " + st.message());
     }
     // The cubin is copied into 8-byte aligned storage: cuModuleLoadData reads an ELF image in place.
-    std::vector<uint64_t> image((kr.cubin.size() + 7) / 8 + 1, 0);
-    std::memcpy(image.data(), kr.cubin.data(), kr.cubin.size());
+    std::vector<uint64_t> image((cubin_buf.size() + 7) / 8 + 1, 0);
+    std::memcpy(image.data(), cubin_bytes, cubin_buf.size());
+    cubin_buf.Free();
     st = Module::load(image.data(), &p->kernels_[k].module);
     if (!st.ok()) {
       return Status(st.code(), "loading kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + ", triton " +
@@ -123,11 +142,6 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
                                                        static_cast<int>(kr.shared)),
                                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"));
     }
-  }
-
-  // The driver keeps its own copy of every loaded image; drop ours (and those of other archs).
-  for (KernelRecord& kr : p->blob_.kernels) {
-    std::vector<uint8_t>().swap(kr.cubin);
   }
 
   // Constants: uploaded once from the named data map.

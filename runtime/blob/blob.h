@@ -1,4 +1,4 @@
-// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 1); writer:
+// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 2); writer:
 // backends/cuda_triton/serialization/blob.py. This part of the runtime depends only on the C++ standard
 // library (and the generated layout header), so it can be fuzzed on its own.
 #pragma once
@@ -13,7 +13,7 @@
 
 namespace cuda_triton {
 
-constexpr uint32_t kBlobFormatVersion = 1;
+constexpr uint32_t kBlobFormatVersion = 2;
 constexpr char kBlobMagic[4] = {'C', 'T', 'R', 'B'};
 constexpr uint32_t kNoBias = 0xFFFFFFFFu;
 
@@ -28,7 +28,10 @@ const char* dtype_name(DType t);
 struct KernelRecord {
   std::string name;
   uint32_t arch = 0;
-  std::vector<uint8_t> cubin;
+  // The ELF image is not in the blob: it is the program's named data under this key (a content address
+  // shared by every partition that uses the same cubin), of exactly cubin_size bytes.
+  std::string cubin_key;
+  uint64_t cubin_size = 0;
   uint32_t num_warps = 0;
   uint32_t num_ctas = 0;
   uint32_t shared = 0;

@@ -21,6 +21,7 @@ constexpr uint32_t kMaxString = 1u << 16;
 constexpr uint32_t kMaxParams = 1024;
 constexpr uint32_t kMaxArchs = 64;
 constexpr int64_t kMaxDim = int64_t(1) << 62;
+constexpr uint64_t kMaxCubin = uint64_t(1) << 32;  // exclusive
 
 Status bad(const std::string& msg) {
   return Status(Code::kInvalidProgram, "malformed CudaTritonBackend blob: " + msg);
@@ -142,14 +143,8 @@ Status read_kernel(Cursor& c, KernelRecord* k) {
   for (uint32_t i = 0; i < np; ++i) {
     CT_RETURN_IF_ERROR(c.enumeration(&k->params[i], 4, "param type"));
   }
-  uint64_t n = 0;
-  CT_RETURN_IF_ERROR(c.read(&n, "cubin size"));
-  if (n > c.remaining()) {
-    return bad("kernel " + k->name + ": cubin of " + std::to_string(n) + " bytes past the end");
-  }
-  const uint8_t* p = nullptr;
-  CT_RETURN_IF_ERROR(c.take(static_cast<size_t>(n), &p, "cubin"));
-  k->cubin.assign(p, p + n);
+  CT_RETURN_IF_ERROR(c.string(&k->cubin_key, "cubin key"));
+  CT_RETURN_IF_ERROR(c.read(&k->cubin_size, "cubin size"));
   return Status::Ok();
 }
 
@@ -297,7 +292,7 @@ Status check_dims(const std::string& what, const std::vector<int64_t>& sizes, co
 
 Status validate(Blob& b) {
   if (b.flags != 0) {
-    return bad("flags must be 0 in format version 1");
+    return bad("flags must be 0 in format version " + std::to_string(kBlobFormatVersion));
   }
   if (b.archs.empty()) {
     return bad("no target archs");
@@ -315,8 +310,11 @@ Status validate(Blob& b) {
     if (archs.count(kr.arch) == 0) {
       return bad(w + ": arch " + std::to_string(kr.arch) + " is not a target arch of the blob");
     }
-    if (kr.cubin.empty()) {
-      return bad(w + ": empty cubin");
+    if (kr.cubin_key.empty()) {
+      return bad(w + ": empty cubin key");
+    }
+    if (kr.cubin_size == 0 || kr.cubin_size >= kMaxCubin) {
+      return bad(w + ": cubin size " + std::to_string(kr.cubin_size));
     }
     if (kr.num_warps < 1 || kr.num_warps > 32) {
       return bad(w + ": num_warps " + std::to_string(kr.num_warps));
@@ -679,7 +677,7 @@ Status parse_blob(const void* data, size_t size, Blob* out) {
   if (b.num_inputs > kMaxCount || b.num_outputs > kMaxCount) {
     return bad("too many delegate inputs/outputs");
   }
-  CT_RETURN_IF_ERROR(read_section<KernelRecord>(c, "KERN", 48, read_kernel, &b.kernels));
+  CT_RETURN_IF_ERROR(read_section<KernelRecord>(c, "KERN", 56, read_kernel, &b.kernels));
   CT_RETURN_IF_ERROR(read_section<ValueRecord>(c, "VALS", 14, read_value, &b.values));
   CT_RETURN_IF_ERROR(read_section<ConstantRecord>(c, "CNST", 17, read_constant, &b.constants));
   CT_RETURN_IF_ERROR(read_section<OpRecord>(c, "OPS_", 65, read_op, &b.ops));

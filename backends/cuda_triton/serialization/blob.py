@@ -29,7 +29,8 @@ API (everything a preprocess needs)::
                                                    Scalar("i32", 56), Scalar("fp32", 1.0)])])],
     )
     data: bytes = serialize(blob)      # validates everything, raises BlobError with the reason
-    assert deserialize(data) == blob   # round trip (tests)
+    cubins = named_cubins(blob)        # {cubin_key: ELF bytes}: what goes into ExecuTorch's NamedDataStore
+    assert deserialize(data, cubins) == blob   # round trip (tests); without the map, cubin is None
 
 Conventions:
 
@@ -39,19 +40,24 @@ Conventions:
   ``fp32`` parameter takes a `Scalar` of the same type.
 * Sizes and strides are in elements. For inputs/outputs they are what ExecuTorch plans (the node's meta val).
 * A constant's bytes are fetched by ``key`` from ExecuTorch's NamedDataMap at init; ``nbytes`` must match.
+* So are the cubins (format version 2): a kernel record names its ELF image by ``cubin_key``, a content address
+  (`cubin_named_key`), and the preprocess stores the bytes in the NamedDataStore under that key. ExecuTorch merges
+  the named data of every partition by key, so an identical cubin used by many partitions is stored once per .pte.
 * Kernels are deduplicated by the writer's caller (same cubin + arch appears once); the writer rejects exact
   duplicates so a mistake shows up at export, not as a bigger .pte.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 MAGIC = b"CTRB"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 # Section tags, in the order they appear.
 SECTION_KERNELS = b"KERN"
@@ -73,6 +79,8 @@ KERNEL_FLAG_PDL = 2
 MAX_RANK = 8
 MAX_COUNT = 1 << 20
 MAX_STRING = 1 << 16
+MAX_CUBIN = 1 << 32  # exclusive bound on a cubin's size
+CUBIN_KEY_PREFIX = "cuda_triton/cubin/"
 ELEMENT_SIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 
 
@@ -80,14 +88,24 @@ class BlobError(ValueError):
     """A blob that cannot be written or read, with the reason."""
 
 
+def cubin_named_key(arch: int, cubin: bytes) -> str:
+    """The NamedDataMap key of a cubin: a content address, so identical cubins share one entry in the .pte."""
+    return f"{CUBIN_KEY_PREFIX}sm{int(arch)}/{hashlib.sha256(cubin).hexdigest()[:40]}"
+
+
 # ---- records ------------------------------------------------------------------------------------------------
 @dataclass
 class KernelRecord:
-    """One compiled kernel for one arch (mirrors `cuda_triton.conv.aot.CompiledKernel`)."""
+    """One compiled kernel for one arch (mirrors `cuda_triton.conv.aot.CompiledKernel`).
+
+    The blob stores ``cubin_key`` and ``cubin_size``; the ELF bytes (``cubin``) live in ExecuTorch's named data
+    under that key. ``cubin`` is None in a record read back without the named data. Left empty/0, the key and
+    size are derived from ``cubin``.
+    """
 
     name: str
     arch: int
-    cubin: bytes
+    cubin: bytes | None
     num_warps: int
     num_ctas: int
     shared: int
@@ -98,6 +116,16 @@ class KernelRecord:
     launch_cooperative_grid: bool = False
     launch_pdl: bool = False
     param_types: list[str] = field(default_factory=list)
+    cubin_key: str = ""
+    cubin_size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.cubin is not None:
+            self.cubin = bytes(self.cubin)
+            if not self.cubin_key:
+                self.cubin_key = cubin_named_key(self.arch, self.cubin)
+            if not self.cubin_size:
+                self.cubin_size = len(self.cubin)
 
     @staticmethod
     def from_compiled(ck: Any) -> KernelRecord:
@@ -205,7 +233,7 @@ class DelegateBlob:
     constants: list[ConstantRecord] = field(default_factory=list)
     kernels: list[KernelRecord] = field(default_factory=list)
     ops: list[OpRecord] = field(default_factory=list)
-    flags: int = 0  # reserved, must be 0 in version 1
+    flags: int = 0  # reserved, must be 0
 
 
 # ---- validation ---------------------------------------------------------------------------------------------
@@ -263,7 +291,7 @@ def validate(blob: DelegateBlob) -> None:
     or values an earlier op wrote, every delegate output is written, channels match the weight, and each op's
     recorded output layout is what the layout rule (`cuda_triton.conv.layout`) gives for its input.
     """
-    _check(blob.flags == 0, "flags must be 0 in format version 1")
+    _check(blob.flags == 0, f"flags must be 0 in format version {FORMAT_VERSION}")
     _check(_ascii_ok(blob.triton_version), "triton_version must be printable ASCII")
     _check(0 < len(blob.archs) <= 64, "no target archs")
     _check(len(set(blob.archs)) == len(blob.archs), f"duplicate archs {blob.archs}")
@@ -279,7 +307,17 @@ def validate(blob: DelegateBlob) -> None:
         w = f"kernel {k} ({kr.name})"
         _check(_ascii_ok(kr.name, allow_empty=False), f"{w}: name must be non-empty printable ASCII")
         _check(kr.arch in blob.archs, f"{w}: arch {kr.arch} not among the blob's archs {blob.archs}")
-        _check(len(kr.cubin) > 0, f"{w}: empty cubin")
+        _check(
+            _ascii_ok(kr.cubin_key, allow_empty=False), f"{w}: cubin key must be non-empty printable ASCII"
+        )
+        _check(
+            isinstance(kr.cubin_size, int) and 0 < kr.cubin_size < MAX_CUBIN,
+            f"{w}: cubin size {kr.cubin_size}",
+        )
+        _check(
+            kr.cubin is None or len(kr.cubin) == kr.cubin_size,
+            f"{w}: cubin has {0 if kr.cubin is None else len(kr.cubin)} bytes, the record says {kr.cubin_size}",
+        )
         _check(1 <= kr.num_warps <= 32, f"{w}: num_warps {kr.num_warps}")
         _check(1 <= kr.num_ctas <= 16, f"{w}: num_ctas {kr.num_ctas}")
         for attr in ("shared", "global_scratch_size", "profile_scratch_size"):
@@ -394,11 +432,22 @@ def validate(blob: DelegateBlob) -> None:
 
 def _check_no_duplicate_kernels(blob: DelegateBlob) -> None:
     """Writer-only lint: identical kernels must appear once per arch (deduplicate before writing)."""
-    seen: set[tuple[int, bytes, str]] = set()
+    seen: set[tuple[int, str, str]] = set()
     for k, kr in enumerate(blob.kernels):
-        key = (kr.arch, bytes(kr.cubin), kr.name)
+        key = (kr.arch, kr.cubin_key, kr.name)
         _check(key not in seen, f"kernel {k} ({kr.name}): duplicate kernel (same arch, name and cubin)")
         seen.add(key)
+
+
+def named_cubins(blob: DelegateBlob) -> dict[str, bytes]:
+    """``{cubin_key: cubin}`` of every kernel: the named data the blob needs besides its constants."""
+    out: dict[str, bytes] = {}
+    for k, kr in enumerate(blob.kernels):
+        _check(kr.cubin is not None, f"kernel {k} ({kr.name}): no cubin bytes to store")
+        assert kr.cubin is not None
+        _check(out.get(kr.cubin_key, kr.cubin) == kr.cubin, f"kernel {k}: cubin key {kr.cubin_key} reused")
+        out[kr.cubin_key] = kr.cubin
+    return out
 
 
 def _check_arg(w: str, t: str, a: Arg, blob: DelegateBlob) -> None:
@@ -476,8 +525,8 @@ def _write_kernel(w: _W, k: KernelRecord) -> None:
     w.u32(len(k.param_types))
     for t in k.param_types:
         w.u8(PARAM_TYPES.index(t))
-    w.u64(len(k.cubin))
-    w.raw(bytes(k.cubin))
+    w.string(k.cubin_key)
+    w.u64(k.cubin_size)
 
 
 def _write_value(w: _W, v: ValueRecord) -> None:
@@ -639,10 +688,11 @@ def _read_kernel(r: _R) -> KernelRecord:
         raise BlobError(f"kernel {name}: unknown flags {flags:#x}")
     n = r.count("params", 1024)
     params = [r.enum(PARAM_TYPES, "param type") for _ in range(n)]
-    cubin = r.take(r.u64())
+    cubin_key = r.string()
+    cubin_size = r.u64()
     return KernelRecord(
-        name, arch, cubin, nw, nc, shared, gss, gsa, pss, psa,
-        bool(flags & KERNEL_FLAG_COOPERATIVE), bool(flags & KERNEL_FLAG_PDL), params,
+        name, arch, None, nw, nc, shared, gss, gsa, pss, psa,
+        bool(flags & KERNEL_FLAG_COOPERATIVE), bool(flags & KERNEL_FLAG_PDL), params, cubin_key, cubin_size,
     )  # fmt: skip
 
 
@@ -706,8 +756,13 @@ def _read_op(r: _R) -> OpRecord:
     )  # fmt: skip
 
 
-def deserialize(data: bytes) -> DelegateBlob:
-    """Parse and validate a blob written by `serialize`; raises `BlobError` on anything malformed."""
+def deserialize(data: bytes, named_data: Mapping[str, bytes] | None = None) -> DelegateBlob:
+    """Parse and validate a blob written by `serialize`; raises `BlobError` on anything malformed.
+
+    With ``named_data`` (the program's named data, key -> bytes) each kernel's ``cubin`` is filled in from it,
+    as the runtime does at init: a missing key or a size other than the record's is an error. Without it,
+    ``cubin`` is None.
+    """
     data = bytes(data)
     r = _R(data)
     if r.take(4) != MAGIC:
@@ -748,4 +803,16 @@ def deserialize(data: bytes) -> DelegateBlob:
         tables[SECTION_VALUES], tables[SECTION_CONSTANTS], tables[SECTION_KERNELS], tables[SECTION_OPS], flags,
     )  # fmt: skip
     validate(blob)
+    if named_data is not None:
+        for k, kr in enumerate(blob.kernels):
+            cubin = named_data.get(kr.cubin_key)
+            _check(
+                cubin is not None, f"kernel {k} ({kr.name}): cubin {kr.cubin_key} is not in the named data"
+            )
+            assert cubin is not None
+            _check(
+                len(cubin) == kr.cubin_size,
+                f"kernel {k} ({kr.name}): cubin {kr.cubin_key} has {len(cubin)} bytes, the record says {kr.cubin_size}",
+            )
+            kr.cubin = bytes(cubin)
     return blob
