@@ -89,11 +89,24 @@ def _python_fn(fn: Any) -> Any:
     return inner
 
 
+_DIGESTS: dict[Any, str] = {}  # plain Python function -> source_digest
+
+
 def source_digest(fn: Any) -> str:
     """Digest of a kernel's source and of every @triton.jit function it calls, recursively.
 
     The same in JIT and interpreter mode, so keys computed under TRITON_INTERPRET=1 match real compiles.
+    Memoized per function for the life of the process (as Triton memoizes ``JITFunction.cache_key``):
+    ``inspect.getsource`` re-tokenizes the module each time, ~6 ms a kernel, on the export's critical path.
     """
+    root = _python_fn(fn)
+    digest = _DIGESTS.get(root)
+    if digest is None:
+        digest = _DIGESTS[root] = _source_digest(fn)
+    return digest
+
+
+def _source_digest(fn: Any) -> str:
     seen: dict[str, str] = {}
 
     def visit(f: Any) -> None:
