@@ -547,9 +547,7 @@ def measure_problem(
     tf32_saved = torch.backends.cudnn.allow_tf32
     for template in supporting:
         try:
-            schedules = candidate_schedules(
-                template, problem, schedule_limit(sources, max_schedules)
-            )
+            schedules = candidate_schedules(template, problem, schedule_limit(sources, max_schedules))
         except Exception as e:  # a template bug must not stop the run
             result.candidates.append(
                 CandidateResult(template.name, {}, error=f"schedules(): {type(e).__name__}: {e}")

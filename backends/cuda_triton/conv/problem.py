@@ -24,7 +24,9 @@ def layout_name(sizes: tuple[int, ...], strides: tuple[int, ...]) -> str:
     1-D tensors (rank 3) are channels-last when C is the fastest dim: strides (L*C, 1, C).
     """
     if len(sizes) == 3:
-        return "channels_last" if strides[1] == 1 and sizes[1] > 1 and strides[2] == sizes[1] else "contiguous"
+        return (
+            "channels_last" if strides[1] == 1 and sizes[1] > 1 and strides[2] == sizes[1] else "contiguous"
+        )
     return "channels_last" if is_channels_last_strides(list(sizes), list(strides)) else "contiguous"
 
 

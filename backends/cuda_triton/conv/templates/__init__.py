@@ -44,7 +44,9 @@ def get_template(name: str) -> ConvTemplate:
     for t in registered_templates():
         if t.name == name:
             return t
-    raise KeyError(f"no convolution template named {name!r}; known: {[t.name for t in registered_templates()]}")
+    raise KeyError(
+        f"no convolution template named {name!r}; known: {[t.name for t in registered_templates()]}"
+    )
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,9 @@ def select_candidate(problem: ConvProblem, tuning_lookup=None) -> Candidate:
         template, schedule = forced
         verdict = template.supports(problem)
         if not verdict:
-            raise NoTemplateError(f"forced template {template.name!r} does not support this call: {verdict.reason}")
+            raise NoTemplateError(
+                f"forced template {template.name!r} does not support this call: {verdict.reason}"
+            )
         return Candidate(template, schedule or template.heuristic_schedule(problem))
     if tuning_lookup is not None:
         hit = tuning_lookup(problem)

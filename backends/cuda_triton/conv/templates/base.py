@@ -179,4 +179,3 @@ class ConvTemplate(ABC):
         The output tensor is allocated with the layout rule (`problem.output_stride`) before the first launch;
         launches must write every output element (bias or zero where no tap lands).
         """
-
