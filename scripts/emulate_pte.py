@@ -270,17 +270,10 @@ _LAST_OP_IO: list[tuple[OpRecord, ConvProblem, torch.Tensor, torch.Tensor]] = []
 
 # ---- a whole edge program -------------------------------------------------------------------------------------
 def named_data_of(lowered: Any) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    nd = lowered.named_data_store_output
-    if nd is None:
-        return out
-    entries = dict(nd.pte_data)
-    for per_file in nd.external_data.values():
-        entries.update(per_file)
-    for key, entry in entries.items():
-        buf = nd.buffers[entry.buffer_index]
-        out[key] = bytes(buf.buffer) if hasattr(buf, "buffer") else bytes(buf)
-    return out
+    """The lowered module's named data (weights, cubins); the backend module imports executorch, so lazily."""
+    from cuda_triton.backend import named_data_of as of_lowered
+
+    return of_lowered(lowered)
 
 
 @dataclass
