@@ -292,14 +292,8 @@ def test_export_pte_script(tmp_path):
     assert rep["delegated"] == rep["convs"] == 2 and rep["partitions"] == 2
 
 
-class Chain(nn.Module):
-    """conv -> relu -> conv -> relu -> conv: three partitions; the last two convs are the same problem."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = nn.Conv2d(4, 8, 3, padding=1)
-        self.b = nn.Conv2d(8, 8, 3, padding=1)
-        self.c = nn.Conv2d(8, 8, 3, padding=1)
+class Chain(Tiny):
+    """Tiny's convs split by ReLUs: three partitions; the last two convs are the same problem."""
 
     def forward(self, x):
         return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
