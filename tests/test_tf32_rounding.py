@@ -126,17 +126,25 @@ def test_truncate_and_is_tf32() -> None:
 
 # ---- the Triton helper ------------------------------------------------------------------------------------------
 @triton.jit
-def _round_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+def _round_kernel(x_ptr, y_ptr, n, MODE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < n
-    tl.store(y_ptr + offs, _tf32.round_to_tf32(tl.load(x_ptr + offs, mask=ok)), mask=ok)
+    tl.store(y_ptr + offs, _tf32.round_to_tf32(tl.load(x_ptr + offs, mask=ok), MODE), mask=ok)
 
 
-def test_triton_helper_matches_torch_bit_for_bit() -> None:
+# The interpreter cannot run inline PTX; on a GPU the hardware conversion is checked too.
+ROUNDING_MODES = [_tf32.ROUND_BITS] if INTERPRET else [_tf32.ROUND_BITS, _tf32.ROUND_CVT]
+
+
+@pytest.mark.parametrize("mode", ROUNDING_MODES)
+def test_triton_helper_matches_torch_bit_for_bit(mode: int) -> None:
     x = torch.cat([_f(SPECIAL_BITS), _random_bits(4096, 1)]).to(DEVICE)
     y = torch.empty_like(x)
-    _round_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
-    assert _bits(y.cpu()) == _bits(round_to_tf32(x.cpu()))
+    _round_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), MODE=mode, BLOCK=256)
+    got, want = y.cpu(), round_to_tf32(x.cpu())
+    nan = torch.isnan(want)
+    assert torch.equal(torch.isnan(got), nan)  # cvt may canonicalise a NaN's payload: NaN is all that matters
+    assert _bits(got[~nan]) == _bits(want[~nan])
 
 
 # ---- prepared weights -------------------------------------------------------------------------------------------
@@ -196,7 +204,14 @@ def test_rounds_only_fp32_with_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _tf32.rounds_to_tf32(_problem(False, torch.float32, True)[3])
     monkeypatch.setenv(_tf32.ENV_SWITCH, "0")  # the timing switch: truncation as before
     assert not _tf32.rounds_to_tf32(_problem(False, torch.float32, True)[3])
+    monkeypatch.setenv(_tf32.ENV_SWITCH, "bits")
+    assert _tf32.tf32_rounding(_problem(False, torch.float32, True)[3]) == _tf32.ROUND_BITS
+    monkeypatch.setenv(_tf32.ENV_SWITCH, "sideways")
+    with pytest.raises(ValueError, match="expected one of"):
+        _tf32.tf32_rounding(_problem(False, torch.float32, True)[3])
     monkeypatch.delenv(_tf32.ENV_SWITCH)
+    # Under the interpreter the default (cvt, inline PTX) runs as the bit-identical integer rounding.
+    assert _tf32.tf32_rounding(_problem(False, torch.float32, True)[3]) == _tf32.ROUND_BITS
     assert not _tf32.rounds_to_tf32(_problem(False, torch.float32, False)[3])
     assert not _tf32.rounds_to_tf32(_problem(False, torch.float16, True)[3])
     assert not _tf32.rounds_to_tf32(_problem(False, torch.bfloat16, True)[3])
@@ -255,13 +270,22 @@ def test_kernels_round_the_input_tile_only_with_tf32(template: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("template", ["implicit_gemm", "gemm", "transposed"])
-def test_rounding_kernels_compile_ahead_of_time(template: str) -> None:
+@pytest.mark.parametrize("mode", ["cvt", "bits"])
+def test_rounding_kernels_compile_ahead_of_time(
+    template: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     x, w, p = _identity_case(template)
     problem = ConvProblem.from_tensors(x, w, None, p, allow_tf32=True)
     with force_conv_candidate(template):
         cand = select_candidate(problem)
+    # What an export (no interpreter) compiles: the interpreter cannot run inline PTX, so it gets "bits".
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv(_tf32.ENV_SWITCH, mode)
     launches = cand.launches(problem)
-    assert dict(launches[0].constexprs)["ROUND_TF32"] is True
+    monkeypatch.undo()
+    want = {"cvt": _tf32.ROUND_CVT, "bits": _tf32.ROUND_BITS}[mode]
+    assert dict(launches[0].constexprs)["ROUND_TF32"] == want
     for arch in (80, 90):
         for k in aot.compile_launches(launches, arch):
             assert k.cubin
+            assert ("cvt.rna.tf32.f32" in k.ptx) == (mode == "cvt")

@@ -22,7 +22,7 @@ import triton.language as tl
 
 from ..problem import ConvProblem
 from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2, weight_k_major
-from ._tf32 import prepare_tf32_weight, round_to_tf32, rounds_to_tf32
+from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import TRITON_PTR_DTYPE, ConvTemplate, KernelLaunch, ScalarArg, Schedule, Support, TensorArg, cdiv
 from .implicit_gemm import _swizzle, store_output, weight_ptrs
 
@@ -95,7 +95,7 @@ def conv_gemm_kernel(
             a_ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
             a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
         if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
-            a = round_to_tf32(a)
+            a = round_to_tf32(a, ROUND_TF32)
         b = tl.load(weight_ptrs(w_ptr, offs_k, offs_n, K_P, COUT_P, W_KMAJOR))
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
@@ -230,7 +230,7 @@ class GemmTemplate(ConvTemplate):
             ("HAS_BIAS", problem.has_bias),
             ("INT64", g.int64),
             ("PRECISION", dot_precision(problem)),
-            ("ROUND_TF32", rounds_to_tf32(problem)),
+            ("ROUND_TF32", tf32_rounding(problem)),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
             ("BLOCK_K", schedule["BLOCK_K"]),

@@ -34,7 +34,7 @@ from ._geometry import (
     next_pow2,
     weight_k_major,
 )
-from ._tf32 import prepare_tf32_weight, round_to_tf32, rounds_to_tf32
+from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import (
     TRITON_PTR_DTYPE,
     ConvTemplate,
@@ -173,7 +173,7 @@ def conv_implicit_gemm_kernel(
             a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
             a = tl.load(a_ptrs, mask=ok, other=0.0)
             if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
-                a = round_to_tf32(a)
+                a = round_to_tf32(a, ROUND_TF32)
             b = tl.load(weight_ptrs(w_tile, offs_k, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     else:
@@ -192,7 +192,7 @@ def conv_implicit_gemm_kernel(
                 a_ok = ok[:, None] & (c < CIN_T)[None, :]
                 a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
             if ROUND_TF32:
-                a = round_to_tf32(a)
+                a = round_to_tf32(a, ROUND_TF32)
             b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
@@ -433,7 +433,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("ROW_TILES", bool(schedule["ROW_TILES"])),
             ("INT64", g.int64),
             ("PRECISION", dot_precision(problem)),
-            ("ROUND_TF32", rounds_to_tf32(problem)),
+            ("ROUND_TF32", tf32_rounding(problem)),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
             ("BLOCK_K", schedule["BLOCK_K"]),

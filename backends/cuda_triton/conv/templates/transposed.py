@@ -48,7 +48,7 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
-from ._tf32 import prepare_tf32_weight, round_to_tf32, rounds_to_tf32
+from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import (
     TRITON_PTR_DTYPE,
     ConvTemplate,
@@ -199,7 +199,7 @@ def _conv_transpose_phase_kernel(
             a_ptrs = x_rows[:, None] + ci[None, :] * (ID * IH * IW) + pos[:, None]
         a = tl.load(a_ptrs, mask=ok[:, None] & ci_ok[None, :], other=0.0)
         if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
-            a = round_to_tf32(a)
+            a = round_to_tf32(a, ROUND_TF32)
         tap_idx = ((td0 + jd * (SD // GD)) * KH + th0 + jh * (SH // GH)) * KW + tw0 + jw * (SW // GW)
         b_ptrs = w_group + (tap_idx * COUT_G + co[None, :]) * CIN_G + ci[:, None]
         b = tl.load(b_ptrs, mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
@@ -447,7 +447,7 @@ class TransposedTemplate(ConvTemplate):
             ("OUT_CL", dense_layout(problem.output_size, problem.output_stride) == "channels_last"),
             ("HAS_BIAS", problem.has_bias),
             ("ALLOW_TF32", problem.allow_tf32 or problem.element_size <= 2),
-            ("ROUND_TF32", rounds_to_tf32(problem)),
+            ("ROUND_TF32", tf32_rounding(problem)),
             ("ROW_TILED", bool(row)),
             ("DOT_FP32", problem.dtype == "bfloat16" and _interpreting()),
             ("BLOCK_M", bm),
