@@ -284,9 +284,16 @@ class ProgramRun:
 
 
 def _check_op_against_aten(lowered: Any, call_args: list[torch.Tensor]) -> list[tuple[str, float, float]]:
-    """Compare each emulated op with ATen on the emulated input and the ORIGINAL weights of the submodule."""
+    """Compare each emulated op with ATen on the emulated input and the ORIGINAL weights of the submodule
+    (with a batch norm the partitioner put after the convolution folded in, as the graph module says)."""
     from cuda_triton.conv.binding import bind_conv, is_conv_node
-    from cuda_triton.partition.graph import constant_tensor, is_pad_node, pad_fold
+    from cuda_triton.partition.graph import (
+        batch_norm_fold,
+        constant_names,
+        conv_constants,
+        is_pad_node,
+        pad_fold,
+    )
 
     ep = lowered.original_module
     convs = [n for n in ep.graph_module.graph.nodes if is_conv_node(n)]
@@ -298,8 +305,8 @@ def _check_op_against_aten(lowered: Any, call_args: list[torch.Tensor]) -> list[
             fold, _ = pad_fold(node, a, True)
             assert fold is not None
             params = fold.params
-        w = constant_tensor(ep, a.weight)
-        b = constant_tensor(ep, a.bias) if a.bias is not None else None
+        bn_fold, _ = batch_norm_fold(node, a, constant_names(ep))
+        w, b = conv_constants(ep, a, bn_fold)
         if params != op_params(op):
             errs.append(
                 (f"{node.name}: recorded params {op_params(op)} != graph {params}", float("inf"), 0.0)

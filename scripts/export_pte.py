@@ -209,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-tf32", action="store_true", help="exact fp32 (no TF32 tensor cores)")
     ap.add_argument("--tuning-table", help="a tuning table JSON to use before the shipped one")
     ap.add_argument(
+        "--no-fold-bn", action="store_true",
+        help="keep eval-mode batch norms on the CPU instead of folding them into the convolution before them",
+    )  # fmt: skip
+    ap.add_argument(
         "--device-memory", action="store_true",
         help="plan delegate inputs/outputs in CUDA memory (compile spec target_device=cuda:0; the runner then needs "
         "the CUDA DeviceAllocator)",
@@ -248,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         archs=args.archs,
         strict=args.strict,
         allow_tf32=not args.no_tf32,
+        fold_batch_norm=not args.no_fold_bn,
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,
     )
@@ -333,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                     "model": name, "dtype": DTYPE_NAMES[dtype], "api": args.api, "archs": list(options.archs),
                     "convs": report.num_convs if report else 0, "delegated": report.num_delegated if report else 0,
                     "partitions": len(report.partitions) if report else 0, "counts": report.counts() if report else {},
+                    "batch_norms_folded": sum(d.folded_batch_norm is not None for d in report.decisions)
+                    if report else 0,
                     "left_on_cpu": [d.__dict__ for d in report.left_on_cpu] if report else [],
                     "stats": stats.__dict__, "timings_s": timings, "pte_bytes": pte_size, "cpu_s": cpu_s,
                     "wall_s": time.perf_counter() - t_start,

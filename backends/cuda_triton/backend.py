@@ -3,7 +3,10 @@
 For each convolution of a partition (in graph order) the prepress
 
 1. binds it (`bind_conv`), folding a zero spatial ``constant_pad_nd`` the partitioner put in front of it
-   (`cuda_triton.partition.graph.pad_fold`, the same function the partitioner used);
+   (`cuda_triton.partition.graph.pad_fold`, the same function the partitioner used), and an inference batch
+   norm it put after it (`cuda_triton.partition.graph.batch_norm_fold`): the weight and bias become the folded
+   ones (computed in float64, cast to the convolution's dtype) and the convolution writes the batch norm's
+   output; everything below sees a convolution with a bias;
 2. builds its `ConvProblem` (static shapes and the recorded strides) and picks one (template, schedule): the
    tuning table's answer for the primary target arch (the highest one) when it has one, else the first
    supporting template's heuristic (`templates.select_candidate`, the same choice the eager op makes);
@@ -49,7 +52,17 @@ from .conv.params import ConvParams
 from .conv.problem import ConvProblem
 from .conv.templates import ConvTemplate, KernelLaunch, Schedule, get_template, select_candidate
 from .conv.templates.base import ScalarArg, TensorArg
-from .partition.graph import constant_names, constant_tensor, conv_problem, is_pad_node, pad_fold, tensor_val
+from .partition.graph import (
+    BatchNormFold,
+    batch_norm_fold,
+    constant_names,
+    conv_constants,
+    conv_problem,
+    is_batch_norm_node,
+    is_pad_node,
+    pad_fold,
+    tensor_val,
+)
 from .partition.options import CudaTritonOptions
 from .serialization.blob import (
     ConstantRecord,
@@ -399,6 +412,7 @@ def _draft_program(ep: ExportedProgram, options: CudaTritonOptions, jobs: dict[s
     gm = ep.graph_module
     consts = constant_names(ep)
     value_of: dict[Node, int] = {}
+    bn_folded: set[Node] = set()  # batch norms (and their getitems) a convolution folded
 
     output_node = gm.graph.output_node()
     outs = output_node.args[0]
@@ -433,11 +447,19 @@ def _draft_program(ep: ExportedProgram, options: CudaTritonOptions, jobs: dict[s
                     f"{_describe(node)}: a folded pad cannot be a delegate output"
                 )
         elif is_conv_node(node):
-            _draft_conv(node, ep, draft, value_of, out_index, tuning, jobs)
+            fold = _draft_conv(node, ep, draft, value_of, out_index, tuning, jobs)
+            if fold is not None:
+                bn_folded.update((fold.bn, fold.output))
+        elif node in bn_folded:
+            continue  # computed by the convolution that folded it
+        elif is_batch_norm_node(node):
+            raise CudaTritonPreprocessError(
+                f"{_describe(node)}: a batch norm in the delegate must follow a convolution that folds it"
+            )
         else:
             raise CudaTritonPreprocessError(
                 f"{_describe(node)} is in the delegated subgraph, but the delegate runs only convolutions "
-                "(and the zero pads it folds into them)"
+                "(and the zero pads and inference batch norms it folds into them)"
             )
     for n in out_index:
         if n not in value_of:
@@ -453,7 +475,8 @@ def _draft_conv(
     out_index: dict[Node, int],
     tuning: _Tuning,
     jobs: dict[str, CompileJob],
-) -> None:
+) -> BatchNormFold | None:
+    """Add one convolution to the draft; returns the batch-norm fold it made (None when none)."""
     options = draft.options
     try:
         args: ConvArgs = bind_conv(node)
@@ -477,14 +500,21 @@ def _draft_conv(
                 f"{_describe(node)}: its {what} '{n.name}' is not a constant owned by the delegate (the "
                 "partitioner tags weights with tag_constant_data)"
             )
+    # A batch norm the partitioner put after this convolution: fold it (the conv then always has a bias).
+    bn_fold, why = batch_norm_fold(node, args, consts)
+    users = list(node.users)
+    if bn_fold is None and len(users) == 1 and is_batch_norm_node(users[0]):
+        raise CudaTritonPreprocessError(f"{_describe(node)}: the batch norm after it cannot be folded: {why}")
+    result = node if bn_fold is None else bn_fold.output  # the node whose value this op writes
 
     x, w = tensor_val(source), tensor_val(args.weight)
-    problem = conv_problem(x, w, args.bias is not None, params, options.allow_tf32)
+    has_bias = args.bias is not None or bn_fold is not None
+    problem = conv_problem(x, w, has_bias, params, options.allow_tf32)
     template, schedule, tuned = _choose(problem, tuning)
     draft.tuned_ops += tuned
     draft.templates[template.name] = draft.templates.get(template.name, 0) + 1
 
-    weight = constant_tensor(ep, args.weight)
+    weight, bias = conv_constants(ep, args, bn_fold)
     if tuple(weight.shape) != tuple(w.shape):
         raise CudaTritonPreprocessError(
             f"{_describe(node)}: weight shape {tuple(weight.shape)} != {tuple(w.shape)}"
@@ -492,16 +522,16 @@ def _draft_conv(
     prepared = template.prepare_weight(weight.detach(), problem, schedule)
     w_index = _add_constant(draft, prepared, f"weight of '{node.name}'")
     b_index = None
-    if args.bias is not None:
-        b_index = _add_constant(draft, constant_tensor(ep, args.bias), f"bias of '{node.name}'")
+    if bias is not None:
+        b_index = _add_constant(draft, bias, f"bias of '{node.name}'")
 
-    if node in out_index:
-        record = _value_record("output", out_index[node], node)
+    if result in out_index:
+        record = _value_record("output", out_index[result], result)
     else:
-        record = _value_record("intermediate", 0, node)
-    value_of[node] = len(draft.values)
+        record = _value_record("intermediate", 0, result)
+    value_of[result] = len(draft.values)
     draft.values.append(record)
-    in_value, out_value = value_of[source], value_of[node]
+    in_value, out_value = value_of[source], value_of[result]
 
     op = OpRecord(
         stride=list(params.stride),
@@ -546,6 +576,7 @@ def _draft_conv(
             jobs.setdefault(key, CompileJob(template.name, problem, schedule, li, arch))
         launches.append(_Launch(launch, keys, largs))
     draft.ops.append(_Op(op, launches))
+    return bn_fold
 
 
 def _finish(

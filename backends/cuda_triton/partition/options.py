@@ -11,6 +11,8 @@ key                 value (UTF-8 bytes)              meaning
 ``strict``          ``"0"`` / ``"1"``                strict planning: a convolution only Triton can run on the
                                                      GPU (REQUIRED) that cannot be routed fails the export
 ``allow_tf32``      ``"0"`` / ``"1"``                fp32 convolutions may use TF32 tensor cores
+``fold_batch_norm`` ``"0"`` / ``"1"``                fold an inference batch norm after a delegated forward
+                                                     convolution into its weight and bias
 ``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
 ``external_tag``    a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
 ``target_device``   ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
@@ -31,6 +33,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 KEY_ARCHS = "archs"
 KEY_STRICT = "strict"
 KEY_TF32 = "allow_tf32"
+KEY_FOLD_BN = "fold_batch_norm"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
 KEY_TARGET_DEVICE = "target_device"  # exir.passes.propagate_device_pass.TARGET_DEVICE_COMPILE_SPEC_KEY
@@ -80,6 +83,8 @@ class CudaTritonOptions:
         strict: fail the export when a convolution that only Triton can run on the GPU cannot be routed;
             otherwise it stays on the CPU with the planner's reason logged.
         allow_tf32: fp32 convolutions may use TF32 tensor cores (PyTorch's cuDNN default is on).
+        fold_batch_norm: an eval-mode batch norm right after a delegated forward convolution joins the
+            partition and is folded into the convolution's weight and bias (no CPU op between delegates).
         tuning_table: a tuning table (JSON) consulted before the shipped one.
         external_tag: when set, weights are written to ``<external_tag>.ptd`` beside the .pte.
         target_device: e.g. ``"cuda:0"``: ExecuTorch plans the delegate's inputs and outputs in device memory
@@ -89,6 +94,7 @@ class CudaTritonOptions:
     archs: tuple[int, ...] = DEFAULT_ARCHS
     strict: bool = False
     allow_tf32: bool = True
+    fold_batch_norm: bool = True
     tuning_table: str | None = None
     external_tag: str | None = None
     target_device: str | None = None
@@ -112,6 +118,7 @@ class CudaTritonOptions:
             CompileSpec(KEY_ARCHS, ",".join(map(str, self.archs)).encode()),
             CompileSpec(KEY_STRICT, b"1" if self.strict else b"0"),
             CompileSpec(KEY_TF32, b"1" if self.allow_tf32 else b"0"),
+            CompileSpec(KEY_FOLD_BN, b"1" if self.fold_batch_norm else b"0"),
         ]
         if self.tuning_table:
             specs.append(CompileSpec(KEY_TUNING, str(self.tuning_table).encode()))
@@ -135,6 +142,8 @@ class CudaTritonOptions:
                 kw["strict"] = _bool(value, key)
             elif key == KEY_TF32:
                 kw["allow_tf32"] = _bool(value, key)
+            elif key == KEY_FOLD_BN:
+                kw["fold_batch_norm"] = _bool(value, key)
             elif key == KEY_TUNING:
                 kw["tuning_table"] = value.decode() or None
             elif key == KEY_EXTERNAL:

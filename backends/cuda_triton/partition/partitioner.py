@@ -17,6 +17,11 @@ weight and bias are constants of the program (the delegate owns them; `tag_const
 * A zero ``constant_pad_nd`` that pads only spatial dims and whose every user is a delegated convolution that
   can fold it (how plain ``to_edge`` spells asymmetric 'same' and causal padding) joins the partition; the
   preprocess folds it into padding_before/after (`cuda_triton.partition.graph.pad_fold`, shared by both).
+* An eval-mode batch norm (``_native_batch_norm_legit_no_training`` read through ``getitem(bn, 0)``) whose input
+  is a delegated forward convolution with no other user, and whose weight, bias, running mean and variance are
+  program constants, joins the convolution's partition (its constants tagged with the weights); the preprocess
+  folds it into the convolution's weight and bias (`cuda_triton.partition.graph.batch_norm_fold`, shared by
+  both), so no CPU batch norm (and no host copy) sits between delegates. ``fold_batch_norm=False`` turns it off.
 * Connected delegated nodes form one partition (`CapabilityBasedPartitioner`), so intermediates stay on the
   GPU; it also merges independent ones where no cycle results.
 * Every convolution left on the CPU is logged with the planner's reason; `last_report` keeps the full table.
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -40,7 +45,18 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ..conv.binding import aten_overload, is_conv_node
 from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, describe_node, module_path, plan
-from .graph import PadFold, constant_names, conv_problem, is_pad_node, pad_fold, pad_users_ok, tensor_val
+from .graph import (
+    BatchNormFold,
+    PadFold,
+    batch_norm_fold,
+    batch_norm_follows,
+    constant_names,
+    conv_problem,
+    is_pad_node,
+    pad_fold,
+    pad_users_ok,
+    tensor_val,
+)
 from .options import CudaTritonOptions
 
 logger = logging.getLogger("cuda_triton.partition")
@@ -76,6 +92,8 @@ class ConvDecision:
     module: str | None = None
     folded_pad: str | None = None  # name of the constant_pad_nd folded into this conv
     pad_note: str = ""  # why an input pad was not folded
+    folded_batch_norm: str | None = None  # name of the batch norm folded into this conv
+    bn_note: str = ""  # why the batch norm after it was not folded
     tag: str | None = None
 
 
@@ -110,9 +128,11 @@ class PartitionReport:
         c = self.counts()
         parts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(c.items()))
         pads = sum(d.folded_pad is not None for d in self.decisions)
+        bns = sum(d.folded_batch_norm is not None for d in self.decisions)
         return (
             f"{self.num_delegated}/{self.num_convs} convolutions delegated in {len(self.partitions)} partition(s)"
-            f" ({parts}{f', {pads} pads folded' if pads else ''})"
+            f" ({parts}{f', {pads} pads folded' if pads else ''}"
+            f"{f', {bns} batch norms folded' if bns else ''})"
         )
 
     def format(self, verbose: bool = False) -> str:
@@ -122,7 +142,8 @@ class PartitionReport:
                 continue
             where = f" [{d.module}]" if d.module else ""
             status = f"-> {d.tag}" if d.delegated else "stays on CPU"
-            extra = f" (folds {d.folded_pad})" if d.folded_pad else ""
+            folded = [n for n in (d.folded_pad, d.folded_batch_norm) if n]
+            extra = f" (folds {', '.join(folded)})" if folded else ""
             lines.append(f"  {d.node:<24} {d.decision:<9} {status}{extra}{where}: {d.reason}")
         return "\n".join(lines)
 
@@ -231,11 +252,17 @@ class CudaTritonPartitioner(Partitioner):
                 continue
             ok, p, _ = self._verdict(node, constants)  # strict planning raises here
             if ok and p.problem is not None:
-                problems.append(p.problem)
+                problem = p.problem
+                if self._folds_batch_norms(p) and batch_norm_follows(node):
+                    problem = replace(problem, has_bias=True)  # what the fold will compile
+                problems.append(problem)
             if aten_overload(node.target) in preserved and not ok:
                 all_delegated = False
         self._prefetch_problems(problems)
         return list(PRESERVED_OVERLOADS), (None if all_delegated else will_delegate)
+
+    def _folds_batch_norms(self, p: RoutingPlan) -> bool:
+        return self.options.fold_batch_norm and p.args is not None and not p.args.transposed
 
     def _prefetch_problems(self, problems: list) -> None:
         """Start compiling kernels in the background (each convolution once per partitioner)."""
@@ -287,16 +314,39 @@ class CudaTritonPartitioner(Partitioner):
                 decisions[node].pad_note = why
         pads = {f.pad for f in folds.values() if pad_users_ok(f.pad, folds)}
 
-        supported = set(delegated) | pads
+        # Inference batch norms right after a delegated convolution join its partition.
+        bn_folds: dict[Node, BatchNormFold] = {}
+        if self.options.fold_batch_norm:
+            for node, p in delegated.items():
+                assert p.args is not None
+                bn_fold, why = batch_norm_fold(node, p.args, constants)
+                if bn_fold is not None:
+                    bn_folds[node] = bn_fold
+                elif why:
+                    decisions[node].bn_note = why
+
+        def bn_nodes() -> set[Node]:
+            return {n for f in bn_folds.values() for n in (f.bn, f.output)}
+
+        supported = set(delegated) | pads | bn_nodes()
         partitions = self._propose(gm, supported)
-        # A folded pad must share its partition with all its users; otherwise keep it on the CPU and retry.
+        # A folded pad must share its partition with all its users, a folded batch norm (and its getitem) with
+        # its convolution; otherwise keep them on the CPU and retry.
         while True:
             where = {n: i for i, part in enumerate(partitions) for n in part}
             split = {pad for pad in pads if any(where.get(u) != where.get(pad) for u in pad.users)}
-            if not split:
+            split_bn = {
+                conv
+                for conv, f in bn_folds.items()
+                if where.get(f.bn) != where.get(conv) or where.get(f.output) != where.get(conv)
+            }
+            if not split and not split_bn:
                 break
             pads -= split
-            supported -= split
+            for conv in split_bn:
+                decisions[conv].bn_note = "the batch norm could not share the convolution's partition"
+                del bn_folds[conv]
+            supported = set(delegated) | pads | bn_nodes()
             partitions = self._propose(gm, supported)
 
         for i, part in enumerate(partitions):
@@ -313,8 +363,10 @@ class CudaTritonPartitioner(Partitioner):
                 decisions[
                     node
                 ].pad_note = "its input pad has users outside the delegate, so it runs on the CPU"
+        for node, bn_fold in bn_folds.items():
+            decisions[node].folded_batch_norm = bn_fold.bn.name
         tag_constant_data(ep)
-        self._prefetch(delegated, folds, pads)
+        self._prefetch(delegated, folds, pads, bn_folds)
 
         self.reports.append(report)
         self._log(report, {d.node: n for n, d in decisions.items()})
@@ -324,19 +376,22 @@ class CudaTritonPartitioner(Partitioner):
         )
 
     def _prefetch(
-        self, delegated: dict[Node, RoutingPlan], folds: dict[Node, PadFold], pads: set[Node]
+        self,
+        delegated: dict[Node, RoutingPlan],
+        folds: dict[Node, PadFold],
+        pads: set[Node],
+        bn_folds: dict[Node, BatchNormFold],
     ) -> None:
         problems = []
         for node, p in delegated.items():
             fold = folds.get(node)
+            has_bias = p.args is not None and (p.args.bias is not None or node in bn_folds)
             if fold is not None and fold.pad in pads:
                 assert p.args is not None
                 x, w = tensor_val(fold.source), tensor_val(p.args.weight)
-                problems.append(
-                    conv_problem(x, w, p.args.bias is not None, fold.params, self.options.allow_tf32)
-                )
+                problems.append(conv_problem(x, w, has_bias, fold.params, self.options.allow_tf32))
             elif p.problem is not None:
-                problems.append(p.problem)
+                problems.append(replace(p.problem, has_bias=has_bias))
         self._prefetch_problems(problems)
 
     @staticmethod
@@ -358,11 +413,13 @@ class CudaTritonPartitioner(Partitioner):
         for d in report.decisions:
             if d.delegated and d.pad_note:
                 logger.info("%s: input pad not folded: %s", d.node, d.pad_note)
+            if d.folded_batch_norm:
+                logger.info("%s: folds batch norm %s into its weight and bias", d.node, d.folded_batch_norm)
+            elif d.delegated and d.bn_note:
+                logger.info("%s: batch norm after it not folded: %s", d.node, d.bn_note)
 
 
 def _with_reason(p: RoutingPlan, reason: str) -> RoutingPlan:
-    from dataclasses import replace
-
     return replace(p, decision=Decision.REFUSED, reason=reason)
 
 
