@@ -1,0 +1,53 @@
+#!/usr/bin/env python
+"""Merge tuning tables: entries of later tables replace the base table's entries with the same key.
+
+    PYTHONPATH=backends python scripts/merge_tables.py backends/cuda_triton/conv/tuning/sm90.json new/sm90.json \
+        --out backends/cuda_triton/conv/tuning/sm90.json --note "fp32 re-tuned with cvt rounding, H200"
+
+The key is (arch, precision, layout, signature), as the lookup uses it. Every table is read and validated by
+`cuda_triton.conv.tuning.read_table` and the result is written by the same module's writer (the shipped format).
+The merged table keeps the base's meta, with each merged table's meta appended under ``meta.merged`` (what was
+measured where and why), so a shipped table says which run every entry came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
+
+from cuda_triton.conv.tuning import TuningTable, read_table  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("base")
+    ap.add_argument("tables", nargs="+")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--note", default="", help="why these entries were re-measured")
+    args = ap.parse_args()
+    base = read_table(args.base)
+    entries = {e.key: e for e in base.entries}
+    meta = dict(base.meta)
+    merged = list(meta.get("merged", []))
+    for path in args.tables:
+        table = read_table(path)
+        if table.arch != base.arch:
+            raise SystemExit(f"{path}: arch {table.arch} != base arch {base.arch}")
+        replaced = sum(e.key in entries for e in table.entries)
+        entries.update({e.key: e for e in table.entries})
+        merged.append({**table.meta, "note": args.note, "entries": len(table.entries), "replaced": replaced})
+        print(
+            f"{path}: {len(table.entries)} entries, {replaced} replaced, {len(table.entries) - replaced} new"
+        )
+    meta["merged"] = merged
+    meta["convolutions_measured"] = len(entries)
+    TuningTable(list(entries.values()), arch=base.arch, meta=meta).write(args.out)
+    print(f"wrote {args.out}: {len(entries)} entries")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
