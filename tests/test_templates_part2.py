@@ -17,13 +17,15 @@ import math  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from cuda_triton.conv.op import reference_in_layout  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, select_candidate  # noqa: E402
 from cuda_triton.conv.templates.base import Schedule  # noqa: E402
 from cuda_triton.conv.templates.depthwise import TEMPLATES as DW_TEMPLATES  # noqa: E402
-from cuda_triton.conv.templates.depthwise import DepthwiseTemplate  # noqa: E402
+from cuda_triton.conv.templates.depthwise import DepthwiseTemplate, _tile_is_interior, interior_fraction  # noqa: E402
 from cuda_triton.conv.templates.transposed import TEMPLATES as TR_TEMPLATES  # noqa: E402
 from cuda_triton.conv.templates.transposed import TransposedTemplate, phase_counts, phase_taps  # noqa: E402
 
@@ -191,13 +193,14 @@ def test_depthwise_every_schedule():
     for s in schedules:
         check(DW, x, w, b, p, 4, schedule=s)
     # contiguous kernel: a 1-D row of 600 and a 2-D 9 x 33 plane between them make every
-    # (BLOCK_H, BLOCK_W) of NC_SPACE valid on one of them.
+    # (BLOCK_H, BLOCK_W, BLOCK_C) of NC_SPACE and NC_MULTI_SPACE valid on one of them; 6 output channels
+    # (C_in 3, multiplier 2) leave the last block of 4 or 8 channels partial.
     shapes = [
-        (torch.randn(1, 2, 600), torch.randn(2, 1, 3), ConvParams((1,), (1,), (1,), (1,), False, (0,), 2)),
+        (torch.randn(1, 3, 600), torch.randn(6, 1, 3), ConvParams((1,), (1,), (1,), (1,), False, (0,), 3)),
         (
-            torch.randn(1, 2, 9, 33),
-            torch.randn(2, 1, 1, 2),
-            ConvParams((1, 1), (0, 1), (0, 0), (1, 1), False, (0, 0), 2),
+            torch.randn(1, 3, 9, 33),
+            torch.randn(6, 1, 1, 2),
+            ConvParams((1, 1), (0, 1), (0, 0), (1, 1), False, (0, 0), 3),
         ),
     ]
     covered = set()
@@ -208,7 +211,162 @@ def test_depthwise_every_schedule():
                 continue
             covered.add(s)
             check(DW, xx, ww, None, pp, math.prod(ww.shape[2:]), schedule=s)
-    assert len(covered) == len(DepthwiseTemplate.NC_SPACE)
+    assert len(covered) == len(DepthwiseTemplate.NC_SPACE) + len(DepthwiseTemplate.NC_MULTI_SPACE)
+
+
+# Interior fast path vs masked edge path: each case is a (dims, stride, dilation, padding) class in one layout,
+# sized so that a cheap schedule has both interior and edge programs.
+# (name, N, C, mult, spatial, kernel, stride, pad_before, pad_after, dilation, layout)
+DW_PATH_CASES = [
+    ("1d_nc", 2, 3, 1, (70,), (5,), (1,), (2,), (2,), (1,), "nc"),
+    ("1d_nc_s2_d2_asym_m2", 1, 3, 2, (80,), (3,), (2,), (3,), (1,), (2,), "nc"),
+    ("1d_nc_nopad", 1, 5, 1, (45,), (4,), (1,), (0,), (0,), (1,), "nc"),
+    ("1d_cl", 2, 32, 1, (24,), (5,), (1,), (2,), (2,), (1,), "cl"),
+    ("1d_cl_s2_d2_asym", 1, 32, 1, (40,), (3,), (2,), (1,), (2,), (2,), "cl"),
+    ("2d_nc", 1, 2, 1, (11, 40), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), "nc"),
+    ("2d_nc_s2_d2_asym_m3", 1, 2, 3, (13, 70), (3, 2), (2, 1), (2, 0), (0, 1), (2, 3), "nc"),
+    ("2d_cl", 1, 16, 1, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), "cl"),
+    ("2d_cl_s2_d2_asym_m2", 1, 16, 2, (11, 12), (3, 2), (2, 1), (1, 2), (2, 0), (2, 2), "cl"),
+    ("2d_cl_nopad_odd_c", 1, 24, 1, (7, 8), (2, 3), (1, 1), (0, 0), (0, 0), (1, 1), "cl"),
+    ("3d_nc", 1, 2, 1, (5, 6, 34), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), "nc"),
+    ("3d_nc_s2_d2_asym", 1, 2, 1, (7, 9, 70), (3, 2, 3), (2, 1, 2), (1, 0, 2), (2, 1, 0), (1, 2, 1), "nc"),
+    ("3d_cl", 1, 16, 1, (4, 10, 10), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), "cl"),
+    ("3d_cl_s2_d2_asym", 1, 32, 1, (6, 7, 9), (2, 3, 2), (2, 1, 2), (1, 2, 0), (0, 1, 1), (2, 1, 2), "cl"),
+]
+
+
+def _path_inputs(case, dtype=torch.float32):
+    _, n, c, mult, sp, k, s, pb, pa, d, layout = case
+    return _dw_inputs((case[0], n, c, mult, sp, k, s, pb, pa, d, layout, True), dtype)
+
+
+@triton.jit
+def _interior_probe(
+    flags_ptr,
+    ID,
+    IH,
+    IW,
+    OH,
+    OW,
+    C_OUT: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DD: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """Grid (OD, row tiles * column tiles, channel blocks): writes the kernels' interior verdict per tile."""
+    n_wt = tl.cdiv(OW, BLOCK_W)
+    od = tl.program_id(0)
+    ht = tl.program_id(1) // n_wt
+    wt = tl.program_id(1) % n_wt
+    flag = _tile_is_interior(
+        od, ht, wt, tl.program_id(2) * BLOCK_C, ID, IH, IW, OH, OW,
+        C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
+    )  # fmt: skip
+    pid = (tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2) + tl.program_id(2)
+    tl.store(flags_ptr + pid, flag.to(tl.int32))
+
+
+def _kernel_interior_share(problem: ConvProblem, s: Schedule) -> float:
+    """The share of tiles the kernels themselves call interior (their `_tile_is_interior`, run per tile)."""
+    launch = DW.launches(problem, s)[0]
+    k = dict(launch.constexprs)
+    sizes = {a.name: a.value for a in launch.args if hasattr(a, "value")}
+    n_ct = math.ceil(problem.out_channels / k["BLOCK_C"])
+    grid = (sizes["OD"], math.ceil(sizes["OH"] / k["BLOCK_H"]) * math.ceil(sizes["OW"] / k["BLOCK_W"]), n_ct)
+    flags = torch.full((math.prod(grid),), -1, dtype=torch.int32)
+    names = (
+        "KD",
+        "KH",
+        "KW",
+        "SD",
+        "SH",
+        "SW",
+        "PD",
+        "PH",
+        "PW",
+        "DD",
+        "DH",
+        "DW",
+        "BLOCK_H",
+        "BLOCK_W",
+        "BLOCK_C",
+    )
+    _interior_probe[grid](
+        flags, sizes["ID"], sizes["IH"], sizes["IW"], sizes["OH"], sizes["OW"],
+        problem.out_channels, *(k[name] for name in names),
+    )  # fmt: skip
+    assert bool((flags >= 0).all())
+    return float(flags.double().mean())
+
+
+def _cheapest(problem: ConvProblem, want) -> Schedule:
+    """The schedule with the fewest programs whose interior share satisfies ``want``."""
+    fits = [s for s in DW.schedules(problem) if want(interior_fraction(problem, s))]
+    assert fits, "no schedule gives this case the wanted mix of interior and edge programs"
+    return min(fits, key=lambda s: (math.prod(DW.launches(problem, s)[0].grid), -s.num_warps))
+
+
+@pytest.mark.parametrize("case", DW_PATH_CASES, ids=[c[0] for c in DW_PATH_CASES])
+def test_depthwise_interior_and_edge_paths(case):
+    """Both paths in one launch: some programs interior (unmasked taps), some on the edge (masked taps)."""
+    torch.manual_seed(hash(case[0]) % 2**31)
+    x, w, b, p, taps = _path_inputs(case)
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=False)
+    s = _cheapest(problem, lambda f: 0.0 < f < 1.0)
+    share = interior_fraction(problem, s)
+    assert _kernel_interior_share(problem, s) == pytest.approx(share)
+    check(DW, x, w, b, p, taps, schedule=s)
+
+
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+def test_depthwise_no_interior_program(layout):
+    """Every program on the edge (the tile is wider than the map): only the masked path runs."""
+    torch.manual_seed(7)
+    case = ("tiny", 2, 16, 1, (5, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), layout)
+    x, w, b, p, taps = _path_inputs(case)
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=False)
+    s = _cheapest(problem, lambda f: f == 0.0)
+    assert _kernel_interior_share(problem, s) == 0.0
+    check(DW, x, w, b, p, taps, schedule=s)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("layout", ["nc", "cl"])
+def test_depthwise_paths_half(layout, dtype):
+    """The interior path's convert of half inputs (one mixed case per layout)."""
+    case = DW_PATH_CASES[0] if layout == "nc" else DW_PATH_CASES[7]
+    torch.manual_seed(11)
+    x, w, b, p, taps = _path_inputs(case, DTYPES[dtype])
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=False)
+    check(DW, x, w, b, p, taps, schedule=_cheapest(problem, lambda f: 0.0 < f < 1.0))
+
+
+def test_depthwise_heuristic_in_space():
+    """The heuristic names a schedule of the space, interior-heavy for the public suite's depthwise shapes."""
+    conformer = ConvProblem.from_shapes(
+        (8, 512, 500), (256000, 500, 1), (512, 1, 15), (15, 15, 1), False,
+        ConvParams((1,), (7,), (7,), (1,), False, (0,), 512), "float16",
+    )  # fmt: skip
+    effnet = ConvProblem.from_shapes(
+        (8, 240, 28, 28), (188160, 1, 6720, 240), (240, 1, 5, 5), (25, 1, 5, 1), False,
+        ConvParams((1, 1), (2, 2), (2, 2), (1, 1), False, (0, 0), 240), "float16",
+    )  # fmt: skip
+    for problem in (conformer, effnet):
+        s = DW.heuristic_schedule(problem)
+        assert s in DW.schedules(problem)
+        assert interior_fraction(problem, s) >= 0.5
 
 
 def test_depthwise_supports():

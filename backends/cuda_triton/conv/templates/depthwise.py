@@ -9,6 +9,12 @@ Every problem is viewed as 3-D: a 1-D conv is (1, 1, L), a 2-D conv (1, H, W); m
 stride 1, dilation 1, padding 0. Output channel ``co`` reads input channel ``co // MULT`` (ATen's grouping with
 C_out = MULT * C_in).
 
+Measured on an H200 these kernels are bound by instructions, not by memory (fp32 runs as fast as fp16), so
+each program first asks one scalar question (`_tile_is_interior`): is the tile full and does every tap of every
+output read inside the input? Such interior programs (most of them, with tiles small next to the map) run a tap
+loop with no bounds math: a load at a compile-time offset from its row's pointer, a convert, an FMA. The rest
+(tiles touching the padding or the edge, partial channel blocks) run the masked loop.
+
 Two kernels, chosen by the input layout (the read-heavy side):
 
 ``_depthwise_cl_kernel`` (channels-last input): a program computes a tile of ``BLOCK_H x BLOCK_W`` output
@@ -20,12 +26,14 @@ positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vect
     grid: (N * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), cdiv(C_out, BLOCK_C), 1)
     weight: prepared as fp32 (KD*KH*KW, C_out) contiguous (taps major, channels contiguous).
 
-``_depthwise_nc_kernel`` (contiguous input): a program computes a ``BLOCK_H x BLOCK_W`` tile of one
-(n, co, od) output plane; loads are vectors along W.
+``_depthwise_nc_kernel`` (contiguous input): a program computes ``BLOCK_C`` consecutive output channels times
+a ``BLOCK_H x BLOCK_W`` tile of their (n, co, od) planes (tile rows are (channel, row) pairs, so a 1-D conv
+gets several rows per program too); loads are vectors along W. Schedules of one channel have no BLOCK_C key.
 
     args (PTX order): x, w, b, y, ID, IH, IW, OD, OH, OW (i32)
-    constexprs: as above without BLOCK_C
-    grid: (N * C_out * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), 1, 1)
+    constexprs: as above (BLOCK_C = 1 when the schedule has none)
+    grid: (N * cdiv(C_out, BLOCK_C) * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), 1, 1), program ids ordered
+          (n, channel block, od, row tile, column tile), the column tile fastest.
     weight: prepared as fp32 (C_out, KD*KH*KW) contiguous.
 
 Strides are not arguments: inputs are dense channels-last or dense contiguous (``supports`` checks), outputs
@@ -56,6 +64,48 @@ from .base import (
 )
 
 INT32_MAX = 2**31 - 1
+
+
+@triton.jit
+def _tile_is_interior(
+    od,
+    ht,
+    wt,
+    c0,
+    ID,
+    IH,
+    IW,
+    OH,
+    OW,
+    C_OUT: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DD: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """Whether the tile is full (every output row, column and channel exists) and every tap of every output
+    reads inside the input, so the tile can skip all bounds checks. A scalar per program."""
+    oh0 = ht * BLOCK_H
+    ow0 = wt * BLOCK_W
+    ok = (od * SD - PD >= 0) & (od * SD - PD + (KD - 1) * DD < ID)
+    ok = ok & (oh0 + BLOCK_H <= OH) & (oh0 * SH - PH >= 0)
+    ok = ok & ((oh0 + BLOCK_H - 1) * SH - PH + (KH - 1) * DH < IH)
+    ok = ok & (ow0 + BLOCK_W <= OW) & (ow0 * SW - PW >= 0)
+    ok = ok & ((ow0 + BLOCK_W - 1) * SW - PW + (KW - 1) * DW < IW)
+    if C_OUT % BLOCK_C != 0:
+        ok = ok & (c0 + BLOCK_C <= C_OUT)
+    return ok
 
 
 @triton.jit
@@ -121,25 +171,44 @@ def _depthwise_cl_kernel(
     iw0 = ow * SW - PW
     x_base = x_ptr + n.to(tl.int64) * (ID * IH * IW * C_IN)
     x_tile = x_base + (((id0 * IH + ih0) * IW + iw0) * C_IN)[:, None] + ci[None, :]
+    w_tile = w_ptr + co  # tap t's weights are at w_tile + t * C_OUT
     acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
-    for kd in tl.static_range(KD):
-        idd = id0 + kd * DD
-        d_ok = (idd >= 0) & (idd < ID)
-        for kh in tl.static_range(KH):
-            ih = ih0 + kh * DH
-            h_ok = p_ok & d_ok & (ih.to(tl.uint32) < IH)
-            x_row = x_tile + (kd * DD * IH + kh * DH) * IW * C_IN
-            for kw in tl.static_range(KW):
-                iw = iw0 + kw * DW
-                ok = h_ok & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
-                w_tap = w_ptr + ((kd * KH + kh) * KW + kw) * C_OUT + co
-                if EVEN_C:
-                    xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None], other=0.0)
-                    wv = tl.load(w_tap)
-                else:
-                    xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None] & c_ok[None, :], other=0.0)
-                    wv = tl.load(w_tap, mask=c_ok, other=0.0)
-                acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+    # The tap loops are unrolled (static_range), so each weight vector is loaded once per program whichever
+    # path runs, and the compiler is free to issue those loads early.
+    interior = _tile_is_interior(
+        od, ht, wt, pid_c * BLOCK_C, ID, IH, IW, OH, OW,
+        C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
+    )  # fmt: skip
+    if interior:
+        # Most tiles: no bounds math at all, a tap is a load at a constant offset from its row, a convert and
+        # an FMA per element (the kernels are instruction-bound, not memory-bound).
+        for kd in tl.static_range(KD):
+            for kh in tl.static_range(KH):
+                x_row = x_tile + (kd * DD * IH + kh * DH) * IW * C_IN
+                for kw in tl.static_range(KW):
+                    xv = tl.load(x_row + kw * DW * C_IN)
+                    wv = tl.load(w_tile + ((kd * KH + kh) * KW + kw) * C_OUT)
+                    acc += xv.to(tl.float32) * wv[None, :]
+    else:
+        # Tiles touching the padding, the tensor's edge or a partial channel block: mask every tap.
+        for kd in tl.static_range(KD):
+            idd = id0 + kd * DD
+            d_ok = (idd >= 0) & (idd < ID)
+            for kh in tl.static_range(KH):
+                ih = ih0 + kh * DH
+                h_ok = p_ok & d_ok & (ih.to(tl.uint32) < IH)
+                x_row = x_tile + (kd * DD * IH + kh * DH) * IW * C_IN
+                for kw in tl.static_range(KW):
+                    iw = iw0 + kw * DW
+                    ok = h_ok & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
+                    w_tap = w_tile + ((kd * KH + kh) * KW + kw) * C_OUT
+                    if EVEN_C:
+                        xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None], other=0.0)
+                        wv = tl.load(w_tap)
+                    else:
+                        xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None] & c_ok[None, :], other=0.0)
+                        wv = tl.load(w_tap, mask=c_ok, other=0.0)
+                    acc += xv.to(tl.float32) * wv[None, :]
     if HAS_BIAS:
         acc += tl.load(b_ptr + co, mask=c_ok, other=0.0).to(tl.float32)[None, :]
 
@@ -182,9 +251,11 @@ def _depthwise_nc_kernel(
     HAS_BIAS: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_W: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     C_OUT: tl.constexpr = C_IN * MULT
     TAPS: tl.constexpr = KD * KH * KW
+    N_CT: tl.constexpr = (C_OUT + BLOCK_C - 1) // BLOCK_C
     pid = tl.program_id(0)
     n_wt = tl.cdiv(OW, BLOCK_W)
     n_ht = tl.cdiv(OH, BLOCK_H)
@@ -194,38 +265,66 @@ def _depthwise_nc_kernel(
     rest = rest // n_ht
     od = rest % OD
     rest = rest // OD
-    co = rest % C_OUT
-    n = rest // C_OUT
+    c0 = (rest % N_CT) * BLOCK_C
+    n = rest // N_CT
+
+    # Tile rows are (channel, output row) pairs, BLOCK_C channels of BLOCK_H rows each: a 1-D conv (one row
+    # per plane) still gets several rows per program, so each program has several independent loads in flight.
+    offs_r = tl.arange(0, BLOCK_C * BLOCK_H)
+    oh = (ht * BLOCK_H + offs_r % BLOCK_H)[:, None]
+    ow = (wt * BLOCK_W + tl.arange(0, BLOCK_W))[None, :]
+    p_ok = (oh < OH) & (ow < OW)
+    if BLOCK_C == 1:
+        co = c0  # a scalar: one weight load per tap serves the whole tile
+    else:
+        co = (c0 + offs_r // BLOCK_H)[:, None]
+        if C_OUT % BLOCK_C != 0:
+            p_ok = p_ok & (co < C_OUT)
     if MULT == 1:
         ci = co
     else:
         ci = co // MULT
 
-    oh = ht * BLOCK_H + tl.arange(0, BLOCK_H)[:, None]
-    ow = wt * BLOCK_W + tl.arange(0, BLOCK_W)[None, :]
-    p_ok = (oh < OH) & (ow < OW)
     id0 = od * SD - PD
     ih0 = oh * SH - PH
     iw0 = ow * SW - PW
-    x_base = x_ptr + (n.to(tl.int64) * C_IN + ci) * (ID * IH * IW)
-    x_tile = x_base + (id0 * IH + ih0) * IW + iw0
-    w_base = w_ptr + co * TAPS
-    acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)
-    for kd in tl.static_range(KD):
-        idd = id0 + kd * DD
-        d_ok = (idd >= 0) & (idd < ID)
-        for kh in tl.static_range(KH):
-            ih = ih0 + kh * DH
-            h_ok = d_ok & (ih.to(tl.uint32) < IH)
-            x_row = x_tile + (kd * DD * IH + kh * DH) * IW
-            for kw in tl.static_range(KW):
-                iw = iw0 + kw * DW
-                ok = p_ok & h_ok & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
-                xv = tl.load(x_row + kw * DW, mask=ok, other=0.0)
-                wv = tl.load(w_base + (kd * KH + kh) * KW + kw)
-                acc += xv.to(tl.float32) * wv.to(tl.float32)
+    x_base = x_ptr + n.to(tl.int64) * (C_IN * ID * IH * IW)
+    x_tile = x_base + (ci * (ID * IH * IW) + (id0 * IH + ih0) * IW + iw0)
+    w_rows = w_ptr + co * TAPS
+    acc = tl.zeros((BLOCK_C * BLOCK_H, BLOCK_W), dtype=tl.float32)
+    # The tap loops are unrolled (static_range), so each weight is loaded once per program whichever path
+    # runs, and the compiler is free to issue those loads early.
+    interior = _tile_is_interior(
+        od, ht, wt, c0, ID, IH, IW, OH, OW,
+        C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
+    )  # fmt: skip
+    if interior:
+        # Most tiles: no bounds math at all, a tap is a load at a constant offset from its row, a convert and
+        # an FMA per element (the kernels are instruction-bound, not memory-bound).
+        for kd in tl.static_range(KD):
+            for kh in tl.static_range(KH):
+                x_row = x_tile + (kd * DD * IH + kh * DH) * IW
+                for kw in tl.static_range(KW):
+                    xv = tl.load(x_row + kw * DW)
+                    wv = tl.load(w_rows + (kd * KH + kh) * KW + kw)
+                    acc += xv.to(tl.float32) * wv
+    else:
+        # Tiles touching the padding, the tensor's edge or a partial channel block: mask every tap.
+        for kd in tl.static_range(KD):
+            idd = id0 + kd * DD
+            d_ok = (idd >= 0) & (idd < ID)
+            for kh in tl.static_range(KH):
+                ih = ih0 + kh * DH
+                h_ok = d_ok & (ih.to(tl.uint32) < IH)
+                x_row = x_tile + (kd * DD * IH + kh * DH) * IW
+                for kw in tl.static_range(KW):
+                    iw = iw0 + kw * DW
+                    ok = p_ok & h_ok & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
+                    xv = tl.load(x_row + kw * DW, mask=ok, other=0.0)
+                    wv = tl.load(w_rows + (kd * KH + kh) * KW + kw, mask=co < C_OUT, other=0.0)
+                    acc += xv.to(tl.float32) * wv
     if HAS_BIAS:
-        acc += tl.load(b_ptr + co).to(tl.float32)
+        acc += tl.load(b_ptr + co, mask=co < C_OUT, other=0.0).to(tl.float32)
 
     out_pos = (od * OH + oh) * OW + ow
     if OUT_CL:
@@ -269,6 +368,45 @@ def _pow2_at_least(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+# Relative cost of an edge program's element (masked taps) to an interior one's, for the heuristic: the masked
+# loop spends roughly half again as many instructions per tap.
+EDGE_COST = 1.5
+
+
+def _block_c(schedule: Schedule) -> int:
+    """Channels per program. Contiguous-input schedules of one channel carry no BLOCK_C key (the original
+    space, which shipped tuning tables name)."""
+    return dict(schedule.params).get("BLOCK_C", 1)
+
+
+def _interior_share(out: int, inp: int, block: int, k: int, s: int, p: int, d: int) -> float:
+    """Share of the ``block``-wide tiles along one dim that are full and read only inside the input (the
+    kernels' `_tile_is_interior`, per dim)."""
+    tiles = cdiv(out, block)
+    inner = sum(
+        1
+        for t in range(tiles)
+        if (t + 1) * block <= out
+        and t * block * s - p >= 0
+        and ((t + 1) * block - 1) * s - p + (k - 1) * d < inp
+    )
+    return inner / tiles
+
+
+def interior_fraction(problem: ConvProblem, schedule: Schedule) -> float:
+    """Share of a launch's programs that take the unmasked interior path."""
+    p = problem.params
+    ins, outs = _pad3(problem.in_spatial, 1), _pad3(problem.out_spatial, 1)
+    ks, ss = _pad3(problem.kernel, 1), _pad3(p.stride, 1)
+    ps, ds = _pad3(p.padding_before, 0), _pad3(p.dilation, 1)
+    blocks = (1, schedule["BLOCK_H"], schedule["BLOCK_W"])
+    share = 1.0
+    for dim in range(3):
+        share *= _interior_share(outs[dim], ins[dim], blocks[dim], ks[dim], ss[dim], ps[dim], ds[dim])
+    bc = _block_c(schedule)
+    return share * (problem.out_channels // bc) / cdiv(problem.out_channels, bc)
+
+
 class DepthwiseTemplate(ConvTemplate):
     """Direct depthwise conv: one kernel per input layout, tiles of outputs per program."""
 
@@ -304,7 +442,9 @@ class DepthwiseTemplate(ConvTemplate):
     def _channels_last(problem: ConvProblem) -> bool:
         return dense_layout(problem.input_size, problem.input_stride) == "channels_last"
 
-    # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for channels-last inputs, (BLOCK_H, BLOCK_W, num_warps) otherwise.
+    # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for channels-last inputs. The later rows are small position tiles
+    # (most programs interior for 5x5/7x7 filters on 14..56-wide maps) and fewer warps (more positions per
+    # thread share one weight vector load).
     CL_SPACE = (
         (4, 4, 64, 4),
         (2, 8, 64, 4),
@@ -317,7 +457,21 @@ class DepthwiseTemplate(ConvTemplate):
         (4, 16, 16, 4),
         (1, 16, 32, 4),
         (1, 32, 16, 4),
+        (2, 2, 64, 1),
+        (1, 4, 64, 1),
+        (2, 4, 32, 1),
+        (2, 4, 64, 2),
+        (4, 4, 16, 1),
+        (4, 4, 32, 2),
+        (2, 8, 32, 2),
+        (4, 8, 16, 1),
+        (4, 8, 32, 2),
+        (8, 8, 16, 2),
+        (1, 8, 32, 1),
+        (1, 8, 64, 2),
+        (1, 16, 16, 1),
     )
+    # (BLOCK_H, BLOCK_W, num_warps) for contiguous inputs, one channel per program (BLOCK_C absent, i.e. 1).
     NC_SPACE = (
         (1, 16, 1),
         (4, 16, 1),
@@ -329,43 +483,71 @@ class DepthwiseTemplate(ConvTemplate):
         (1, 256, 2),
         (1, 512, 4),
         (1, 1024, 8),
+        (1, 32, 1),
+        (1, 64, 1),
+        (2, 32, 1),
+    )
+    # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for contiguous inputs, BLOCK_C channels per program: short column
+    # tiles keep most programs interior on long 1-D rows, several channels keep each program busy.
+    NC_MULTI_SPACE = (
+        (1, 32, 4, 1),
+        (1, 32, 8, 2),
+        (1, 64, 2, 1),
+        (1, 64, 4, 1),
+        (1, 64, 8, 2),
+        (1, 128, 2, 1),
+        (1, 128, 4, 2),
+        (2, 16, 4, 1),
+        (2, 32, 2, 1),
+        (4, 8, 4, 1),
+        (4, 16, 2, 1),
+        (8, 8, 4, 2),
     )
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         out_h, out_w = _pad3(problem.out_spatial, 1)[1:]
         h_cap = _pow2_at_least(out_h)
+        c_cap = _pow2_at_least(problem.out_channels)
         if self._channels_last(problem):
-            c_cap = max(16, _pow2_at_least(problem.out_channels))
             w_cap = max(4, _pow2_at_least(out_w))
             found = [
                 Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc)
                 for bh, bw, bc, warps in self.CL_SPACE
+                if bh <= h_cap and bw <= w_cap and bc <= max(16, c_cap)
+            ]
+            fallback = Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)
+        else:
+            w_cap = max(16, _pow2_at_least(out_w))
+            found = [
+                Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw)
+                for bh, bw, warps in self.NC_SPACE
+                if bh <= h_cap and bw <= w_cap
+            ] + [
+                Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc)
+                for bh, bw, bc, warps in self.NC_MULTI_SPACE
                 if bh <= h_cap and bw <= w_cap and bc <= c_cap
             ]
-            return found or [Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)]
-        w_cap = max(16, _pow2_at_least(out_w))
-        found = [
-            Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw)
-            for bh, bw, warps in self.NC_SPACE
-            if bh <= h_cap and bw <= w_cap
-        ]
-        return found or [Schedule.make(1, 1, BLOCK_H=1, BLOCK_W=16)]
+            fallback = Schedule.make(1, 1, BLOCK_H=1, BLOCK_W=16)
+        # Small tiles on a huge problem could overflow grid axis 0 (`supports` vouches for the fallback).
+        found = [s for s in found if self._grid(problem, s)[0] <= INT32_MAX]
+        return found or [fallback]
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
-        """Little padding waste first, then a tile near the size that keeps the memory system busy."""
+        """Least estimated work first (padding waste, edge programs' masked taps), then a tile near the size
+        that keeps the memory system busy."""
         _, out_h, out_w = _pad3(problem.out_spatial, 1)
         cl = self._channels_last(problem)
-        # Elements per program (H200 sweep, scripts/bench_part2.py): ~2048 fp16/bf16 or ~1024 fp32 channels-last.
-        target = (2048 if problem.element_size <= 2 else 1024) if cl else 1024
+        # Elements per program (H200 sweeps): ~2048 fp16/bf16 or ~1024 fp32 channels-last; contiguous inputs
+        # favour small tiles (the tuned table's winners hold 64-512 elements).
+        target = (2048 if problem.element_size <= 2 else 1024) if cl else 256
 
         def cost(s: Schedule) -> tuple[float, float]:
-            bh, bw = s["BLOCK_H"], s["BLOCK_W"]
-            bc = s["BLOCK_C"] if cl else 1
-            c = problem.out_channels if cl else 1
-            covered = cdiv(out_h, bh) * bh * cdiv(out_w, bw) * bw * cdiv(c, bc) * bc
-            waste = covered / (out_h * out_w * c)
-            tile = bh * bw * bc
-            return (round(max(waste, 1.2), 2), abs(math.log2(tile / target)))
+            bh, bw, bc = s["BLOCK_H"], s["BLOCK_W"], _block_c(s)
+            covered = cdiv(out_h, bh) * bh * cdiv(out_w, bw) * bw * cdiv(problem.out_channels, bc) * bc
+            waste = covered / (out_h * out_w * problem.out_channels)
+            inner = interior_fraction(problem, s)
+            work = waste * (inner + EDGE_COST * (1.0 - inner))
+            return (round(max(work, 1.2), 1), abs(math.log2(bh * bw * bc / target)))
 
         return min(self.schedules(problem), key=cost)
 
@@ -376,6 +558,14 @@ class DepthwiseTemplate(ConvTemplate):
         if self._channels_last(problem):
             return flat.t().contiguous()  # (taps, C_out)
         return flat.contiguous()  # (C_out, taps)
+
+    def _grid(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int]:
+        out_d, out_h, out_w = _pad3(problem.out_spatial, 1)
+        spatial_tiles = out_d * cdiv(out_h, schedule["BLOCK_H"]) * cdiv(out_w, schedule["BLOCK_W"])
+        channel_tiles = cdiv(problem.out_channels, _block_c(schedule))
+        if self._channels_last(problem):
+            return (problem.batch * spatial_tiles, channel_tiles, 1)
+        return (problem.batch * channel_tiles * spatial_tiles, 1, 1)
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         p = problem.params
@@ -418,15 +608,10 @@ class DepthwiseTemplate(ConvTemplate):
             ("HAS_BIAS", problem.has_bias),
             ("BLOCK_H", schedule["BLOCK_H"]),
             ("BLOCK_W", schedule["BLOCK_W"]),
+            ("BLOCK_C", _block_c(schedule)),
         ]
-        spatial_tiles = out_d * cdiv(out_h, schedule["BLOCK_H"]) * cdiv(out_w, schedule["BLOCK_W"])
-        if self._channels_last(problem):
-            constexprs.append(("BLOCK_C", schedule["BLOCK_C"]))
-            fn = _depthwise_cl_kernel
-            grid = (problem.batch * spatial_tiles, cdiv(problem.out_channels, schedule["BLOCK_C"]), 1)
-        else:
-            fn = _depthwise_nc_kernel
-            grid = (problem.batch * problem.out_channels * spatial_tiles, 1, 1)
+        fn = _depthwise_cl_kernel if self._channels_last(problem) else _depthwise_nc_kernel
+        grid = self._grid(problem, schedule)
         return [KernelLaunch(fn, args, tuple(constexprs), grid, schedule.num_warps, schedule.num_stages)]
 
 
