@@ -30,7 +30,6 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
-import importlib  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
@@ -41,7 +40,7 @@ import torch  # noqa: E402
 from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
-from cuda_triton.conv.templates import TEMPLATE_MODULES, get_template  # noqa: E402
+from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates.base import KernelLaunch, ScalarArg, Schedule, TensorArg  # noqa: E402
 from cuda_triton.serialization.blob import (  # noqa: E402
     ConstantRef,
@@ -103,15 +102,6 @@ def _span(sizes: list[int], strides: list[int]) -> int:
     if any(s == 0 for s in sizes):
         return 0
     return 1 + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True))
-
-
-def _kernel_fn(name: str) -> Any:
-    for module_name in TEMPLATE_MODULES:
-        module = importlib.import_module(f"cuda_triton.conv.templates.{module_name}")
-        fn = getattr(module, name, None)
-        if fn is not None:
-            return fn
-    raise EmulationError(f"no @triton.jit function named {name!r} in {TEMPLATE_MODULES}")
 
 
 def _parse_schedule(key: str) -> dict[str, int]:
@@ -208,6 +198,7 @@ def emulate_blob(
         return torch.as_strided(bufs[i], v.sizes, v.strides)
 
     run = BlobRun(outputs=[])
+    ws_refs: dict[int, ValueRef] = {}
     for oi, op in enumerate(blob.ops):
         problem, derived = derive_launches(blob, op, allow_tf32)
         if len(derived) != len(op.launches):
@@ -232,7 +223,20 @@ def emulate_blob(
             actual: list[Any] = []
             for ai, (ra, da) in enumerate(zip(rec.args, launch.args, strict=True)):
                 where = f"op {oi} launch {li} ({launch.name}) arg {ai}"
-                if isinstance(da, TensorArg):
+                if isinstance(da, TensorArg) and da.role == "workspace":
+                    # Split-K scratch: an fp32 intermediate (NaN-filled here, so a partial the kernel does not
+                    # write poisons the output), the same one for every launch of the op.
+                    ws = blob.values[ra.value] if isinstance(ra, ValueRef) else None
+                    if (
+                        ws is None
+                        or ws.kind != "intermediate"
+                        or ws.dtype != "fp32"
+                        or ra != ws_refs.setdefault(oi, ra)
+                    ):
+                        raise EmulationError(
+                            f"{where} (workspace): recorded {ra}, expected one fp32 intermediate"
+                        )
+                elif isinstance(da, TensorArg):
                     want = {
                         "input": ValueRef(op.input), "output": ValueRef(op.output),
                         "weight": ConstantRef(op.weight),
@@ -252,7 +256,7 @@ def emulate_blob(
                     actual.append(None)
                 else:
                     actual.append(ra.value)
-            fn = _kernel_fn(launch.name)
+            fn = launch.fn  # the name was checked against the recorded kernels above
             fn[tuple(rec.grid)](*actual, **dict(launch.constexprs), num_warps=launch.num_warps,
                                 num_stages=launch.num_stages)  # fmt: skip
         # The ATen comparison needs the original weights: `run_program` does it with these (see _check_op...).

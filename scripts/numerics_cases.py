@@ -192,6 +192,7 @@ def run_poisoned(
         "weight": cand.template.prepare_weight(w, problem, cand.schedule),
         "bias": b,
         "output": out,
+        "workspace": cand.allocate_workspace(problem, out.device),
     }
     for launch in cand.launches(problem):
         launch.run(tensors)

@@ -61,6 +61,9 @@ CASES = [
     ("implicit_gemm", _problem(4, 64, 64, (16, 96), 3, pad=1, dtype="float32", cl=False), False),  # ROW_TILES
     ("gemm", _problem(8, 256, 512, (28, 28), 1, dtype="float32", cl=False), False),
     ("gemm", _problem(8, 3, 768, (64, 64), 16, stride=16), False),
+    # Few tiles, long K: split-K schedules (the main kernel with SPLIT_K and the reduction kernel).
+    ("implicit_gemm", _problem(1, 512, 512, (7, 7), 3, pad=1), True),
+    ("gemm", _problem(1, 1152, 192, (7, 7), 1, dtype="float32"), False),
     # > 2^31 elements: 64-bit indexing (shapes only, nothing is allocated)
     ("implicit_gemm", _problem(64, 256, 256, (512, 512), 3, pad=1), False),
     ("gemm", _problem(64, 256, 256, (512, 512), 1), False),

@@ -96,3 +96,41 @@ def test_saved_pte_memory_plan_needs_inputs_every_execution(tmp_path: Path) -> N
     assert rel(good[0]) < 1e-4
     stale = E.emulate_pte_file(str(path), [x], executions=2, set_inputs_each_time=False)
     assert rel(stale[0]) > 1e-2, "the memory plan no longer reuses the input's bytes (update the runner note)"
+
+
+class SmallMapLongK(nn.Module):
+    """A 3x3 conv on a 4x4 map with 256 input channels and a 1x1 conv with 1024: few output tiles and a long
+    reduction, so the heuristic picks split-K for the 3x3 and the head (a workspace intermediate + the reduction kernel)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c3 = nn.Conv2d(256, 64, 3, padding=1)
+        self.c1 = nn.Conv2d(64, 1024, 1, bias=False)
+        self.head = nn.Conv2d(1024, 48, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.c1(self.c3(x)))
+
+
+def test_split_k_ops_use_a_workspace_intermediate() -> None:
+    model = SmallMapLongK().eval()
+    example = (torch.randn(1, 256, 4, 4),)
+    err, run = E.check_model(model, example, verbose=False)
+    _assert_ok(run, err, 1e-4)
+    assert sum("SPLIT_K" in what for what, _, _ in run.op_errors) >= 2, run.op_errors
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    ep = E.lower(model, example)
+    lowered = [m for _, m in ep.graph_module.named_modules() if isinstance(m, LoweredBackendModule)]
+    split_ops = 0
+    for blob in (E.deserialize(m.processed_bytes) for m in lowered):
+        for op in blob.ops:
+            if "SPLIT_K" not in op.schedule:
+                continue
+            split_ops += 1
+            assert len(op.launches) == 2
+            refs = {a.value for lr in op.launches for a in lr.args if isinstance(a, E.ValueRef)}
+            (ws,) = refs - {op.input, op.output}
+            rec = blob.values[ws]
+            assert rec.kind == "intermediate" and rec.dtype == "fp32" and rec.sizes[0] > 1
+    assert split_ops >= 2

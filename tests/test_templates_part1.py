@@ -99,7 +99,10 @@ def _run(x, w, b, p: ConvParams, template: str | None = None, schedule: Schedule
         "weight": cand.template.prepare_weight(w, problem, cand.schedule),
         "bias": b,
         "output": out,
+        "workspace": cand.allocate_workspace(problem, out.device),
     }
+    if tensors["workspace"] is not None:
+        tensors["workspace"].fill_(float("nan"))  # the split kernel must write every partial it sums
     for launch in cand.launches(problem):
         launch.run(tensors)
     return out, cand
@@ -301,3 +304,60 @@ def test_int64_indexing_path(template: str, monkeypatch) -> None:
     problem = ConvProblem.from_tensors(x, w, b, p)
     assert dict(cand.launches(problem)[0].constexprs)["INT64"] is True
     _check(out, x, w, b, p)
+
+
+# ---- split-K ----------------------------------------------------------------------------------------------------
+SPLIT_SHAPES = [
+    ("implicit_gemm", (1, 256, 32, (4, 4), 3, dict(pad_before=1))),  # 3x3 on a 4x4 map: 36 K iterations
+    ("implicit_gemm", (2, 128, 64, (3, 5), 3, dict(pad_before=(1, 2), pad_after=(0, 1), groups=2))),
+    ("implicit_gemm", (1, 12, 32, (6, 6), 7, dict(pad_before=3))),  # FLAT_K (< 16 channels)
+    ("implicit_gemm", (1, 256, 16, (9,), 3, dict(pad_before=2, dilation=2))),  # 1-D, dilated
+    ("gemm", (1, 512, 48, (3, 3), 1, {})),  # 1x1 with a long K
+    ("gemm", (2, 192, 40, (8, 8), 2, dict(stride=2))),  # patchify
+]
+
+
+@pytest.mark.parametrize(
+    "template,shape", SPLIT_SHAPES, ids=[f"{t}-{i}" for i, (t, _) in enumerate(SPLIT_SHAPES)]
+)
+@pytest.mark.parametrize("channels_last", [True, False], ids=["cl", "contig"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+def test_split_k_schedules_match_aten(template: str, shape, channels_last: bool, dtype) -> None:
+    """Few output tiles, long K: the space offers SPLIT_K schedules; each runs (NaN-poisoned workspace and
+    output) and matches ATen, bias added once, in both output layouts."""
+    n, c, k, spatial, kernel, kw = shape
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, p.groups, dtype, channels_last, True, seed=21)
+    t = get_template(template)
+    problem = ConvProblem.from_tensors(x, w, b, p)
+    splits = [s for s in t.schedules(problem) if dict(s.params).get("SPLIT_K", 1) > 1]
+    assert splits, "a few-tile, long-K problem must offer split-K schedules"
+    for s in splits:
+        assert t.workspace_shape(problem, s) == (
+            s["SPLIT_K"],
+            problem.batch * math.prod(problem.out_spatial),
+            k,
+        )
+        assert len(t.launches(problem, s)) == 2
+        out, cand = _run(x, w, b, p, template, s)
+        assert cand.schedule == s
+        _check(out, x, w, b, p)
+
+
+def test_split_k_heuristic_and_limits() -> None:
+    ig, gm = get_template("implicit_gemm"), get_template("gemm")
+    # A 7x7 map at batch 1 with 512 -> 512 channels: 1 x 8 tiles of 64x64 and 72 K iterations: split.
+    x, w, b = _tensors(1, 512, 512, (7, 7), 3, 1, torch.float16, True, False, seed=0)
+    small = ConvProblem.from_tensors(x, w, b, _params(2, pad_before=1))
+    assert ig.heuristic_schedule(small)["SPLIT_K"] > 1
+    x, w, b = _tensors(1, 1152, 192, (7, 7), 1, 1, torch.float16, True, False, seed=0)  # EfficientNet 1x1
+    assert gm.heuristic_schedule(ConvProblem.from_tensors(x, w, b, _params(2)))["SPLIT_K"] > 1
+    # Enough tiles already (a 56x56 map at batch 8): never split, and no workspace.
+    x, w, b = _tensors(8, 64, 64, (56, 56), 3, 1, torch.float16, True, False, seed=0)
+    big = ConvProblem.from_tensors(x, w, b, _params(2, pad_before=1))
+    assert all(dict(s.params).get("SPLIT_K", 1) == 1 for s in ig.schedules(big))
+    assert ig.workspace_shape(big, ig.heuristic_schedule(big)) is None
+    # A short reduction is not split either (each share keeps >= 4 iterations).
+    x, w, b = _tensors(1, 16, 16, (4, 4), 1, 1, torch.float16, True, False, seed=0)
+    tiny = ConvProblem.from_tensors(x, w, b, _params(2))
+    assert all(dict(s.params).get("SPLIT_K", 1) == 1 for s in gm.schedules(tiny))

@@ -365,6 +365,14 @@ def _add_constant(draft: _Draft, t: torch.Tensor, what: str) -> int:
     return len(draft.constants) - 1
 
 
+def _contiguous_strides(sizes: tuple[int, ...]) -> list[int]:
+    strides, running = [], 1
+    for s in reversed(sizes):
+        strides.append(running)
+        running *= s
+    return strides[::-1]
+
+
 def _value_record(kind: str, index: int, node: Node) -> ValueRecord:
     v = tensor_val(node)
     return ValueRecord(kind, index, _blob_dtype(v, f"node '{node.name}'"), [int(s) for s in v.shape],
@@ -550,6 +558,14 @@ def _draft_conv(
         template=template.name,
         schedule=schedule.key(),
     )
+    # A split-K schedule's fp32 workspace: an intermediate value the runtime allocates once at init.
+    ws_value = None
+    ws_shape = template.workspace_shape(problem, schedule)
+    if ws_shape is not None:
+        ws_value = len(draft.values)
+        draft.values.append(
+            ValueRecord("intermediate", 0, "fp32", list(ws_shape), _contiguous_strides(ws_shape))
+        )
     launches: list[_Launch] = []
     for li, launch in enumerate(template.launches(problem, schedule)):
         largs: list[Any] = []
@@ -563,6 +579,8 @@ def _draft_conv(
                     largs.append(ConstantRef(w_index))
                 elif a.role == "bias":
                     largs.append(NullPtr() if b_index is None else ConstantRef(b_index))
+                elif a.role == "workspace" and ws_value is not None:
+                    largs.append(ValueRef(ws_value))
                 else:
                     raise CudaTritonPreprocessError(f"{launch.name}: unknown tensor role {a.role!r}")
             elif isinstance(a, ScalarArg):

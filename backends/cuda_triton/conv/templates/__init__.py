@@ -13,6 +13,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import torch
+
 from ..problem import ConvProblem
 from .base import ConvTemplate, KernelLaunch, Schedule, Support
 
@@ -56,6 +58,9 @@ class Candidate:
 
     def launches(self, problem: ConvProblem) -> list[KernelLaunch]:
         return self.template.launches(problem, self.schedule)
+
+    def allocate_workspace(self, problem: ConvProblem, device: torch.device | str) -> torch.Tensor | None:
+        return self.template.allocate_workspace(problem, self.schedule, device)
 
 
 @contextlib.contextmanager

@@ -74,8 +74,10 @@ class Schedule:
 
 
 # ---- kernel arguments -------------------------------------------------------------------------------------
-# Tensor roles a launch can reference.
-TENSOR_ROLES = ("input", "weight", "bias", "output")
+# Tensor roles a launch can reference. "workspace" is the fp32 scratch tensor of `ConvTemplate.workspace_shape`
+# (split-K partial sums): the op's CUDA body allocates it per call, the delegate blob records it as an
+# intermediate value the C++ runtime allocates once at init.
+TENSOR_ROLES = ("input", "weight", "bias", "output", "workspace")
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,21 @@ class ConvTemplate(ABC):
         Default: the weight made contiguous in its ATen shape.
         """
         return weight.contiguous()
+
+    def workspace_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
+        """Sizes of the contiguous fp32 scratch tensor the launches use as role "workspace", or None (default).
+
+        Static like the grid: a function of the problem's shapes and the schedule only. Launches must not
+        expect it zeroed (the runtime hands over whatever memory it allocated).
+        """
+        return None
+
+    def allocate_workspace(
+        self, problem: ConvProblem, schedule: Schedule, device: torch.device | str
+    ) -> torch.Tensor | None:
+        """A fresh workspace tensor for one call (None when the schedule needs none)."""
+        shape = self.workspace_shape(problem, schedule)
+        return None if shape is None else torch.empty(shape, dtype=torch.float32, device=device)
 
     @abstractmethod
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:

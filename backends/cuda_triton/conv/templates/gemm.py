@@ -7,7 +7,8 @@ ordered (tap, channel) for channels-last inputs and (channel, tap) for contiguou
 adjacent in memory in both layouts (within a patch row).
 
 Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (leading sizes 1
-for 1-D/2-D). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, 1).
+for 1-D/2-D). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, SPLIT_K).
+Split-K schedules (SPLIT_K > 1): y = the fp32 workspace and no bias, then ``splitk_reduce_kernel`` (_splitk.py).
 
 Prepared weight: [K_P, COUT_P] contiguous, rows in the kernel's K order, zero-padded to BLOCK_K / BLOCK_N.
 Groups are left to the implicit GEMM.
@@ -22,6 +23,7 @@ import triton.language as tl
 
 from ..problem import ConvProblem
 from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2, weight_k_major
+from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace_shape
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import TRITON_PTR_DTYPE, ConvTemplate, KernelLaunch, ScalarArg, Schedule, Support, TensorArg, cdiv
 from .implicit_gemm import _swizzle, store_output, weight_ptrs
@@ -38,6 +40,7 @@ def conv_gemm_kernel(
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, INT64: tl.constexpr,
     PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):  # fmt: skip
     if INT64:
         BATCH = BATCH.to(tl.int64)
@@ -74,9 +77,19 @@ def conv_gemm_kernel(
     rows = (offs_m // out_pixels) * s_n + od * (SD * s_d) + oh * (SH * s_h) + ow * (SW * s_w)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 
+    # Split-K: program_id(2) takes one contiguous share of the K iterations (all of them when SPLIT_K == 1).
+    K_ITERS: tl.constexpr = (K_TOTAL + BLOCK_K - 1) // BLOCK_K
+    if SPLIT_K == 1:
+        k_lo = 0
+        k_hi = K_ITERS
+    else:
+        SHARE: tl.constexpr = (K_ITERS + SPLIT_K - 1) // SPLIT_K
+        k_lo = tl.program_id(2) * SHARE
+        k_hi = tl.minimum(k_lo + SHARE, K_ITERS)
+
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K_TOTAL, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
+    for kb in range(k_lo, k_hi):
+        offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
         if IN_CL:
             c = offs_k % C_IN
             tap = offs_k // C_IN
@@ -101,7 +114,11 @@ def conv_gemm_kernel(
 
     n = offs_m // out_pixels
     pixel = offs_m % out_pixels
-    store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
+    if SPLIT_K == 1:
+        store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
+    else:  # y_ptr is the fp32 workspace: this share's partial sums, channels-last, no bias (_splitk.py)
+        ws = y_ptr + tl.program_id(2) * (M * C_OUT)
+        store_output(ws, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, False, True)
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles.
@@ -165,6 +182,17 @@ class GemmTemplate(ConvTemplate):
             )
             if s not in out:
                 out.append(s)
+        for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
+            if fp32 and bm * bn >= 128 * 128:
+                bk = 32
+            bm, bn, bk = _fit(bm, g.m), _fit(bn, g.cout), _fit(bk, g.taps * g.cin)
+            programs = cdiv(g.m, bm) * cdiv(g.cout, bn)
+            for split in split_options(g, programs, cdiv(g.taps * g.cin, bk)):
+                s = Schedule.make(
+                    warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M, SPLIT_K=split
+                )
+                if s not in out:
+                    out.append(s)
         heuristic = self.heuristic_schedule(problem)
         if heuristic not in out:  # the heuristic's pick is always part of the space
             out.insert(0, heuristic)
@@ -181,7 +209,18 @@ class GemmTemplate(ConvTemplate):
         big = bm * bn >= 128 * 128
         warps = 8 if big else 4
         stages = 3 if big else 4
+        # Too few tiles for a long reduction: split K (64x64 tiles, the split that fills a wave; _splitk.py).
+        bm2, bn2, bk2 = _fit(64, g.m), _fit(64, g.cout), _fit(64, g.taps * g.cin)
+        if cdiv(g.m, bm) * cdiv(g.cout, bn) * 2 <= NUM_SMS and cdiv(g.taps * g.cin, bk2) >= 16:
+            splits = split_options(g, cdiv(g.m, bm2) * cdiv(g.cout, bn2), cdiv(g.taps * g.cin, bk2))
+            if splits:
+                return Schedule.make(
+                    4, 3, BLOCK_M=bm2, BLOCK_N=bn2, BLOCK_K=bk2, GROUP_M=_GROUP_M, SPLIT_K=splits[-1]
+                )
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
+
+    def workspace_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
+        return workspace_shape(problem, schedule)
 
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         """(C_out, C_in, *k) -> [K_P, COUT_P]: rows (tap, c) for channels-last input, (c, tap) otherwise."""
@@ -199,6 +238,7 @@ class GemmTemplate(ConvTemplate):
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
+        split = split_k_of(schedule)
         dt = TRITON_PTR_DTYPE[problem.dtype]
         (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
         sizes = (("BATCH", g.batch), ("D", d), ("H", h), ("W", w), ("OD", od), ("OH", oh), ("OW", ow))
@@ -206,7 +246,7 @@ class GemmTemplate(ConvTemplate):
             TensorArg("input", dt),
             TensorArg("weight", dt),
             TensorArg("bias", dt),
-            TensorArg("output", dt),
+            TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
             *(ScalarArg(name, "i32", v) for name, v in sizes),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
@@ -227,7 +267,7 @@ class GemmTemplate(ConvTemplate):
             ("DW", g.dilation[2]),
             ("IN_CL", g.in_cl),
             ("OUT_CL", g.out_cl),
-            ("HAS_BIAS", problem.has_bias),
+            ("HAS_BIAS", problem.has_bias and split == 1),
             ("INT64", g.int64),
             ("PRECISION", dot_precision(problem)),
             ("ROUND_TF32", tf32_rounding(problem)),
@@ -235,11 +275,11 @@ class GemmTemplate(ConvTemplate):
             ("BLOCK_N", bn),
             ("BLOCK_K", schedule["BLOCK_K"]),
             ("GROUP_M", schedule["GROUP_M"]),
+            ("SPLIT_K", split),
         )
-        grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, 1)
-        return [
-            KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
-        ]
+        grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, split)
+        main = KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
+        return [main] if split == 1 else [main, splitk_reduce_launch(problem, split)]
 
 
 TEMPLATES = [GemmTemplate()]

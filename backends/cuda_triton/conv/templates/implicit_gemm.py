@@ -10,7 +10,10 @@ walks the flattened (tap, channel) axis instead, so K blocks are not mostly padd
 
 Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (1-D/2-D problems
 have leading sizes 1). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(COUT_T, BLOCK_N),
-groups / GROUP_TILE, 1).
+groups / GROUP_TILE, SPLIT_K).
+
+Split-K schedules (SPLIT_K > 1, for few output tiles and a long K): the same kernel, y = the fp32 workspace and
+no bias, then ``splitk_reduce_kernel`` (see _splitk.py).
 
 Prepared weight: [groups / GROUP_TILE, taps, CIN_P, COUT_P] contiguous, CIN_P = CIN_T rounded up to BLOCK_K,
 COUT_P = COUT_T rounded up to BLOCK_N, zero-filled, so weight loads need no mask (FLAT_K: [tiles, 1, K_ROWS,
@@ -33,6 +36,14 @@ from ._geometry import (
     dot_precision,
     next_pow2,
     weight_k_major,
+)
+from ._splitk import (
+    MIN_SHARE,
+    SPLIT_CONFIGS,
+    split_k_of,
+    split_options,
+    splitk_reduce_launch,
+    workspace_shape,
 )
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import (
@@ -97,6 +108,7 @@ def conv_implicit_gemm_kernel(
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, W_KMAJOR: tl.constexpr,
     ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):  # fmt: skip
     if INT64:
         BATCH = BATCH.to(tl.int64)
@@ -157,12 +169,25 @@ def conv_implicit_gemm_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     w_tile = w_ptr + tile * (K_ROWS * COUT_P)
 
+    # Split-K: program_id(2) takes one contiguous share of the K iterations (all of them when SPLIT_K == 1).
+    if FLAT_K:
+        K_ITERS: tl.constexpr = (KD * KH * KW * CIN_T + BLOCK_K - 1) // BLOCK_K
+    else:
+        K_ITERS: tl.constexpr = KD * KH * KW * (CIN_P // BLOCK_K)
+    if SPLIT_K == 1:
+        k_lo = 0
+        k_hi = K_ITERS
+    else:
+        SHARE: tl.constexpr = (K_ITERS + SPLIT_K - 1) // SPLIT_K
+        k_lo = tl.program_id(2) * SHARE
+        k_hi = tl.minimum(k_lo + SHARE, K_ITERS)
+
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
         # K = (tap, channel) flattened: each A column has its own tap.
         K_TOTAL: tl.constexpr = KD * KH * KW * CIN_T
-        for k0 in range(0, K_TOTAL, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
+        for kb in range(k_lo, k_hi):
+            offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
             c = offs_k % CIN_T
             tap = offs_k // CIN_T
             di = d0[:, None] + ((tap // (KH * KW)) * DD)[None, :]
@@ -178,7 +203,7 @@ def conv_implicit_gemm_kernel(
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     else:
         C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
-        for i in range(0, KD * KH * KW * C_BLOCKS):
+        for i in range(k_lo, k_hi):
             tap = i // C_BLOCKS
             c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
             di = d0 + (tap // (KH * KW)) * DD
@@ -196,9 +221,29 @@ def conv_implicit_gemm_kernel(
             b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
-    store_output(
-        y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, HAS_BIAS, OUT_CL
-    )
+    if SPLIT_K == 1:
+        store_output(
+            y_ptr,
+            b_ptr,
+            acc,
+            n,
+            pixel,
+            m_ok,
+            offs_n,
+            tile * COUT_T,
+            COUT_T,
+            C_OUT,
+            out_pixels,
+            HAS_BIAS,
+            OUT_CL,
+        )
+    else:
+        # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
+        # like a channels-last output without bias; `splitk_reduce_kernel` adds the shares up.
+        ws = y_ptr + tl.program_id(2) * (BATCH * out_pixels * C_OUT)
+        store_output(
+            ws, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, False, True
+        )
 
 
 # ---- tuning space ------------------------------------------------------------------------------------------
@@ -252,6 +297,13 @@ def _fit(block: int, extent: int) -> int:
     return max(16, min(block, next_pow2(extent)))
 
 
+def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:
+    """Iterations of the kernel's K loop (see K_ITERS in the kernel)."""
+    if flat:
+        return cdiv(g.taps * cin_t, bk)
+    return g.taps * cdiv(cin_t, bk)
+
+
 class ImplicitGemmTemplate(ConvTemplate):
     """Implicit GEMM over channels-last or contiguous dense tensors (see module docstring)."""
 
@@ -302,6 +354,28 @@ class ImplicitGemmTemplate(ConvTemplate):
                 )
                 if s not in out:
                     out.append(s)
+            for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
+                if rows:  # row tiles walk whole output rows: long rows have enough tiles already
+                    break
+                if fp32 and bm * bn >= 128 * 128:
+                    bk = 32
+                bm, bn, bk = _fit(bm, g.m), _fit(bn, cout_t), _fit(bk, k_extent)
+                programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
+                for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
+                    s = Schedule.make(
+                        warps,
+                        stages,
+                        BLOCK_M=bm,
+                        BLOCK_N=bn,
+                        BLOCK_K=bk,
+                        GROUP_M=_GROUP_M,
+                        GROUP_TILE=gt,
+                        FLAT_K=flat,
+                        ROW_TILES=rows,
+                        SPLIT_K=split,
+                    )
+                    if s not in out:
+                        out.append(s)
         heuristic = self.heuristic_schedule(problem)
         if heuristic not in out:  # the heuristic's pick is always part of the space
             out.insert(0, heuristic)
@@ -337,6 +411,18 @@ class ImplicitGemmTemplate(ConvTemplate):
         stages = 3 if bk >= 64 or (fp32 and big) or flat else 4
         if bm * bn <= 32 * 32:
             warps = 2
+        # Too few tiles for a long reduction: split K (64x64 tiles, the split that fills a wave).
+        split = {}
+        iters = k_iterations(g, cin_t, flat, _fit(64 if not fp32 else 32, k_extent))
+        if not rows and programs(bm) * 2 <= NUM_SMS and iters >= 4 * MIN_SHARE:
+            bm2, bn2 = _fit(64, g.m), _fit(64, cout_t)
+            bk2 = _fit(64, k_extent)
+            splits = split_options(
+                g, cdiv(g.m, bm2) * cdiv(cout_t, bn2) * tiles_n, k_iterations(g, cin_t, flat, bk2)
+            )
+            if splits:
+                bm, bn, bk, warps, stages = bm2, bn2, bk2, 4, 3
+                split = {"SPLIT_K": splits[-1]}
         return Schedule.make(
             warps,
             stages,
@@ -347,6 +433,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             GROUP_TILE=gt,
             FLAT_K=flat,
             ROW_TILES=rows,
+            **split,
         )
 
     # -- weight and launches -------------------------------------------------------------------------------
@@ -384,9 +471,13 @@ class ImplicitGemmTemplate(ConvTemplate):
             return padded.reshape(tiles, taps_dim * rows, cout_p).transpose(1, 2).contiguous()
         return padded.contiguous()
 
+    def workspace_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
+        return workspace_shape(problem, schedule)
+
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
         gt = schedule["GROUP_TILE"]
+        split = split_k_of(schedule)
         if g.groups % gt:
             raise ValueError(f"GROUP_TILE {gt} does not divide groups {g.groups}")
         cin_t, cout_t = self._tile_channels(g, gt)
@@ -400,7 +491,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             TensorArg("input", dt),
             TensorArg("weight", dt),
             TensorArg("bias", dt),
-            TensorArg("output", dt),
+            TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
             *(ScalarArg(nm, "i32", v) for nm, v in (("BATCH", g.batch), ("D", d), ("H", h), ("W", w))),
             *(ScalarArg(nm, "i32", v) for nm, v in (("OD", od), ("OH", oh), ("OW", ow))),
         )
@@ -427,7 +518,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("DW", g.dilation[2]),
             ("IN_CL", g.in_cl),
             ("OUT_CL", g.out_cl),
-            ("HAS_BIAS", problem.has_bias),
+            ("HAS_BIAS", problem.has_bias and split == 1),
             ("FLAT_K", bool(schedule["FLAT_K"])),
             ("W_KMAJOR", weight_k_major(problem)),
             ("ROW_TILES", bool(schedule["ROW_TILES"])),
@@ -438,17 +529,20 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("BLOCK_N", bn),
             ("BLOCK_K", schedule["BLOCK_K"]),
             ("GROUP_M", schedule["GROUP_M"]),
+            ("SPLIT_K", split),
         )
         if schedule["ROW_TILES"]:
             m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
         else:
             m_programs = cdiv(g.m, bm)
-        grid = (m_programs * cdiv(cout_t, bn), g.groups // gt, 1)
-        return [
-            KernelLaunch(
-                conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
-            )
-        ]
+        grid = (m_programs * cdiv(cout_t, bn), g.groups // gt, split)
+        main = KernelLaunch(
+            conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
+        )
+        if split == 1:
+            return [main]
+        reduce = splitk_reduce_launch(problem, split)
+        return [main, reduce]
 
 
 TEMPLATES = [ImplicitGemmTemplate()]

@@ -1,0 +1,114 @@
+"""Split-K for the GEMM templates: the workspace reduction kernel and the rules for when to split.
+
+Layers with few output positions and a long reduction (7x7 or 14x14 maps at batch 1, 1x1 convs with many input
+channels) give too few output tiles to fill the GPU. A split-K schedule (SPLIT_K > 1) launches the template's
+kernel with a third grid axis: program_id(2) takes one contiguous share of the K iterations and stores its fp32
+partial sums, without bias, into the workspace [SPLIT_K, M, C_out] (role "workspace", M = batch * output
+pixels, channels fastest); then `splitk_reduce_kernel` adds the shares up in a fixed order (deterministic), adds
+the bias and writes the output in its layout.
+
+``splitk_reduce_kernel`` arguments (PTX order): ws, bias, y pointers, int32 M, OUT_PIXELS; constexprs C_OUT,
+SPLIT_K, HAS_BIAS, OUT_CL, BLOCK_M, BLOCK_C. Grid: (cdiv(M, BLOCK_M), cdiv(C_out, BLOCK_C), 1).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..problem import ConvProblem
+from ._geometry import NUM_SMS, Geometry
+from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+
+
+@triton.jit
+def splitk_reduce_kernel(
+    ws_ptr, b_ptr, y_ptr, M, OUT_PIXELS,
+    C_OUT: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """y = the sum of the SPLIT_K partial sums in the workspace (+ bias), in y's layout."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    ok = (offs_m < M)[:, None] & (offs_c < C_OUT)[None, :]
+    ws = ws_ptr + offs_m[:, None] * C_OUT + offs_c[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):  # a fixed order: the sum is deterministic
+        acc += tl.load(ws + s * M * C_OUT, mask=ok, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + offs_c, mask=offs_c < C_OUT, other=0.0).to(tl.float32)[None, :]
+    if OUT_CL:
+        y = y_ptr + offs_m[:, None] * C_OUT + offs_c[None, :]
+    else:
+        n = offs_m // OUT_PIXELS
+        pixel = offs_m % OUT_PIXELS
+        y = y_ptr + (n[:, None] * C_OUT + offs_c[None, :]) * OUT_PIXELS + pixel[:, None]
+    tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+# Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) offered with a split: the split is for few
+# tiles, so big ones rarely win.
+SPLIT_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 128, 64, 8, 3),
+    (64, 128, 64, 4, 3),
+    (64, 64, 64, 4, 3),
+)
+MAX_SPLIT = 16
+MIN_SHARE = 4  # K iterations each share keeps at least (fewer cannot hide the load latency)
+_REDUCE_BLOCK_M, _REDUCE_BLOCK_C, _REDUCE_WARPS = 64, 64, 4
+
+
+def split_k_of(schedule: Schedule) -> int:
+    """The schedule's SPLIT_K (1 when absent: schedules without a split do not carry the key)."""
+    return dict(schedule.params).get("SPLIT_K", 1)
+
+
+def split_options(g: Geometry, programs: int, iters: int) -> list[int]:
+    """SPLIT_K values worth trying for a tile shape with ``programs`` programs and ``iters`` K iterations.
+
+    None when the programs already fill half the GPU; else the power of two that brings them to a full wave,
+    and half of it, each share keeping at least MIN_SHARE iterations. The workspace must stay addressable with
+    32-bit offsets (64-bit problems are never split).
+    """
+    if g.int64 or programs * 2 > NUM_SMS:
+        return []
+    split = 2
+    while programs * split < NUM_SMS and split * 2 <= MAX_SPLIT:
+        split *= 2
+    while split > 1 and iters // split < MIN_SHARE:
+        split //= 2
+    while split > 1 and split * g.m * g.cout >= 2**31:
+        split //= 2
+    return sorted({split, split // 2} - {0, 1})
+
+
+def workspace_shape(problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
+    """[SPLIT_K, M, C_out] for a split schedule, None otherwise."""
+    split = split_k_of(schedule)
+    if split == 1:
+        return None
+    g = Geometry.of(problem)
+    return (split, g.m, g.cout)
+
+
+def splitk_reduce_launch(problem: ConvProblem, split: int) -> KernelLaunch:
+    """The launch that turns the workspace's partial sums into the output."""
+    g = Geometry.of(problem)
+    dt = TRITON_PTR_DTYPE[problem.dtype]
+    args = (
+        TensorArg("workspace", "fp32"),
+        TensorArg("bias", dt),
+        TensorArg("output", dt),
+        ScalarArg("M", "i32", g.m),
+        ScalarArg("OUT_PIXELS", "i32", g.m // g.batch),
+    )
+    constexprs = (
+        ("C_OUT", g.cout),
+        ("SPLIT_K", split),
+        ("HAS_BIAS", problem.has_bias),
+        ("OUT_CL", g.out_cl),
+        ("BLOCK_M", _REDUCE_BLOCK_M),
+        ("BLOCK_C", _REDUCE_BLOCK_C),
+    )
+    grid = (cdiv(g.m, _REDUCE_BLOCK_M), cdiv(g.cout, _REDUCE_BLOCK_C), 1)
+    return KernelLaunch(splitk_reduce_kernel, args, constexprs, grid, _REDUCE_WARPS, 1)
