@@ -5,7 +5,8 @@
 # scripts/tuning_signatures.py (batch 1 and 8, contiguous then channels-last, fp16) over the --max-schedules
 # schedules nearest each template's heuristic. The run stops cleanly at BUDGET_S and resumes from RESUME (an
 # earlier sm90.log.jsonl) when given, so two calls can finish a table one call cannot.
-# Here, afterwards: cp <files_at>/tuning/sm90.json backends/cuda_triton/conv/tuning/sm90.json
+# Here, afterwards: cp <files_at>/tuning/sm90.json backends/cuda_triton/conv/tuning/sm90.json (a whole table), or
+# scripts/merge_tables.py to merge a partial run (PROBLEMS=public,json:scripts/tuning_slow_layers.json DTYPES=fp16,bf16).
 set -u
 export PYTHONPATH=backends PYTHONUNBUFFERED=1
 o=/tmp/gpu_tune
@@ -15,7 +16,7 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 resume=()
 [ -n "${RESUME:-}" ] && resume=(--resume "$RESUME")
 timeout "$(( ${BUDGET_S:-520} + 40 ))" python3 scripts/tune.py --out "$o/tuning" \
-  --problems "${PROBLEMS:-public,models}" --dtypes fp16,bf16,fp32 --model-dtypes fp16 \
+  --problems "${PROBLEMS:-public,models}" --dtypes "${DTYPES:-fp16,bf16,fp32}" --model-dtypes fp16 \
   --layouts contiguous,channels_last --batches 1,8 --max-schedules "${MAX_SCHEDULES:-3}" \
   --budget-s "${BUDGET_S:-520}" "${resume[@]}" > "$o/tune.log" 2>&1
 echo "tune exit $?"
