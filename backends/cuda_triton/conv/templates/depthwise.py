@@ -541,15 +541,23 @@ class DepthwiseTemplate(ConvTemplate):
         # favour small tiles (the tuned table's winners hold 64-512 elements).
         target = (2048 if problem.element_size <= 2 else 1024) if cl else 256
 
-        def cost(s: Schedule) -> tuple[float, float]:
+        def cost(s: Schedule) -> tuple[float, float, float]:
             bh, bw, bc = s["BLOCK_H"], s["BLOCK_W"], _block_c(s)
-            covered = cdiv(out_h, bh) * bh * cdiv(out_w, bw) * bw * cdiv(problem.out_channels, bc) * bc
-            waste = covered / (out_h * out_w * problem.out_channels)
+            programs = cdiv(out_h, bh) * cdiv(out_w, bw) * cdiv(problem.out_channels, bc)
+            # A tile smaller than the program's threads leaves lanes idle: count them as padding too.
+            waste = programs * max(bh * bw * bc, 32 * s.num_warps) / (out_h * out_w * problem.out_channels)
             inner = interior_fraction(problem, s)
             work = waste * (inner + EDGE_COST * (1.0 - inner))
-            return (round(max(work, 1.2), 1), abs(math.log2(bh * bw * bc / target)))
+            # Contiguous input: the warps span W first, so a thread's columns of one row share each weight
+            # load (per-tap weight loads otherwise cost as much as the input's).
+            shared_weight = 0.0 if cl else -min(bw / (32 * s.num_warps), 4.0)
+            return (round(max(work, 1.2), 1), abs(math.log2(bh * bw * bc / target)), shared_weight)
 
-        return min(self.schedules(problem), key=cost)
+        space = self.schedules(problem)
+        if not cl and out_h > 1:
+            # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
+            space = [s for s in space if _block_c(s) == 1] or space
+        return min(space, key=cost)
 
     # -- weight and launches ----------------------------------------------------------------------------------
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
