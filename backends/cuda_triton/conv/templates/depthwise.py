@@ -1,16 +1,16 @@
 """Direct depthwise convolution (groups == C_in, any channel multiplier), 1-D/2-D/3-D.
 
-A depthwise conv does ``k`` multiply-adds per output element, so it is bound by memory traffic, not by math:
-a GEMM formulation (one tiny GEMM per channel) wastes the tensor cores and the bandwidth. These kernels compute
-a tile of outputs directly, each tap a vectorized load along the tensor's contiguous dimension, the filter
-taps of the tile's channels held in registers, fp32 accumulation, bias fused.
+A depthwise conv does only ``k`` multiply-adds per output element: a GEMM formulation (one tiny GEMM per
+channel) wastes the tensor cores and the bandwidth. These kernels compute a tile of outputs directly, each tap
+a load along the tensor's contiguous dimension (vectorized along C for channels-last inputs) that hits L1 for
+all but the first tap reading an element, fp32 accumulation, bias fused.
 
 Every problem is viewed as 3-D: a 1-D conv is (1, 1, L), a 2-D conv (1, H, W); missing dims get kernel 1,
 stride 1, dilation 1, padding 0. Output channel ``co`` reads input channel ``co // MULT`` (ATen's grouping with
 C_out = MULT * C_in).
 
-Measured on an H200 these kernels are bound by instructions, not by memory (fp32 runs as fast as fp16), so
-each program first asks one scalar question (`_tile_is_interior`): is the tile full and does every tap of every
+Measured on an H200 these kernels are bound by instructions, not by DRAM (fp32 runs as fast as fp16), so each
+program first asks one scalar question (`_tile_is_interior`): is the tile full and does every tap of every
 output read inside the input? Such interior programs (most of them, with tiles small next to the map) run a tap
 loop with no bounds math: a load at a compile-time offset from its row's pointer, a convert, an FMA. The rest
 (tiles touching the padding or the edge, partial channel blocks) run the masked loop.
