@@ -41,7 +41,7 @@ from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates.base import KernelLaunch, ScalarArg, Schedule, TensorArg  # noqa: E402
+from cuda_triton.conv.templates.base import SCRATCH_ROLES, KernelLaunch, ScalarArg, Schedule, TensorArg  # noqa: E402
 from cuda_triton.serialization.blob import (  # noqa: E402
     ConstantRef,
     DelegateBlob,
@@ -198,7 +198,7 @@ def emulate_blob(
         return torch.as_strided(bufs[i], v.sizes, v.strides)
 
     run = BlobRun(outputs=[])
-    ws_refs: dict[int, ValueRef] = {}
+    scratch_refs: dict[tuple[int, str], ValueRef] = {}
     for oi, op in enumerate(blob.ops):
         problem, derived = derive_launches(blob, op, allow_tf32)
         if len(derived) != len(op.launches):
@@ -223,18 +223,19 @@ def emulate_blob(
             actual: list[Any] = []
             for ai, (ra, da) in enumerate(zip(rec.args, launch.args, strict=True)):
                 where = f"op {oi} launch {li} ({launch.name}) arg {ai}"
-                if isinstance(da, TensorArg) and da.role == "workspace":
-                    # Split-K scratch: an fp32 intermediate (NaN-filled here, so a partial the kernel does not
-                    # write poisons the output), the same one for every launch of the op.
-                    ws = blob.values[ra.value] if isinstance(ra, ValueRef) else None
+                if isinstance(da, TensorArg) and da.role in SCRATCH_ROLES:
+                    # Scratch (split-K partials, a channels-last input copy): an intermediate of the declared
+                    # dtype, NaN-filled here so an element a kernel reads before writing poisons the output; the
+                    # same value for every launch of the op.
+                    sv = blob.values[ra.value] if isinstance(ra, ValueRef) else None
                     if (
-                        ws is None
-                        or ws.kind != "intermediate"
-                        or ws.dtype != "fp32"
-                        or ra != ws_refs.setdefault(oi, ra)
+                        sv is None
+                        or sv.kind != "intermediate"
+                        or sv.dtype != da.dtype
+                        or ra != scratch_refs.setdefault((oi, da.role), ra)
                     ):
                         raise EmulationError(
-                            f"{where} (workspace): recorded {ra}, expected one fp32 intermediate"
+                            f"{where} ({da.role}): recorded {ra}, expected a {da.dtype} intermediate"
                         )
                 elif isinstance(da, TensorArg):
                     want = {

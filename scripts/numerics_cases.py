@@ -192,7 +192,7 @@ def run_poisoned(
         "weight": cand.template.prepare_weight(w, problem, cand.schedule),
         "bias": b,
         "output": out,
-        "workspace": cand.allocate_workspace(problem, out.device),
+        **cand.allocate_scratch(problem, out.device),
     }
     for launch in cand.launches(problem):
         launch.run(tensors)

@@ -579,7 +579,7 @@ def measure_problem(
                         "weight": template.prepare_weight(ops.weights[i], problem, schedule),
                         "bias": ops.biases[i],
                         "output": ops.outputs[i],
-                        "workspace": template.allocate_workspace(problem, schedule, ops.outputs[i].device),
+                        **template.allocate_scratch(problem, schedule, ops.outputs[i].device),
                     }
                     for i in range(nrot)
                 ]

@@ -58,12 +58,15 @@ CASES = [
         False,
     ),
     ("implicit_gemm", _problem(1, 3, 64, (64, 64), 7, stride=2, pad=3), False),  # FLAT_K
-    ("implicit_gemm", _problem(4, 64, 64, (16, 96), 3, pad=1, dtype="float32", cl=False), False),  # ROW_TILES
+    ("implicit_gemm", _problem(4, 32, 64, (16, 96), 3, pad=1, dtype="float32", cl=False), False),  # ROW_TILES
     ("gemm", _problem(8, 256, 512, (28, 28), 1, dtype="float32", cl=False), False),
     ("gemm", _problem(8, 3, 768, (64, 64), 16, stride=16), False),
     # Few tiles, long K: split-K schedules (the main kernel with SPLIT_K and the reduction kernel).
     ("implicit_gemm", _problem(1, 512, 512, (7, 7), 3, pad=1), True),
     ("gemm", _problem(1, 1152, 192, (7, 7), 1, dtype="float32"), False),
+    # A contiguous input with many channels: copied to channels-last first (CL_COPY), also with split-K.
+    ("implicit_gemm", _problem(4, 128, 128, (32, 32), 3, pad=1, cl=False), False),
+    ("implicit_gemm", _problem(1, 512, 256, (7, 7), 3, pad=1, dtype="bfloat16", cl=False), False),
     # > 2^31 elements: 64-bit indexing (shapes only, nothing is allocated)
     ("implicit_gemm", _problem(64, 256, 256, (512, 512), 3, pad=1), False),
     ("gemm", _problem(64, 256, 256, (512, 512), 1), False),
@@ -114,9 +117,14 @@ def _check_compiled(arch, labels, launches, compiled) -> None:
         check_entry(launch, ck.ptx, ck.param_types)  # 4 pointers + 7 int32 + 2 scratch pointers
 
 
-def test_row_tiles_variant_is_covered() -> None:
+def test_row_tiles_and_copy_variants_are_covered() -> None:
     name, problem, _ = CASES[5]
     assert get_template(name).heuristic_schedule(problem)["ROW_TILES"] == 1
+    copies = [CASES[i] for i in (10, 11)]
+    for name, problem, _ in copies:
+        schedule = get_template(name).heuristic_schedule(problem)
+        assert dict(schedule.params).get("CL_COPY") == 1, schedule
+    assert dict(get_template("implicit_gemm").heuristic_schedule(CASES[11][1]).params).get("SPLIT_K", 1) > 1
 
 
 def test_big_problems_index_in_64_bits() -> None:

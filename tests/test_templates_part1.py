@@ -99,10 +99,9 @@ def _run(x, w, b, p: ConvParams, template: str | None = None, schedule: Schedule
         "weight": cand.template.prepare_weight(w, problem, cand.schedule),
         "bias": b,
         "output": out,
-        "workspace": cand.allocate_workspace(problem, out.device),
     }
-    if tensors["workspace"] is not None:
-        tensors["workspace"].fill_(float("nan"))  # the split kernel must write every partial it sums
+    for role, t in cand.allocate_scratch(problem, out.device).items():
+        tensors[role] = t.fill_(float("nan"))  # the kernels must write every scratch element they read
     for launch in cand.launches(problem):
         launch.run(tensors)
     return out, cand
@@ -333,12 +332,10 @@ def test_split_k_schedules_match_aten(template: str, shape, channels_last: bool,
     splits = [s for s in t.schedules(problem) if dict(s.params).get("SPLIT_K", 1) > 1]
     assert splits, "a few-tile, long-K problem must offer split-K schedules"
     for s in splits:
-        assert t.workspace_shape(problem, s) == (
-            s["SPLIT_K"],
-            problem.batch * math.prod(problem.out_spatial),
-            k,
-        )
-        assert len(t.launches(problem, s)) == 2
+        (ws,) = [st for st in t.scratch(problem, s) if st.role == "workspace"]
+        m = problem.batch * math.prod(problem.out_spatial)
+        assert ws.dtype == "float32" and ws.sizes == (s["SPLIT_K"], m, k)
+        assert len(t.launches(problem, s)) == 2 + bool(dict(s.params).get("CL_COPY"))
         out, cand = _run(x, w, b, p, template, s)
         assert cand.schedule == s
         _check(out, x, w, b, p)
@@ -356,8 +353,60 @@ def test_split_k_heuristic_and_limits() -> None:
     x, w, b = _tensors(8, 64, 64, (56, 56), 3, 1, torch.float16, True, False, seed=0)
     big = ConvProblem.from_tensors(x, w, b, _params(2, pad_before=1))
     assert all(dict(s.params).get("SPLIT_K", 1) == 1 for s in ig.schedules(big))
-    assert ig.workspace_shape(big, ig.heuristic_schedule(big)) is None
+    assert ig.scratch(big, ig.heuristic_schedule(big)) == []
     # A short reduction is not split either (each share keeps >= 4 iterations).
     x, w, b = _tensors(1, 16, 16, (4, 4), 1, 1, torch.float16, True, False, seed=0)
     tiny = ConvProblem.from_tensors(x, w, b, _params(2))
     assert all(dict(s.params).get("SPLIT_K", 1) == 1 for s in gm.schedules(tiny))
+
+
+# ---- channels-last copy of a contiguous input (CL_COPY) --------------------------------------------------------
+COPY_SHAPES = [
+    (2, 64, 32, (5, 7), 3, dict(pad_before=1)),
+    (1, 96, 48, (6, 5), 3, dict(stride=2, pad_before=(1, 0), pad_after=(0, 2), dilation=(1, 2))),
+    (2, 32, 32, (3, 4, 5), 3, dict(pad_before=1, groups=2)),  # 3-D, grouped
+    (1, 64, 40, (37,), 5, dict(pad_before=2, pad_after=4)),  # 1-D (ROW_TILES otherwise)
+    (1, 256, 32, (4, 4), 3, dict(pad_before=1)),  # with split-K too
+]
+
+
+@pytest.mark.parametrize("shape", COPY_SHAPES, ids=[f"copy-{i}" for i in range(len(COPY_SHAPES))])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+def test_cl_copy_schedules_match_aten(shape, dtype) -> None:
+    """A contiguous input is offered copied to channels-last first: each such schedule (NaN-poisoned scratch and
+    output) matches ATen, the output written in the contiguous layout the rule gives."""
+    n, c, k, spatial, kernel, kw = shape
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, p.groups, dtype, False, True, seed=23)
+    t = get_template("implicit_gemm")
+    problem = ConvProblem.from_tensors(x, w, b, p)
+    copies = [s for s in t.schedules(problem) if dict(s.params).get("CL_COPY")]
+    assert copies
+    # The interpreter is slow: every tile shape once, and every split-K variant.
+    seen: set[tuple[int, int]] = set()
+    for s in copies:
+        if (s["BLOCK_M"], s["BLOCK_N"]) in seen and "SPLIT_K" not in dict(s.params):
+            continue
+        seen.add((s["BLOCK_M"], s["BLOCK_N"]))
+        roles = [st.role for st in t.scratch(problem, s)]
+        assert roles[0] == "input_cl" and s["ROW_TILES"] == 0
+        launches = t.launches(problem, s)
+        assert launches[0].name == "to_channels_last_kernel"
+        assert dict(launches[1].constexprs)["IN_CL"] is True
+        out, _ = _run(x, w, b, p, "implicit_gemm", s)
+        _check(out, x, w, b, p)
+
+
+def test_cl_copy_heuristic() -> None:
+    t = get_template("implicit_gemm")
+    x, w, b = _tensors(2, 128, 64, (16, 16), 3, 1, torch.float16, False, False, seed=0)
+    assert dict(t.heuristic_schedule(ConvProblem.from_tensors(x, w, b, _params(2, pad_before=1))).params)[
+        "CL_COPY"
+    ]
+    # Few channels (an RGB stem, a 32-channel 1-D conv) and channels-last inputs are never copied.
+    for c, cl, spatial in ((3, False, (16, 16)), (32, False, (64,)), (128, True, (16, 16))):
+        x, w, b = _tensors(1, c, 16, spatial, 3, 1, torch.float16, cl, False, seed=0)
+        problem = ConvProblem.from_tensors(x, w, b, _params(len(spatial), pad_before=1))
+        assert "CL_COPY" not in dict(t.heuristic_schedule(problem).params)
+        if cl or c < 16:
+            assert all("CL_COPY" not in dict(s.params) for s in t.schedules(problem))

@@ -51,7 +51,7 @@ from .conv.binding import ConvArgs, bind_conv, is_conv_node
 from .conv.params import ConvParams
 from .conv.problem import ConvProblem
 from .conv.templates import ConvTemplate, KernelLaunch, Schedule, get_template, select_candidate
-from .conv.templates.base import ScalarArg, TensorArg
+from .conv.templates.base import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from .partition.graph import (
     BatchNormFold,
     batch_norm_fold,
@@ -558,13 +558,13 @@ def _draft_conv(
         template=template.name,
         schedule=schedule.key(),
     )
-    # A split-K schedule's fp32 workspace: an intermediate value the runtime allocates once at init.
-    ws_value = None
-    ws_shape = template.workspace_shape(problem, schedule)
-    if ws_shape is not None:
-        ws_value = len(draft.values)
+    # Scratch tensors (split-K partial sums, a channels-last input copy): intermediates the runtime allocates once.
+    scratch_value: dict[str, int] = {}
+    for t in template.scratch(problem, schedule):
+        scratch_value[t.role] = len(draft.values)
+        dtype = TRITON_PTR_DTYPE[t.dtype]  # the blob's dtype names are Triton's pointer types
         draft.values.append(
-            ValueRecord("intermediate", 0, "fp32", list(ws_shape), _contiguous_strides(ws_shape))
+            ValueRecord("intermediate", 0, dtype, list(t.sizes), _contiguous_strides(t.sizes))
         )
     launches: list[_Launch] = []
     for li, launch in enumerate(template.launches(problem, schedule)):
@@ -579,8 +579,8 @@ def _draft_conv(
                     largs.append(ConstantRef(w_index))
                 elif a.role == "bias":
                     largs.append(NullPtr() if b_index is None else ConstantRef(b_index))
-                elif a.role == "workspace" and ws_value is not None:
-                    largs.append(ValueRef(ws_value))
+                elif a.role in scratch_value:
+                    largs.append(ValueRef(scratch_value[a.role]))
                 else:
                     raise CudaTritonPreprocessError(f"{launch.name}: unknown tensor role {a.role!r}")
             elif isinstance(a, ScalarArg):

@@ -75,7 +75,7 @@ def run_convolution(
         "weight": prepared_weight(candidate, weight, problem),
         "bias": bias,
         "output": batched_out,
-        "workspace": candidate.allocate_workspace(problem, input.device),
+        **candidate.allocate_scratch(problem, input.device),
     }
     # The device guard matters on multi-GPU hosts; CPU tensors only reach here under TRITON_INTERPRET=1.
     guard = torch.cuda.device(input.device) if input.is_cuda else contextlib.nullcontext()

@@ -59,8 +59,8 @@ class Candidate:
     def launches(self, problem: ConvProblem) -> list[KernelLaunch]:
         return self.template.launches(problem, self.schedule)
 
-    def allocate_workspace(self, problem: ConvProblem, device: torch.device | str) -> torch.Tensor | None:
-        return self.template.allocate_workspace(problem, self.schedule, device)
+    def allocate_scratch(self, problem: ConvProblem, device: torch.device | str) -> dict[str, torch.Tensor]:
+        return self.template.allocate_scratch(problem, self.schedule, device)
 
 
 @contextlib.contextmanager

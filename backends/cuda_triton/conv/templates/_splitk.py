@@ -18,7 +18,7 @@ import triton.language as tl
 
 from ..problem import ConvProblem
 from ._geometry import NUM_SMS, Geometry
-from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
 
 
 @triton.jit
@@ -82,13 +82,13 @@ def split_options(g: Geometry, programs: int, iters: int) -> list[int]:
     return sorted({split, split // 2} - {0, 1})
 
 
-def workspace_shape(problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
-    """[SPLIT_K, M, C_out] for a split schedule, None otherwise."""
+def workspace(problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+    """[SPLIT_K, M, C_out] fp32 partial sums for a split schedule, nothing otherwise."""
     split = split_k_of(schedule)
     if split == 1:
-        return None
+        return []
     g = Geometry.of(problem)
-    return (split, g.m, g.cout)
+    return [ScratchTensor("workspace", "float32", (split, g.m, g.cout))]
 
 
 def splitk_reduce_launch(problem: ConvProblem, split: int) -> KernelLaunch:

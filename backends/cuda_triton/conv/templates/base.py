@@ -74,10 +74,20 @@ class Schedule:
 
 
 # ---- kernel arguments -------------------------------------------------------------------------------------
-# Tensor roles a launch can reference. "workspace" is the fp32 scratch tensor of `ConvTemplate.workspace_shape`
-# (split-K partial sums): the op's CUDA body allocates it per call, the delegate blob records it as an
-# intermediate value the C++ runtime allocates once at init.
-TENSOR_ROLES = ("input", "weight", "bias", "output", "workspace")
+# Tensor roles a launch can reference. "workspace" and "input_cl" are scratch tensors (`ConvTemplate.scratch`):
+# split-K partial sums and a channels-last copy of a contiguous input. The op's CUDA body allocates them per
+# call; the delegate blob records them as intermediate values the C++ runtime allocates once at init.
+TENSOR_ROLES = ("input", "weight", "bias", "output", "workspace", "input_cl")
+SCRATCH_ROLES = ("workspace", "input_cl")
+
+
+@dataclass(frozen=True)
+class ScratchTensor:
+    """A dense contiguous scratch tensor some launches of a schedule use: role, torch dtype name, sizes."""
+
+    role: str  # one of SCRATCH_ROLES
+    dtype: str  # "float32", "float16", "bfloat16"
+    sizes: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -174,20 +184,23 @@ class ConvTemplate(ABC):
         """
         return weight.contiguous()
 
-    def workspace_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
-        """Sizes of the contiguous fp32 scratch tensor the launches use as role "workspace", or None (default).
+    def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+        """The scratch tensors the launches use (default: none).
 
         Static like the grid: a function of the problem's shapes and the schedule only. Launches must not
-        expect it zeroed (the runtime hands over whatever memory it allocated).
+        expect them zeroed (the runtime hands over whatever memory it allocated) and must not keep anything in
+        them from one call to the next.
         """
-        return None
+        return []
 
-    def allocate_workspace(
+    def allocate_scratch(
         self, problem: ConvProblem, schedule: Schedule, device: torch.device | str
-    ) -> torch.Tensor | None:
-        """A fresh workspace tensor for one call (None when the schedule needs none)."""
-        shape = self.workspace_shape(problem, schedule)
-        return None if shape is None else torch.empty(shape, dtype=torch.float32, device=device)
+    ) -> dict[str, torch.Tensor]:
+        """Fresh scratch tensors for one call, by role."""
+        return {
+            t.role: torch.empty(t.sizes, dtype=getattr(torch, t.dtype), device=device)
+            for t in self.scratch(problem, schedule)
+        }
 
     @abstractmethod
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:

@@ -23,9 +23,19 @@ import triton.language as tl
 
 from ..problem import ConvProblem
 from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2, weight_k_major
-from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace_shape
+from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
-from .base import TRITON_PTR_DTYPE, ConvTemplate, KernelLaunch, ScalarArg, Schedule, Support, TensorArg, cdiv
+from .base import (
+    TRITON_PTR_DTYPE,
+    ConvTemplate,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    Support,
+    TensorArg,
+    cdiv,
+)
 from .implicit_gemm import _swizzle, store_output, weight_ptrs
 
 
@@ -219,8 +229,8 @@ class GemmTemplate(ConvTemplate):
                 )
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
 
-    def workspace_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
-        return workspace_shape(problem, schedule)
+    def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+        return workspace(problem, schedule)
 
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         """(C_out, C_in, *k) -> [K_P, COUT_P]: rows (tap, c) for channels-last input, (c, tap) otherwise."""

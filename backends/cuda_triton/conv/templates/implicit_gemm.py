@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
+from ._cl_copy import can_copy, copy_launch, input_cl
 from ._geometry import (
     NUM_SMS,
     Geometry,
@@ -43,7 +44,7 @@ from ._splitk import (
     split_k_of,
     split_options,
     splitk_reduce_launch,
-    workspace_shape,
+    workspace,
 )
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import (
@@ -52,6 +53,7 @@ from .base import (
     KernelLaunch,
     ScalarArg,
     Schedule,
+    ScratchTensor,
     Support,
     TensorArg,
     cdiv,
@@ -334,34 +336,18 @@ class ImplicitGemmTemplate(ConvTemplate):
             cin_t, cout_t = self._tile_channels(g, gt)
             flat = 1 if cin_t < 16 else 0
             k_extent = g.taps * cin_t if flat else cin_t
-            rows = row_tiles(g)
-            for bm, bn, bk, warps, stages in _BASE_CONFIGS:
-                if fp32 and bm * bn >= 128 * 128 and bk > 32:
-                    bk = 32
-                bm = _fit(bm, g.out_spatial[2] if rows else g.m)
-                bn = _fit(bn, cout_t)
-                bk = _fit(bk, k_extent)
-                s = Schedule.make(
-                    warps,
-                    stages,
-                    BLOCK_M=bm,
-                    BLOCK_N=bn,
-                    BLOCK_K=bk,
-                    GROUP_M=_GROUP_M,
-                    GROUP_TILE=gt,
-                    FLAT_K=flat,
-                    ROW_TILES=rows,
-                )
-                if s not in out:
-                    out.append(s)
-            for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
-                if rows:  # row tiles walk whole output rows: long rows have enough tiles already
-                    break
-                if fp32 and bm * bn >= 128 * 128:
-                    bk = 32
-                bm, bn, bk = _fit(bm, g.m), _fit(bn, cout_t), _fit(bk, k_extent)
-                programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
-                for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
+            # A contiguous input is also offered copied to channels-last first (_cl_copy.py), then read by
+            # channel rows instead of ROW_TILES.
+            copies = [0, 1] if not g.in_cl and not flat and can_copy(problem, g.int64) else [0]
+            for copy in copies:
+                rows = 0 if copy else row_tiles(g)
+                extra = {"CL_COPY": 1} if copy else {}
+                for bm, bn, bk, warps, stages in _BASE_CONFIGS:
+                    if fp32 and bm * bn >= 128 * 128 and bk > 32:
+                        bk = 32
+                    bm = _fit(bm, g.out_spatial[2] if rows else g.m)
+                    bn = _fit(bn, cout_t)
+                    bk = _fit(bk, k_extent)
                     s = Schedule.make(
                         warps,
                         stages,
@@ -372,10 +358,33 @@ class ImplicitGemmTemplate(ConvTemplate):
                         GROUP_TILE=gt,
                         FLAT_K=flat,
                         ROW_TILES=rows,
-                        SPLIT_K=split,
+                        **extra,
                     )
                     if s not in out:
                         out.append(s)
+                for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
+                    if rows:  # row tiles walk whole output rows: long rows have enough tiles already
+                        break
+                    if fp32 and bm * bn >= 128 * 128:
+                        bk = 32
+                    bm, bn, bk = _fit(bm, g.m), _fit(bn, cout_t), _fit(bk, k_extent)
+                    programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
+                    for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
+                        s = Schedule.make(
+                            warps,
+                            stages,
+                            BLOCK_M=bm,
+                            BLOCK_N=bn,
+                            BLOCK_K=bk,
+                            GROUP_M=_GROUP_M,
+                            GROUP_TILE=gt,
+                            FLAT_K=flat,
+                            ROW_TILES=rows,
+                            SPLIT_K=split,
+                            **extra,
+                        )
+                        if s not in out:
+                            out.append(s)
         heuristic = self.heuristic_schedule(problem)
         if heuristic not in out:  # the heuristic's pick is always part of the space
             out.insert(0, heuristic)
@@ -393,8 +402,10 @@ class ImplicitGemmTemplate(ConvTemplate):
         # lost everywhere); 128-row tiles only with two waves of programs, else 64; flat-K (gather-bound)
         # tiles go down to 32 rows to put more loads in flight.
         bn = _fit(128, cout_t)
-
-        rows = row_tiles(g)
+        # A contiguous input with many channels per group is copied to channels-last first (_cl_copy.py): its
+        # A tiles are then rows of contiguous channels instead of a gather across channel planes.
+        copy = int(not g.in_cl and not flat and g.groups == 1 and cin_t >= 64 and can_copy(problem, g.int64))
+        rows = 0 if copy else row_tiles(g)
 
         def programs(bm: int) -> int:
             if rows:
@@ -434,6 +445,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             FLAT_K=flat,
             ROW_TILES=rows,
             **split,
+            **({"CL_COPY": 1} if copy else {}),
         )
 
     # -- weight and launches -------------------------------------------------------------------------------
@@ -471,13 +483,15 @@ class ImplicitGemmTemplate(ConvTemplate):
             return padded.reshape(tiles, taps_dim * rows, cout_p).transpose(1, 2).contiguous()
         return padded.contiguous()
 
-    def workspace_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, ...] | None:
-        return workspace_shape(problem, schedule)
+    def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+        copy = [input_cl(problem)] if dict(schedule.params).get("CL_COPY", 0) else []
+        return copy + workspace(problem, schedule)
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
         gt = schedule["GROUP_TILE"]
         split = split_k_of(schedule)
+        copy = bool(dict(schedule.params).get("CL_COPY", 0))
         if g.groups % gt:
             raise ValueError(f"GROUP_TILE {gt} does not divide groups {g.groups}")
         cin_t, cout_t = self._tile_channels(g, gt)
@@ -488,7 +502,7 @@ class ImplicitGemmTemplate(ConvTemplate):
         dt = TRITON_PTR_DTYPE[problem.dtype]
         (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
         args = (
-            TensorArg("input", dt),
+            TensorArg("input_cl" if copy else "input", dt),
             TensorArg("weight", dt),
             TensorArg("bias", dt),
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
@@ -516,7 +530,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("DD", g.dilation[0]),
             ("DH", g.dilation[1]),
             ("DW", g.dilation[2]),
-            ("IN_CL", g.in_cl),
+            ("IN_CL", g.in_cl or copy),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias and split == 1),
             ("FLAT_K", bool(schedule["FLAT_K"])),
@@ -539,10 +553,11 @@ class ImplicitGemmTemplate(ConvTemplate):
         main = KernelLaunch(
             conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
         )
-        if split == 1:
-            return [main]
-        reduce = splitk_reduce_launch(problem, split)
-        return [main, reduce]
+        launches = [copy_launch(problem)] if copy else []
+        launches.append(main)
+        if split > 1:
+            launches.append(splitk_reduce_launch(problem, split))
+        return launches
 
 
 TEMPLATES = [ImplicitGemmTemplate()]
