@@ -323,11 +323,12 @@ def fold_batch_norm(
 
     With s = gamma / sqrt(var + eps) per output channel (gamma = 1, beta = 0 when not affine; bias = 0 when
     absent): w' = w * s along the output-channel axis (dim 0 of a forward convolution's weight, groups
-    included), b' = (b - mean) * s + beta. Computed in float64 from the stored constants, then cast to the
-    weight's dtype, so an fp16 model loses nothing beyond the final rounding.
+    included), b' = (b - mean) * s + beta. s and b' are computed in float64 from the stored constants; the
+    per-element product w * s in float32 (float64 for a float64 weight): one float32 rounding of s and of the
+    product, far below the TF32/fp16 precision the kernels run at, and ~10x cheaper than float64 on a
+    ResNet-50's 25M weights (this runs in every export). Results are cast to the weight's dtype.
     """
     out_channels = int(weight.shape[0])
-    w64 = weight.detach().to(torch.float64)
     mean64 = mean.detach().to(torch.float64)
     scale = torch.rsqrt(var.detach().to(torch.float64) + float(eps))
     if gamma is not None:
@@ -336,10 +337,17 @@ def fold_batch_norm(
     b64 = shift * scale
     if beta is not None:
         b64 = b64 + beta.detach().to(torch.float64)
-    w64 = w64 * scale.reshape(out_channels, *([1] * (weight.dim() - 1)))
-    # Keep the weight's strides (a channels-last weight stays channels-last: the recorded weight layout).
-    folded = torch.empty_like(weight.detach(), memory_format=torch.preserve_format)
-    folded.copy_(w64)
+    compute = torch.promote_types(weight.dtype, torch.float32)
+    scaled = weight.detach().to(compute) * scale.to(compute).reshape(
+        out_channels, *([1] * (weight.dim() - 1))
+    )
+    # Keep the weight's strides (a channels-last weight stays channels-last: the recorded weight layout);
+    # elementwise ops usually keep them already, which saves a copy.
+    if scaled.dtype == weight.dtype and scaled.stride() == weight.stride():
+        folded = scaled
+    else:
+        folded = torch.empty_like(weight.detach(), memory_format=torch.preserve_format)
+        folded.copy_(scaled)
     return folded, b64.to(weight.dtype)
 
 
