@@ -546,8 +546,8 @@ def _aot_problems():
         ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 80), "float16",
     )  # fmt: skip
     dwnc = ConvProblem.from_shapes(
-        (1, 2, 33, 1000), (66000, 33000, 1000, 1), (2, 1, 1, 2), (2, 2, 2, 1), True,
-        ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 2), "float32",
+        (1, 8, 33, 1000), (264000, 33000, 1000, 1), (8, 1, 1, 2), (2, 2, 2, 1), True,
+        ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 8), "float32",
     )  # fmt: skip
     trcl = ConvProblem.from_shapes(
         (1, 128, 8, 8), (8192, 1, 1024, 128), (128, 128, 2, 2), (512, 1, 256, 128), True,
@@ -573,9 +573,12 @@ def test_every_schedule_compiles_aot(monkeypatch):
         for schedule in template.schedules(problem):
             for launch in template.launches(problem, schedule):
                 launches.setdefault(aot.compile_cache_key(launch, 90), launch)
-    assert len(launches) >= len(DepthwiseTemplate.CL_SPACE) + len(DepthwiseTemplate.NC_SPACE) + len(
-        TransposedTemplate.CL_SPACE
+    depthwise_space = (
+        len(DepthwiseTemplate.CL_SPACE)
+        + len(DepthwiseTemplate.NC_SPACE)
+        + len(DepthwiseTemplate.NC_MULTI_SPACE)
     )
+    assert len(launches) >= depthwise_space + len(TransposedTemplate.CL_SPACE)
     todo = list(launches.values())
     with ThreadPoolExecutor(2) as pool:
         results = dict(
