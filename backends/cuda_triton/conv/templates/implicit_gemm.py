@@ -385,12 +385,17 @@ class ImplicitGemmTemplate(ConvTemplate):
                         )
                         if s not in out:
                             out.append(s)
-        heuristic = self.heuristic_schedule(problem)
-        if heuristic not in out:  # the heuristic's pick is always part of the space
-            out.insert(0, heuristic)
+        # The heuristic's pick is always part of the space, and so is its pick without the channels-last copy
+        # (what it chose before CL_COPY existed: tables tuned then name it).
+        for heuristic in (self._heuristic(problem, allow_copy=False), self.heuristic_schedule(problem)):
+            if heuristic not in out:
+                out.insert(0, heuristic)
         return out
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        return self._heuristic(problem, allow_copy=True)
+
+    def _heuristic(self, problem: ConvProblem, allow_copy: bool) -> Schedule:
         g = Geometry.of(problem)
         gt = group_tile_options(g)[-1]
         cin_t, cout_t = self._tile_channels(g, gt)
@@ -404,7 +409,14 @@ class ImplicitGemmTemplate(ConvTemplate):
         bn = _fit(128, cout_t)
         # A contiguous input with many channels per group is copied to channels-last first (_cl_copy.py): its
         # A tiles are then rows of contiguous channels instead of a gather across channel planes.
-        copy = int(not g.in_cl and not flat and g.groups == 1 and cin_t >= 64 and can_copy(problem, g.int64))
+        copy = int(
+            allow_copy
+            and not g.in_cl
+            and not flat
+            and g.groups == 1
+            and cin_t >= 64
+            and can_copy(problem, g.int64)
+        )
         rows = 0 if copy else row_tiles(g)
 
         def programs(bm: int) -> int:
