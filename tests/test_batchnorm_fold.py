@@ -368,3 +368,25 @@ def test_resnet18_folds_every_batch_norm():
             assert const.meta.get("delegation_tag") == conv.meta["delegation_tag"]
         (out,) = bn.users
         assert out.meta.get("delegation_tag") == conv.meta["delegation_tag"]
+
+
+def test_pre_decomposition_fold_leaves_the_users_program_alone():
+    """to_edge_transform_and_lower folds on the ATen program (a new one): the user's program keeps its batch
+    norm and parameters, the lowered one has neither the batch norm nor its now unused constants."""
+    torch.manual_seed(4)
+    model = ConvBN(2, False, True).eval()
+    example = (torch.randn(2, 3, 6, 5),)
+    ep = torch.export.export(model, example)
+    before = {k: v.clone() for k, v in ep.state_dict.items()}
+    part = CudaTritonPartitioner(CudaTritonOptions(allow_tf32=False))
+    new = part.transform_for_pre_decomposition(ep)
+    assert new is not ep
+    assert any("batch_norm" in str(n.target) for n in ep.graph.nodes)
+    assert not any("batch_norm" in str(n.target) for n in new.graph.nodes)
+    assert ep.state_dict.keys() == before.keys()
+    assert all(torch.equal(ep.state_dict[k], v) for k, v in before.items())
+    assert set(new.state_dict) == {"conv.weight", "bn.running_mean", "bn.num_batches_tracked"}
+    with torch.no_grad():
+        assert _rel(new.module()(*example), model(*example)) < 1e-5
+    off = CudaTritonPartitioner(CudaTritonOptions(fold_batch_norm=False))
+    assert off.transform_for_pre_decomposition(ep) is ep
