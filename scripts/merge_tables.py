@@ -27,6 +27,14 @@ def main() -> int:
     ap.add_argument("tables", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--note", default="", help="why these entries were re-measured")
+    ap.add_argument(
+        "--keep-faster",
+        type=float,
+        default=None,
+        metavar="SLACK",
+        help="replace an entry only if the new time is below the old one x (1 + SLACK): for partial re-tunes that "
+        "tried fewer schedules than the run that measured the old entry (whose schedule is still offered)",
+    )
     args = ap.parse_args()
     base = read_table(args.base)
     entries = {e.key: e for e in base.entries}
@@ -36,11 +44,31 @@ def main() -> int:
         table = read_table(path)
         if table.arch != base.arch:
             raise SystemExit(f"{path}: arch {table.arch} != base arch {base.arch}")
-        replaced = sum(e.key in entries for e in table.entries)
-        entries.update({e.key: e for e in table.entries})
-        merged.append({**table.meta, "note": args.note, "entries": len(table.entries), "replaced": replaced})
+        replaced = kept = 0
+        for e in table.entries:
+            old = entries.get(e.key)
+            if (
+                old is not None
+                and args.keep_faster is not None
+                and old.time_us < e.time_us / (1 + args.keep_faster)
+            ):
+                kept += 1
+                continue
+            replaced += old is not None
+            entries[e.key] = e
+        if kept:
+            print(f"{path}: kept {kept} old entries that were faster than the new ones")
+        merged.append(
+            {
+                **table.meta,
+                "note": args.note,
+                "entries": len(table.entries),
+                "replaced": replaced,
+                "kept_old": kept,
+            }
+        )
         print(
-            f"{path}: {len(table.entries)} entries, {replaced} replaced, {len(table.entries) - replaced} new"
+            f"{path}: {len(table.entries)} entries, {replaced} replaced, {len(table.entries) - replaced - kept} new"
         )
     meta["merged"] = merged
     meta["convolutions_measured"] = len(entries)

@@ -124,10 +124,14 @@ def fake_registry(monkeypatch):
 
 
 def entry(
-    problem: ConvProblem, block: int, template: str = "fake", time_us: float = 10.0
+    problem: ConvProblem,
+    block: int,
+    template: str = "fake",
+    time_us: float = 10.0,
+    heuristic_us: float = 20.0,
 ) -> tuning.TuningEntry:
     return tuning.TuningEntry.from_problem(
-        problem, 90, template, Schedule.make(4, 2, BLOCK=block), time_us, 12.0, 11.0
+        problem, 90, template, Schedule.make(4, 2, BLOCK=block), time_us, 12.0, heuristic_us
     )
 
 
@@ -258,6 +262,20 @@ def test_nearest_signature_fallback(fake_registry):
     assert tuning.signature_distance(q, make_problem(c=32, k=32, groups=32)) == math.inf
 
 
+def test_fallback_only_where_tuning_beat_the_heuristic(fake_registry):
+    near = make_problem(c=32, k=64, hw=(28, 28))
+    q = make_problem(c=32, k=64, hw=(24, 24), n=2)
+    gain = tuning.MIN_NEIGHBOUR_GAIN
+    # Tuned 10 us vs heuristic 11 us on the neighbour: not worth borrowing, the heuristic decides.
+    assert tuning.lookup(q, 90, tuning.TuningTable([entry(near, 32, heuristic_us=11.0)])) is None
+    # No heuristic time recorded: not borrowed either.
+    assert tuning.lookup(q, 90, tuning.TuningTable([entry(near, 32, heuristic_us=0.0)])) is None
+    hit = tuning.lookup(q, 90, tuning.TuningTable([entry(near, 32, heuristic_us=10.0 * gain)]))
+    assert hit == ("fake", Schedule.make(4, 2, BLOCK=32))
+    # An exact hit is always used, whatever its gain.
+    assert tuning.lookup(near, 90, tuning.TuningTable([entry(near, 32, heuristic_us=10.0)])) is not None
+
+
 def test_fallback_needs_the_schedule_on_offer(fake_registry):
     big = make_problem(k=64)
     table = tuning.TuningTable([entry(big, 64)])
@@ -266,7 +284,9 @@ def test_fallback_needs_the_schedule_on_offer(fake_registry):
     assert FakeTemplate().schedules(q) == [Schedule.make(4, 2, BLOCK=16), Schedule.make(4, 2, BLOCK=32)]
     assert tuning.lookup(q, 90, table) is None
     # A second, farther neighbour whose schedule is on offer is used instead.
-    table2 = tuning.TuningTable([entry(big, 64), entry(make_problem(k=128, c=64), 16)])
+    farther = make_problem(k=64, c=32)
+    assert tuning.signature_distance(q, big) < tuning.signature_distance(q, farther) <= tuning.MAX_DISTANCE
+    table2 = tuning.TuningTable([entry(big, 64), entry(farther, 16)])
     assert tuning.lookup(q, 90, table2) == ("fake", Schedule.make(4, 2, BLOCK=16))
 
 
