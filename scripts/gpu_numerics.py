@@ -9,7 +9,9 @@ tolerance (scripts/numerics_cases.py):
      template is forced when it supports the case, else the op's own choice runs);
   2. the public suite x fp16/bf16/fp32 with the op's own choice, plus the op itself (output strides must match
      the layout rule);
-  3. every schedule of every template on ``--schedule-cases`` random cases of its family (force_conv_candidate).
+  3. every schedule of every template on ``--schedule-cases`` random cases of its family (force_conv_candidate);
+  4. every split-K and channels-last-copy schedule of the GEMM templates on ``--split-copy-cases`` random
+     few-tile, long-K cases (``numerics_cases.gen_few_tiles_long_k``).
 Writes OUT/numerics.json and OUT/numerics.txt; exits non-zero on any failure.
 """
 
@@ -68,6 +70,12 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=240)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--schedule-cases", type=int, default=2)
+    ap.add_argument(
+        "--split-copy-cases",
+        type=int,
+        default=12,
+        help="few-tile, long-K cases whose split/copy schedules all run",
+    )
     ap.add_argument("--suite", type=Path, default=bench_conv.DEFAULT_SUITE)
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument(
@@ -117,6 +125,20 @@ def main() -> None:
             found += 1
             for s in t.schedules(problem):
                 plan.append(("schedules:" + fam, case, fam, s, False))
+
+    # 4. every split-K and channels-last-copy schedule of the GEMM templates on few-tile, long-K cases
+    if not args.families or {"gemm", "implicit_gemm"} & set(args.families.split(",")):
+        for _ in range(args.split_copy_cases):
+            case = nc.gen_few_tiles_long_k(rng)
+            x, w, b = nc.make_tensors(case, "meta")
+            problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
+            for name in ("implicit_gemm", "gemm"):
+                t = get_template(name)
+                if not t.supports(problem):
+                    continue
+                for s in t.schedules(problem):
+                    if {"SPLIT_K", "CL_COPY"} & set(dict(s.params)):
+                        plan.append(("split_copy:" + name, case, name, s, False))
 
     t0 = time.time()
     status: dict[str, str] | None = None

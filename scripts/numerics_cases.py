@@ -337,6 +337,28 @@ def gen_transposed(rng: random.Random) -> Case:
     return case
 
 
+def gen_few_tiles_long_k(rng: random.Random) -> Case:
+    """Small output maps with many input channels (the split-K regime), often contiguous (the CL_COPY regime):
+    1-D/2-D/3-D, 1x1 or 3-wide kernels, any stride/dilation/padding geometry of those."""
+    dims = rng.choice((1, 2, 2, 3))
+    geo = _pick_geometry(rng, dims, max_k=3)
+    if rng.random() < 0.3:  # 1x1: the GEMM template's split-K too
+        geo.update(kernel=(1,) * dims, dilation=(1,) * dims, pad_before=(0,) * dims, pad_after=(0,) * dims)
+    case = _base(rng, dims)
+    case.update(geo)
+    groups = rng.choice((1, 1, 1, 2))
+    case.update(N=rng.choice((1, 1, 2)), C=rng.choice((128, 256, 512, 1024)), K=rng.choice((16, 48, 64, 256)))
+    case.update(groups=groups, channels_last=rng.random() < 0.4)
+    small = {1: (8, 60), 2: (3, 9), 3: (2, 5)}[dims]
+    out = []
+    for i in range(dims):
+        span = geo["dilation"][i] * (geo["kernel"][i] - 1) + 1
+        lo = max(small[0], span - geo["pad_before"][i] - geo["pad_after"][i])
+        out.append(rng.randint(lo, max(lo, small[1])))
+    case["spatial"] = tuple(out)
+    return case
+
+
 CASE_GENERATORS: dict[str, Callable[[random.Random], Case]] = {
     "gemm": gen_gemm,
     "implicit_gemm": gen_implicit_gemm,
