@@ -27,6 +27,9 @@ step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_al
 # ours with the shipped tuning table vs cuDNN vs Inductor (max-autotune, every dtype), then the heuristics alone
 step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --all-cases --workers 15 --md \
   --inductor-dtypes float16,bfloat16,float32 --inductor-timeout "${INDUCTOR_TIMEOUT:-30}"
+# convolutions in neither the suite nor the table (the table's fallback and the heuristics), no Inductor
+step unseen "${T_UNSEEN:-120}" python3 scripts/bench_conv.py --suite bench/unseen_suite.py --out "$o/unseen" \
+  --all-cases --no-inductor --workers 15
 CUDA_TRITON_TUNING=0 step bench_heur "${T_BENCH_HEUR:-120}" python3 scripts/bench_conv.py --out "$o/bench_heur" \
   --all-cases --no-inductor --workers 15
 tar czf "$OUT/session.tgz" -C "$o" .

@@ -91,6 +91,8 @@ SETS: dict[str, list[Entry]] = {
         ("resnet18_fp16", "resnet18", "fp16", (), "pass"),
     ],
 }
+# One carry for a closing run: the core set plus ResNet-18 (BatchNorm folds, split-K and channels-last copies).
+SETS["final"] = [*SETS["core"], ("resnet18_fp16", "resnet18", "fp16", (), "pass")]
 # ResNet-50's weights (51 MB in fp16) do not fit beside the runtime libraries in one carry.
 
 
