@@ -342,26 +342,20 @@ class ImplicitGemmTemplate(ConvTemplate):
             for copy in copies:
                 rows = 0 if copy else row_tiles(g)
                 extra = {"CL_COPY": 1} if copy else {}
+
+                common = dict(GROUP_M=_GROUP_M, GROUP_TILE=gt, FLAT_K=flat, ROW_TILES=rows, **extra)
+                candidates: list[Schedule] = []
                 for bm, bn, bk, warps, stages in _BASE_CONFIGS:
                     if fp32 and bm * bn >= 128 * 128 and bk > 32:
                         bk = 32
-                    bm = _fit(bm, g.out_spatial[2] if rows else g.m)
-                    bn = _fit(bn, cout_t)
-                    bk = _fit(bk, k_extent)
-                    s = Schedule.make(
-                        warps,
-                        stages,
-                        BLOCK_M=bm,
-                        BLOCK_N=bn,
-                        BLOCK_K=bk,
-                        GROUP_M=_GROUP_M,
-                        GROUP_TILE=gt,
-                        FLAT_K=flat,
-                        ROW_TILES=rows,
-                        **extra,
+                    bm, bn, bk = (
+                        _fit(bm, g.out_spatial[2] if rows else g.m),
+                        _fit(bn, cout_t),
+                        _fit(bk, k_extent),
                     )
-                    if s not in out:
-                        out.append(s)
+                    candidates.append(
+                        Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **common)
+                    )
                 for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
                     if rows:  # row tiles walk whole output rows: long rows have enough tiles already
                         break
@@ -370,21 +364,12 @@ class ImplicitGemmTemplate(ConvTemplate):
                     bm, bn, bk = _fit(bm, g.m), _fit(bn, cout_t), _fit(bk, k_extent)
                     programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
                     for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
-                        s = Schedule.make(
-                            warps,
-                            stages,
-                            BLOCK_M=bm,
-                            BLOCK_N=bn,
-                            BLOCK_K=bk,
-                            GROUP_M=_GROUP_M,
-                            GROUP_TILE=gt,
-                            FLAT_K=flat,
-                            ROW_TILES=rows,
-                            SPLIT_K=split,
-                            **extra,
+                        candidates.append(
+                            Schedule.make(
+                                warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, **common
+                            )
                         )
-                        if s not in out:
-                            out.append(s)
+                out.extend(c for c in dict.fromkeys(candidates) if c not in out)
         # The heuristic's pick is always part of the space, and so is its pick without the channels-last copy
         # (what it chose before CL_COPY existed: tables tuned then name it).
         for heuristic in (self._heuristic(problem, allow_copy=False), self.heuristic_schedule(problem)):
