@@ -215,8 +215,10 @@ def _pick_geometry(rng: random.Random, dims: int, max_k: int = 5) -> dict[str, t
     }
 
 
-def _spatial_for(rng: random.Random, dims: int, geo: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
-    size_range = {1: (8, 3000), 2: (4, 70), 3: (3, 20)}[dims]
+def _spatial_for(
+    rng: random.Random, dims: int, geo: dict[str, tuple[int, ...]], size_range: tuple[int, int] | None = None
+) -> tuple[int, ...]:
+    size_range = size_range or {1: (8, 3000), 2: (4, 70), 3: (3, 20)}[dims]
     out = []
     for i in range(dims):
         span = geo["dilation"][i] * (geo["kernel"][i] - 1) + 1
@@ -349,13 +351,7 @@ def gen_few_tiles_long_k(rng: random.Random) -> Case:
     groups = rng.choice((1, 1, 1, 2))
     case.update(N=rng.choice((1, 1, 2)), C=rng.choice((128, 256, 512, 1024)), K=rng.choice((16, 48, 64, 256)))
     case.update(groups=groups, channels_last=rng.random() < 0.4)
-    small = {1: (8, 60), 2: (3, 9), 3: (2, 5)}[dims]
-    out = []
-    for i in range(dims):
-        span = geo["dilation"][i] * (geo["kernel"][i] - 1) + 1
-        lo = max(small[0], span - geo["pad_before"][i] - geo["pad_after"][i])
-        out.append(rng.randint(lo, max(lo, small[1])))
-    case["spatial"] = tuple(out)
+    case["spatial"] = _spatial_for(rng, dims, geo, {1: (8, 60), 2: (3, 9), 3: (2, 5)}[dims])
     return case
 
 
