@@ -5,8 +5,8 @@ For each convolution of a partition (in graph order) the prepress
 1. binds it (`bind_conv`), folding a zero spatial ``constant_pad_nd`` the partitioner put in front of it
    (`cuda_triton.partition.graph.pad_fold`, the same function the partitioner used), and an inference batch
    norm it put after it (`cuda_triton.partition.graph.batch_norm_fold`): the weight and bias become the folded
-   ones (computed in float64, cast to the convolution's dtype) and the convolution writes the batch norm's
-   output; everything below sees a convolution with a bias;
+   ones (`fold_batch_norm`: per-channel terms in float64, cast to the convolution's dtype) and the convolution
+   writes the batch norm's output; everything below sees a convolution with a bias;
 2. builds its `ConvProblem` (static shapes and the recorded strides) and picks one (template, schedule): the
    tuning table's answer for the primary target arch (the highest one) when it has one, else the first
    supporting template's heuristic (`templates.select_candidate`, the same choice the eager op makes);
