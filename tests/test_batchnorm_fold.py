@@ -390,3 +390,28 @@ def test_pre_decomposition_fold_leaves_the_users_program_alone():
         assert _rel(new.module()(*example), model(*example)) < 1e-5
     off = CudaTritonPartitioner(CudaTritonOptions(fold_batch_norm=False))
     assert off.transform_for_pre_decomposition(ep) is ep
+
+
+def test_tuning_lookup_uses_the_bias_free_entry_of_a_folded_conv():
+    """A folded conv has a bias its tuned entry (measured bias-free) lacks: the exact entry still applies."""
+    from types import SimpleNamespace
+
+    from cuda_triton.backend import _Tuning
+    from cuda_triton.conv.params import ConvParams
+    from cuda_triton.conv.templates import select_candidate
+    from cuda_triton.partition.graph import conv_problem
+
+    params = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    x, w = torch.randn(1, 16, 8, 8), torch.randn(32, 16, 3, 3)
+    plain = conv_problem(x, w, False, params, True)
+    folded = conv_problem(x, w, True, params, True)
+    template = select_candidate(plain).template
+    schedule = list(template.schedules(plain))[-1]  # any offered schedule, not necessarily the heuristic's
+    entry = SimpleNamespace(exact=True, template=template.name, schedule=schedule)
+    tuned = _Tuning(CudaTritonOptions())
+    tuned.lookup_match = lambda p, arch, table: entry if not p.has_bias else None
+    assert tuned(folded) == (template.name, schedule)
+    # An exact entry for the problem itself wins over the other bias setting's.
+    own = SimpleNamespace(exact=True, template=template.name, schedule=list(template.schedules(folded))[0])
+    tuned.lookup_match = lambda p, arch, table: own if p.has_bias else entry
+    assert tuned(folded) == (template.name, own.schedule)
