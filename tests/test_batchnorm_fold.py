@@ -394,9 +394,7 @@ def test_pre_decomposition_fold_leaves_the_users_program_alone():
 
 def test_tuning_lookup_uses_the_bias_free_entry_of_a_folded_conv():
     """A folded conv has a bias its tuned entry (measured bias-free) lacks: the exact entry still applies."""
-    from types import SimpleNamespace
-
-    from cuda_triton.backend import _Tuning
+    from cuda_triton.conv import tuning
     from cuda_triton.conv.params import ConvParams
     from cuda_triton.conv.templates import select_candidate
     from cuda_triton.partition.graph import conv_problem
@@ -406,12 +404,11 @@ def test_tuning_lookup_uses_the_bias_free_entry_of_a_folded_conv():
     plain = conv_problem(x, w, False, params, True)
     folded = conv_problem(x, w, True, params, True)
     template = select_candidate(plain).template
-    schedule = list(template.schedules(plain))[-1]  # any offered schedule, not necessarily the heuristic's
-    entry = SimpleNamespace(exact=True, template=template.name, schedule=schedule)
-    tuned = _Tuning(CudaTritonOptions())
-    tuned.lookup_match = lambda p, arch, table: entry if not p.has_bias else None
-    assert tuned(folded) == (template.name, schedule)
+    schedules = list(template.schedules(plain))
+    bias_free = tuning.TuningEntry.from_problem(plain, 90, template.name, schedules[-1], 10.0, 12.0, 11.0)
+    table = tuning.TuningTable([bias_free])
+    m = tuning.lookup_match(folded, 90, table)
+    assert m is not None and m.exact and m.schedule == schedules[-1]
     # An exact entry for the problem itself wins over the other bias setting's.
-    own = SimpleNamespace(exact=True, template=template.name, schedule=list(template.schedules(folded))[0])
-    tuned.lookup_match = lambda p, arch, table: own if p.has_bias else entry
-    assert tuned(folded) == (template.name, own.schedule)
+    own = tuning.TuningEntry.from_problem(folded, 90, template.name, schedules[0], 10.0, 12.0, 11.0)
+    assert tuning.lookup(folded, 90, tuning.TuningTable([bias_free, own])) == (template.name, schedules[0])

@@ -35,7 +35,7 @@ import sys
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -380,38 +380,24 @@ def _value_record(kind: str, index: int, node: Node) -> ValueRecord:
 
 
 class _Tuning:
-    """The tuning lookup for one options set (table path, primary arch).
-
-    A bias does not change which schedule is fastest (it is one add per output element in the epilogue), but
-    the table keys on it, and a convolution that folded a batch norm gains a bias its tuned entry (measured on
-    the model's bias-free convolution) lacks. So when the table has no exact entry for a problem and has one
-    for the same problem with the other bias setting, that entry's schedule is used (if its template still
-    offers it), before any neighbour.
-    """
+    """The tuning lookup for one options set (table path, primary arch)."""
 
     def __init__(self, options: CudaTritonOptions) -> None:
         self.arch = max(options.archs)
         self.table: Any = None
-        self.lookup_match: Any = None
+        self.lookup: Any = None
         try:
             from .conv import tuning
         except ImportError:  # the tuning module has not landed: heuristics only
             return
-        self.lookup_match = tuning.lookup_match
+        self.lookup = tuning.lookup
         if options.tuning_table:
             self.table = tuning.load_table(options.tuning_table, arch=self.arch)
 
     def __call__(self, problem: ConvProblem) -> tuple[str, Schedule] | None:
-        if self.lookup_match is None:
+        if self.lookup is None:
             return None
-        m = self.lookup_match(problem, self.arch, self.table)
-        if m is None or not m.exact:
-            other = self.lookup_match(replace(problem, has_bias=not problem.has_bias), self.arch, self.table)
-            if other is not None and other.exact:
-                template = get_template(other.template)
-                if template.supports(problem) and other.schedule in template.schedules(problem):
-                    return other.template, other.schedule
-        return None if m is None else (m.template, m.schedule)
+        return self.lookup(problem, self.arch, self.table)
 
 
 def _choose(problem: ConvProblem, tuning: _Tuning) -> tuple[ConvTemplate, Schedule, bool]:

@@ -24,7 +24,8 @@ Format (JSON, one file per GPU architecture; the shipped one is ``conv/tuning/sm
     }
 
 Key: (arch, precision, layout, signature). ``lookup`` answers an exact hit first (if its template still offers
-that schedule for the problem: a stale entry is skipped). Otherwise it generalises to the
+that schedule for the problem: a stale entry is skipped); the entry of the same convolution with the other bias
+setting counts as exact (a bias does not change the best schedule). Otherwise it generalises to the
 nearest measured convolution of the same structural class (same spatial dims, transposed or not, depthwise or
 not), precision and layout, whose template supports the new problem, by the distance `signature_distance`
 (a weighted L1 distance over log2 sizes, documented there; float16 and bfloat16 entries stand in for each
@@ -48,7 +49,7 @@ import math
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -466,6 +467,11 @@ class TuningTable:
             return offered[name]
 
         exact = self.get(problem, arch)
+        if exact is None:
+            # A bias does not change which schedule is fastest (one add per output element in the epilogue),
+            # but the key has it: a convolution that folded a batch norm has a bias its entry (measured on the
+            # model's bias-free convolution) lacks. The entry for the other bias setting is an exact hit too.
+            exact = self.get(replace(problem, has_bias=not problem.has_bias), arch)
         if exact is not None and not skip_exact:
             schedules = on_offer(exact.template)
             # A stale table (the template's tuning space changed since it was measured) falls through.
