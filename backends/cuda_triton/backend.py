@@ -670,7 +670,17 @@ def preprocess_programs(items: list[tuple[ExportedProgram, list[CompileSpec]]]) 
     """Preprocess several delegated programs together: their kernels compile in one pool, deduplicated."""
     t0 = time.perf_counter()
     jobs: dict[str, CompileJob] = {}
-    drafts = [_draft_program(ep, CudaTritonOptions.from_compile_specs(specs), jobs) for ep, specs in items]
+    # The drafts' tensor work (weight layouts, folds, TF32 rounding) is many small ops: torch's intra-op threads
+    # only contend with the compile workers and other jobs for the cores (seconds lost on a loaded 2-core
+    # machine), so this runs on one thread.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        drafts = [
+            _draft_program(ep, CudaTritonOptions.from_compile_specs(specs), jobs) for ep, specs in items
+        ]
+    finally:
+        torch.set_num_threads(threads)
     t1 = time.perf_counter()
     kernels = compile_all(jobs)
     t2 = time.perf_counter()
