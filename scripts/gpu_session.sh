@@ -26,7 +26,8 @@ step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_par
 step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,depthwise,transposed --count 250 --time-limit "${NUM_LIMIT:-80}"
 # ours with the shipped tuning table vs cuDNN vs Inductor (max-autotune, every dtype), then the heuristics alone
 step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --all-cases --workers 15 --md \
-  --inductor-dtypes "${INDUCTOR_DTYPES:-float16,bfloat16,float32}" --inductor-timeout "${INDUCTOR_TIMEOUT:-30}"
+  --inductor-dtypes "${INDUCTOR_DTYPES:-float16,bfloat16,float32}" --inductor-timeout "${INDUCTOR_TIMEOUT:-30}" \
+  ${BENCH_EXTRA:-}
 # convolutions in neither the suite nor the table (the table's fallback and the heuristics), no Inductor
 step unseen "${T_UNSEEN:-120}" python3 scripts/bench_conv.py --suite bench/unseen_suite.py --out "$o/unseen" \
   --all-cases --no-inductor --workers 15
