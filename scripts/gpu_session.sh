@@ -23,7 +23,7 @@ step layout "${T_LAYOUT:-60}" python3 scripts/check_layout_gpu.py --out "$o/layo
 step validate "${T_VALIDATE:-200}" python3 scripts/gpu_validate.py run --out "$o/validate" --corruptions 20
 step num_part2 "${T_NUM2:-80}" python3 scripts/gpu_numerics.py --out "$o/num_part2" --families depthwise,transposed --count 120 --time-limit 60
 step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_part1" --families gemm,implicit_gemm --count 100 --time-limit 50
-step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,depthwise,transposed --count 250 --time-limit "${NUM_LIMIT:-80}"
+step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,depthwise,transposed --count 250 --time-limit "${NUM_LIMIT:-80}"
 # ours with the shipped tuning table vs cuDNN vs Inductor (max-autotune, every dtype), then the heuristics alone
 step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --all-cases --workers 15 --md \
   --inductor-dtypes "${INDUCTOR_DTYPES:-float16,bfloat16,float32}" --inductor-timeout "${INDUCTOR_TIMEOUT:-30}" \

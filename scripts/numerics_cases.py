@@ -355,9 +355,26 @@ def gen_few_tiles_long_k(rng: random.Random) -> Case:
     return case
 
 
+def gen_implicit_gemm_tma(rng: random.Random) -> Case:
+    """Stride-1 dense convs (the TMA template's domain): 1-D/2-D/3-D, dilation, asymmetric padding, both
+    layouts, channel counts whose rows are whole 16-byte TMA units, odd output sizes (border rows)."""
+    dims = rng.choice((1, 2, 2, 2, 3))
+    geo = _pick_geometry(rng, dims)
+    geo["stride"] = (1,) * dims
+    case = _base(rng, dims)
+    case.update(geo)
+    case.update(
+        N=rng.choice((1, 2, 3)), C=rng.choice((8, 16, 24, 64, 136, 256)), K=rng.choice((8, 40, 64, 128, 200))
+    )
+    case["groups"] = 1
+    case["spatial"] = _spatial_for(rng, dims, geo)
+    return case
+
+
 CASE_GENERATORS: dict[str, Callable[[random.Random], Case]] = {
     "gemm": gen_gemm,
     "implicit_gemm": gen_implicit_gemm,
+    "implicit_gemm_tma": gen_implicit_gemm_tma,
     "depthwise": gen_depthwise,
     "transposed": gen_transposed,
 }

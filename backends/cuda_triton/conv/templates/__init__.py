@@ -24,6 +24,7 @@ TEMPLATE_MODULES: tuple[str, ...] = (
     "transposed",
     "gemm",
     "implicit_gemm",
+    "implicit_gemm_tma",  # after the general one: only a tuning table picks it (see its module docstring)
 )
 
 _registry: list[ConvTemplate] | None = None

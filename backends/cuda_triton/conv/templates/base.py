@@ -10,11 +10,13 @@ kernel's arguments.
 from __future__ import annotations
 
 import math
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import triton
 
 from ..problem import ConvProblem
 
@@ -74,11 +76,12 @@ class Schedule:
 
 
 # ---- kernel arguments -------------------------------------------------------------------------------------
-# Tensor roles a launch can reference. "workspace" and "input_cl" are scratch tensors (`ConvTemplate.scratch`):
-# split-K partial sums and a channels-last copy of a contiguous input. The op's CUDA body allocates them per
+# Tensor roles a launch can reference. "workspace", "input_cl" and "input_pad" are scratch tensors
+# (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input and a zero-padded
+# channels-last copy of any input. The op's CUDA body allocates them per
 # call; the delegate blob records them as intermediate values the C++ runtime allocates once at init.
-TENSOR_ROLES = ("input", "weight", "bias", "output", "workspace", "input_cl")
-SCRATCH_ROLES = ("workspace", "input_cl")
+TENSOR_ROLES = ("input", "weight", "bias", "output", "workspace", "input_cl", "input_pad")
+SCRATCH_ROLES = ("workspace", "input_cl", "input_pad")
 
 
 @dataclass(frozen=True)
@@ -135,12 +138,31 @@ class KernelLaunch:
 
     def run(self, tensors: dict[str, torch.Tensor | None]) -> None:
         """Launch through Triton's JIT on the current stream (the op's CUDA body and GPU tests)."""
+        _ensure_scratch_allocator()
         self.fn[self.grid](
             *self.resolve(tensors),
             **dict(self.constexprs),
             num_warps=self.num_warps,
             num_stages=self.num_stages,
         )
+
+
+_allocator_set = False
+
+
+def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Triton's global scratch (device-side TMA descriptors) from PyTorch's caching allocator (256-B aligned)."""
+    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    return torch.empty(size, dtype=torch.int8, device=device)
+
+
+def _ensure_scratch_allocator() -> None:
+    """Kernels that make TMA descriptors on the device need Triton's allocator set before they are launched by
+    the JIT (the C++ runtime allocates the same scratch itself from the kernel's metadata)."""
+    global _allocator_set
+    if not _allocator_set:
+        triton.set_allocator(_torch_scratch)
+        _allocator_set = True
 
 
 TRITON_PTR_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}

@@ -1,0 +1,271 @@
+"""Implicit GEMM with TMA loads, for stride-1 forward convolutions (1-D/2-D/3-D, any dilation and padding).
+
+Hopper's tensor cores are fed best by TMA: a copy engine moves a whole tile from global to shared memory, with
+no address arithmetic in the kernel's warps, and Triton then pipelines those copies into ``wgmma``. A TMA copy
+is a rectangle of a tensor, not a gather, so the input is first copied into a zero-padded channels-last matrix
+X = [N * DP * HP * WP, C_in] (_pad_copy.py). With stride 1, output pixel (od, oh, ow) of image n has row
+r = n * DP*HP*WP + od * HP*WP + oh * WP + ow of X as its first tap, and tap (kd, kh, kw) is row
+r + kd*DD*HP*WP + kh*DH*WP + kw*DW: one constant shift per tap. So a program's A tile for a tap is one TMA box
+of BLOCK_M consecutive rows, and its B tile a box of the prepared weight [taps * CIN_P, COUT_P].
+
+The M axis of a program is BLOCK_M consecutive rows of the *padded* grid, so rows with oh >= OH or ow >= OW
+(the right and bottom borders) are computed and not stored: (WP / OW) * (HP / OH) more MMAs than the output
+needs, which the faster main loop repays on the large compute-bound layers this template is for (the tuner
+decides). Channels beyond C_in and rows beyond the end of X are zero-filled by the TMA unit.
+
+Kernel arguments (PTX order): x_pad, w, bias, y pointers, then int32 BATCH, OD, OH, OW, DP, HP, WP.
+Grid: (BATCH * cdiv(SPAN, BLOCK_M) * cdiv(C_OUT, BLOCK_N), 1, 1), SPAN = (OD-1)*HP*WP + (OH-1)*WP + OW.
+The descriptors are made on the device (``tl.make_tensor_descriptor``): Triton's global scratch holds them
+(128 bytes each per program; the C++ runtime allocates it from the kernel's metadata). Compiled for sm_80, the
+same kernel uses ordinary loads (Triton lowers descriptors there), so it stays correct everywhere.
+
+Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P], or K-major [COUT_P, taps * CIN_P] for fp32).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..problem import ConvProblem
+from ._geometry import (
+    NUM_SMS,
+    Geometry,
+    common_support_problems,
+    dot_precision,
+    next_pow2,
+    weight_k_major,
+)
+from ._pad_copy import input_pad, pad_copy_launch, padded_extent
+from ._tf32 import round_to_tf32, tf32_rounding
+from .base import (
+    TRITON_PTR_DTYPE,
+    ConvTemplate,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    Support,
+    TensorArg,
+    cdiv,
+)
+from .implicit_gemm import ImplicitGemmTemplate, _swizzle, store_output
+
+INT32_LIMIT = 2**31 - 1
+
+
+@triton.jit
+def conv_tma_implicit_gemm_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    BATCH, OD, OH, OW, DP, HP, WP,
+    C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, W_KMAJOR: tl.constexpr,
+    PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    plane = HP * WP
+    image_rows = DP * plane
+    span = (OD - 1) * plane + (OH - 1) * WP + OW
+    tiles_per_image = (span + BLOCK_M - 1) // BLOCK_M
+    pid_m, pid_n = _swizzle(
+        tl.program_id(0), BATCH * tiles_per_image, (C_OUT + BLOCK_N - 1) // BLOCK_N, GROUP_M
+    )
+    n = pid_m // tiles_per_image
+    r0 = (pid_m % tiles_per_image) * BLOCK_M  # first padded-grid row of this tile, within image n
+    row0 = n * image_rows + r0
+    n0 = pid_n * BLOCK_N
+
+    x_desc = tl.make_tensor_descriptor(
+        x_ptr, shape=[BATCH * image_rows, C_IN], strides=[C_IN, 1], block_shape=[BLOCK_M, BLOCK_K]
+    )
+    if W_KMAJOR:
+        w_desc = tl.make_tensor_descriptor(
+            w_ptr, shape=[COUT_P, K_ROWS], strides=[K_ROWS, 1], block_shape=[BLOCK_N, BLOCK_K]
+        )
+    else:
+        w_desc = tl.make_tensor_descriptor(
+            w_ptr, shape=[K_ROWS, COUT_P], strides=[COUT_P, 1], block_shape=[BLOCK_K, BLOCK_N]
+        )
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
+    for i in range(KD * KH * KW * C_BLOCKS):
+        tap = i // C_BLOCKS
+        shift = (tap // (KH * KW)) * DD * plane + ((tap // KW) % KH) * DH * WP + (tap % KW) * DW
+        a = x_desc.load([row0 + shift, (i % C_BLOCKS) * BLOCK_K])
+        if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+            a = round_to_tf32(a, ROUND_TF32)
+        # Weight row i * BLOCK_K == tap * CIN_P + channel block: the prepared matrix is [taps, CIN_P] rows.
+        if W_KMAJOR:
+            b = w_desc.load([n0, i * BLOCK_K]).T
+        else:
+            b = w_desc.load([i * BLOCK_K, n0])
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+
+    r = r0 + tl.arange(0, BLOCK_M)
+    ow = r % WP
+    oh = (r // WP) % HP
+    od = r // plane
+    m_ok = (ow < OW) & (oh < OH) & (od < OD)
+    pixel = (od * OH + oh) * OW + ow
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, OD * OH * OW, HAS_BIAS, OUT_CL)
+
+
+# ---- tuning space ------------------------------------------------------------------------------------------
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); fp32 halves BLOCK_K of the big tiles (shared memory).
+_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 256, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 8, 3),
+    (128, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+)
+_GROUP_M = 8
+
+
+def _fit(block: int, extent: int) -> int:
+    return max(16, min(block, next_pow2(extent)))
+
+
+def span_rows(g: Geometry) -> int:
+    """Padded-grid rows from an image's first output pixel to its last (the M extent of one image)."""
+    _, hp, wp = padded_extent(g)
+    od, oh, ow = g.out_spatial
+    return (od - 1) * hp * wp + (oh - 1) * wp + ow
+
+
+class ImplicitGemmTmaTemplate(ConvTemplate):
+    """TMA-fed implicit GEMM for dense stride-1 convolutions (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.name = "implicit_gemm_tma"
+
+    def supports(self, problem: ConvProblem) -> Support:
+        reason = common_support_problems(problem)
+        if reason:
+            return Support.no(reason)
+        p = problem.params
+        if any(s != 1 for s in p.stride):
+            return Support.no("only stride 1 (a tap must be a constant row shift of the padded input)")
+        if p.groups != 1:
+            return Support.no("only groups == 1")
+        if any(v < 0 for v in (*p.padding_before, *p.padding_after)):
+            return Support.no("negative padding")
+        if problem.in_channels * problem.element_size % 16:
+            return Support.no("a TMA row must be a multiple of 16 bytes (input channels)")
+        g = Geometry.of(problem)
+        dp, hp, wp = padded_extent(g)
+        padded = g.batch * dp * hp * wp * g.cin
+        if g.int64 or padded > INT32_LIMIT or g.batch * dp * hp * wp * 2 > INT32_LIMIT:
+            return Support.no("tensors beyond 32-bit offsets")
+        return Support.yes()
+
+    def worth_routing(self, problem: ConvProblem) -> bool:
+        return bool(self.supports(problem))
+
+    def _schedule(self, problem: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int) -> Schedule:
+        g = Geometry.of(problem)
+        if problem.dtype == "float32" and bm * bn >= 128 * 128 and bk > 32:
+            bk = 32
+        bm, bn, bk = _fit(bm, span_rows(g)), _fit(bn, g.cout), _fit(bk, g.cin)
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
+
+    def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        out = [self._schedule(problem, *c) for c in _CONFIGS]
+        out = list(dict.fromkeys(out))
+        heuristic = self.heuristic_schedule(problem)
+        if heuristic not in out:
+            out.insert(0, heuristic)
+        return out
+
+    def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        g = Geometry.of(problem)
+        bn = 128 if g.cout >= 128 else 64
+        tiles = g.batch * cdiv(span_rows(g), 128) * cdiv(g.cout, bn)
+        bm = 128 if tiles >= NUM_SMS else 64
+        warps = 8 if bm * bn >= 128 * 128 else 4
+        return self._schedule(problem, bm, bn, 64, warps, 4 if problem.dtype != "float32" else 3)
+
+    # -- weight and launches -------------------------------------------------------------------------------
+    def _gemm_schedule(self, schedule: Schedule) -> Schedule:
+        """The implicit GEMM schedule whose prepared weight this one reads (one group tile, tap-major rows)."""
+        return Schedule.make(
+            schedule.num_warps,
+            schedule.num_stages,
+            BLOCK_M=schedule["BLOCK_M"],
+            BLOCK_N=schedule["BLOCK_N"],
+            BLOCK_K=schedule["BLOCK_K"],
+            GROUP_M=_GROUP_M,
+            GROUP_TILE=1,
+            FLAT_K=0,
+            ROW_TILES=0,
+        )
+
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
+
+    def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+        return [input_pad(problem)]
+
+    def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
+        g = Geometry.of(problem)
+        _, taps, cin_p, cout_p = _IMPLICIT_GEMM.prepared_shape(problem, self._gemm_schedule(schedule))
+        dp, hp, wp = padded_extent(g)
+        od, oh, ow = g.out_spatial
+        dt = TRITON_PTR_DTYPE[problem.dtype]
+        args = (
+            TensorArg("input_pad", dt),
+            TensorArg("weight", dt),
+            TensorArg("bias", dt),
+            TensorArg("output", dt),
+            *(
+                ScalarArg(nm, "i32", v)
+                for nm, v in (
+                    ("BATCH", g.batch),
+                    ("OD", od),
+                    ("OH", oh),
+                    ("OW", ow),
+                    ("DP", dp),
+                    ("HP", hp),
+                    ("WP", wp),
+                )
+            ),
+        )
+        bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
+        constexprs = (
+            ("C_IN", g.cin),
+            ("C_OUT", g.cout),
+            ("CIN_P", cin_p),
+            ("COUT_P", cout_p),
+            ("K_ROWS", taps * cin_p),
+            ("KD", g.kernel[0]),
+            ("KH", g.kernel[1]),
+            ("KW", g.kernel[2]),
+            ("DD", g.dilation[0]),
+            ("DH", g.dilation[1]),
+            ("DW", g.dilation[2]),
+            ("OUT_CL", g.out_cl),
+            ("HAS_BIAS", problem.has_bias),
+            ("W_KMAJOR", weight_k_major(problem)),
+            ("PRECISION", dot_precision(problem)),
+            ("ROUND_TF32", tf32_rounding(problem)),
+            ("BLOCK_M", bm),
+            ("BLOCK_N", bn),
+            ("BLOCK_K", schedule["BLOCK_K"]),
+            ("GROUP_M", schedule["GROUP_M"]),
+        )
+        grid = (g.batch * cdiv(span_rows(g), bm) * cdiv(g.cout, bn), 1, 1)
+        main = KernelLaunch(
+            conv_tma_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
+        )
+        return [pad_copy_launch(problem), main]
+
+
+_IMPLICIT_GEMM = ImplicitGemmTemplate()
+TEMPLATES = [ImplicitGemmTmaTemplate()]
