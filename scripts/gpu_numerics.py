@@ -11,7 +11,8 @@ tolerance (scripts/numerics_cases.py):
      the layout rule);
   3. every schedule of every template on ``--schedule-cases`` random cases of its family (force_conv_candidate);
   4. every split-K and channels-last-copy schedule of the GEMM templates on ``--split-copy-cases`` random
-     few-tile, long-K cases (``numerics_cases.gen_few_tiles_long_k``).
+     few-tile, long-K cases (``numerics_cases.gen_few_tiles_long_k``), and every tail-split schedule on as many
+     cases of whole waves plus a few rows (``numerics_cases.gen_tail_waves``).
 Writes OUT/numerics.json and OUT/numerics.txt; exits non-zero on any failure.
 """
 
@@ -139,6 +140,15 @@ def main() -> None:
                 for s in t.schedules(problem):
                     if {"SPLIT_K", "CL_COPY"} & set(dict(s.params)):
                         plan.append(("split_copy:" + name, case, name, s, False))
+        # every tail-split schedule on cases whose tiles fill whole waves plus a few rows
+        t = get_template("implicit_gemm")
+        for _ in range(args.split_copy_cases):
+            case = nc.gen_tail_waves(rng)
+            x, w, b = nc.make_tensors(case, "meta")
+            problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
+            for s in t.schedules(problem):
+                if "TAIL_SPLIT" in dict(s.params):
+                    plan.append(("tail_split:implicit_gemm", case, "implicit_gemm", s, False))
 
     t0 = time.time()
     status: dict[str, str] | None = None

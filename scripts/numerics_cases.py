@@ -371,6 +371,21 @@ def gen_implicit_gemm_tma(rng: random.Random) -> Case:
     return case
 
 
+def gen_tail_waves(rng: random.Random) -> Case:
+    """1-D convs whose 128-row tiles fill whole waves of 132 SMs plus a few rows (the tail-split regime):
+    M = 132 * 128 * waves + a remainder, dilation and asymmetric padding, both layouts."""
+    dims = 1
+    geo = _pick_geometry(rng, dims, max_k=5)
+    geo["stride"] = (1,)
+    case = _base(rng, dims)
+    case.update(geo)
+    case.update(N=1, C=rng.choice((64, 128, 256)), K=rng.choice((64, 128, 256)), groups=1)
+    length = 132 * 128 * rng.choice((1, 2)) + rng.randint(1, 300)
+    span = geo["dilation"][0] * (geo["kernel"][0] - 1)
+    case["spatial"] = (length + span - geo["pad_before"][0] - geo["pad_after"][0],)
+    return case
+
+
 CASE_GENERATORS: dict[str, Callable[[random.Random], Case]] = {
     "gemm": gen_gemm,
     "implicit_gemm": gen_implicit_gemm,

@@ -7,8 +7,14 @@ partial sums, without bias, into the workspace [SPLIT_K, M, C_out] (role "worksp
 pixels, channels fastest); then `splitk_reduce_kernel` adds the shares up in a fixed order (deterministic), adds
 the bias and writes the output in its layout.
 
-``splitk_reduce_kernel`` arguments (PTX order): ws, bias, y pointers, int32 M, OUT_PIXELS; constexprs C_OUT,
-SPLIT_K, HAS_BIAS, OUT_CL, BLOCK_M, BLOCK_C. Grid: (cdiv(M, BLOCK_M), cdiv(C_out, BLOCK_C), 1).
+The same reduction finishes *tail-split* schedules (TAIL_SPLIT > 1, implicit GEMM): when the output tiles fill
+a few whole waves of the GPU plus a nearly empty last one (deeplab's 65x65 maps at batch 4: M = 16900 =
+132 * 128 + 4 rows), the last TAIL_M_TILES rows of tiles are split along K over TAIL_SPLIT programs each, which
+run beside the whole tiles instead of one lone wave after them (the "stream-K" idea, kept deterministic). Their
+partial sums go to a workspace [TAIL_SPLIT, TAIL_ROWS, C_out]; the reduction writes them at output row ROW0.
+
+``splitk_reduce_kernel`` arguments (PTX order): ws, bias, y pointers, int32 M, OUT_PIXELS, ROW0; constexprs
+C_OUT, SPLIT_K, HAS_BIAS, OUT_CL, BLOCK_M, BLOCK_C. Grid: (cdiv(M, BLOCK_M), cdiv(C_out, BLOCK_C), 1).
 """
 
 from __future__ import annotations
@@ -23,11 +29,12 @@ from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, ScratchTe
 
 @triton.jit
 def splitk_reduce_kernel(
-    ws_ptr, b_ptr, y_ptr, M, OUT_PIXELS,
+    ws_ptr, b_ptr, y_ptr, M, OUT_PIXELS, ROW0,
     C_OUT: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
-    """y = the sum of the SPLIT_K partial sums in the workspace (+ bias), in y's layout."""
+    """y rows ROW0.. = the sum of the SPLIT_K partial sums in the workspace [SPLIT_K, M, C_OUT] (+ bias), in y's
+    layout."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     ok = (offs_m < M)[:, None] & (offs_c < C_OUT)[None, :]
@@ -37,11 +44,12 @@ def splitk_reduce_kernel(
         acc += tl.load(ws + s * M * C_OUT, mask=ok, other=0.0)
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_c, mask=offs_c < C_OUT, other=0.0).to(tl.float32)[None, :]
+    rows = ROW0 + offs_m
     if OUT_CL:
-        y = y_ptr + offs_m[:, None] * C_OUT + offs_c[None, :]
+        y = y_ptr + rows[:, None] * C_OUT + offs_c[None, :]
     else:
-        n = offs_m // OUT_PIXELS
-        pixel = offs_m % OUT_PIXELS
+        n = rows // OUT_PIXELS
+        pixel = rows % OUT_PIXELS
         y = y_ptr + (n[:, None] * C_OUT + offs_c[None, :]) * OUT_PIXELS + pixel[:, None]
     tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
@@ -82,25 +90,69 @@ def split_options(g: Geometry, programs: int, iters: int) -> list[int]:
     return sorted({split, split // 2} - {0, 1})
 
 
-def workspace(problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
-    """[SPLIT_K, M, C_out] fp32 partial sums for a split schedule, nothing otherwise."""
-    split = split_k_of(schedule)
-    if split == 1:
+def tail_split_of(schedule: Schedule) -> int:
+    """The schedule's TAIL_SPLIT (1 when absent)."""
+    return dict(schedule.params).get("TAIL_SPLIT", 1)
+
+
+def tail_rows(g: Geometry, block_m: int, tail_m_tiles: int) -> tuple[int, int]:
+    """(ROW0, TAIL_ROWS): the first output row of the split tail and how many rows it has."""
+    row0 = (cdiv(g.m, block_m) - tail_m_tiles) * block_m
+    return row0, g.m - row0
+
+
+def tail_options(g: Geometry, block_m: int, n_programs: int, iters: int) -> list[tuple[int, int]]:
+    """(TAIL_M_TILES, TAIL_SPLIT) worth trying for a tile shape: when the whole programs fill at least one wave
+    and leave a last wave under a quarter full that is a few rows of tiles, split those rows so the tail
+    fills the idle SMs; [] otherwise. ``n_programs`` is the programs per row of M tiles."""
+    m_tiles = cdiv(g.m, block_m)
+    programs = m_tiles * n_programs
+    left = programs % NUM_SMS
+    if g.int64 or programs < NUM_SMS or left == 0 or left * 4 > NUM_SMS:
         return []
-    g = Geometry.of(problem)
-    return [ScratchTensor("workspace", "float32", (split, g.m, g.cout))]
+    tail_m = cdiv(left, n_programs)
+    if tail_m >= m_tiles:
+        return []
+    tail_programs = tail_m * n_programs
+    split = 2
+    while tail_programs * split * 2 <= NUM_SMS and split * 2 <= 4 * MAX_SPLIT:
+        split *= 2
+    while split > 1 and iters // split < MIN_SHARE:
+        split //= 2
+    row0, rows = tail_rows(g, block_m, tail_m)
+    if split < 2 or split * rows * g.cout >= 2**31:
+        return []
+    return [(tail_m, split)]
 
 
-def splitk_reduce_launch(problem: ConvProblem, split: int) -> KernelLaunch:
-    """The launch that turns the workspace's partial sums into the output."""
+def workspace(problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+    """fp32 partial sums: [SPLIT_K, M, C_out] for a split schedule, [TAIL_SPLIT, TAIL_ROWS, C_out] for a
+    tail-split one, nothing otherwise."""
+    split = split_k_of(schedule)
     g = Geometry.of(problem)
+    if split > 1:
+        return [ScratchTensor("workspace", "float32", (split, g.m, g.cout))]
+    tail = tail_split_of(schedule)
+    if tail > 1:
+        _, rows = tail_rows(g, schedule["BLOCK_M"], schedule["TAIL_M_TILES"])
+        return [ScratchTensor("workspace", "float32", (tail, rows, g.cout))]
+    return []
+
+
+def splitk_reduce_launch(
+    problem: ConvProblem, split: int, row0: int = 0, rows: int | None = None
+) -> KernelLaunch:
+    """The launch that turns the workspace's partial sums into the output (rows row0.. of it for a tail)."""
+    g = Geometry.of(problem)
+    m = g.m if rows is None else rows
     dt = TRITON_PTR_DTYPE[problem.dtype]
     args = (
         TensorArg("workspace", "fp32"),
         TensorArg("bias", dt),
         TensorArg("output", dt),
-        ScalarArg("M", "i32", g.m),
+        ScalarArg("M", "i32", m),
         ScalarArg("OUT_PIXELS", "i32", g.m // g.batch),
+        ScalarArg("ROW0", "i32", row0),
     )
     constexprs = (
         ("C_OUT", g.cout),
@@ -110,5 +162,5 @@ def splitk_reduce_launch(problem: ConvProblem, split: int) -> KernelLaunch:
         ("BLOCK_M", _REDUCE_BLOCK_M),
         ("BLOCK_C", _REDUCE_BLOCK_C),
     )
-    grid = (cdiv(g.m, _REDUCE_BLOCK_M), cdiv(g.cout, _REDUCE_BLOCK_C), 1)
+    grid = (cdiv(m, _REDUCE_BLOCK_M), cdiv(g.cout, _REDUCE_BLOCK_C), 1)
     return KernelLaunch(splitk_reduce_kernel, args, constexprs, grid, _REDUCE_WARPS, 1)

@@ -8,12 +8,15 @@ program: the prepared weight of such a tile is block-diagonal (zeros between gro
 them, instead of a grid axis of tiny GEMMs. When the tile has fewer than 16 input channels (RGB stems), FLAT_K
 walks the flattened (tap, channel) axis instead, so K blocks are not mostly padding.
 
-Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (1-D/2-D problems
-have leading sizes 1). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(COUT_T, BLOCK_N),
-groups / GROUP_TILE, SPLIT_K).
+Kernel arguments (PTX order): x, w, bias, y, ws pointers, then int32 BATCH, D, H, W, OD, OH, OW (1-D/2-D
+problems have leading sizes 1). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(COUT_T, BLOCK_N),
+groups / GROUP_TILE, SPLIT_K), plus TAIL_M_TILES * (TAIL_SPLIT - 1) * cdiv(COUT_T, BLOCK_N) programs on axis 0
+for tail-split schedules.
 
 Split-K schedules (SPLIT_K > 1, for few output tiles and a long K): the same kernel, y = the fp32 workspace and
-no bias, then ``splitk_reduce_kernel`` (see _splitk.py).
+no bias, then ``splitk_reduce_kernel`` (see _splitk.py). Tail-split schedules (TAIL_SPLIT > 1, for whole waves
+plus a nearly empty last one): the last TAIL_M_TILES rows of tiles are split along K into ws, then the same
+reduction writes them; ws is an unused pointer (the output) otherwise.
 
 Prepared weight: [groups / GROUP_TILE, taps, CIN_P, COUT_P] contiguous, CIN_P = CIN_T rounded up to BLOCK_K,
 COUT_P = COUT_T rounded up to BLOCK_N, zero-filled, so weight loads need no mask (FLAT_K: [tiles, 1, K_ROWS,
@@ -44,6 +47,9 @@ from ._splitk import (
     split_k_of,
     split_options,
     splitk_reduce_launch,
+    tail_options,
+    tail_rows,
+    tail_split_of,
     workspace,
 )
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
@@ -99,7 +105,7 @@ def store_output(
 
 @triton.jit
 def conv_implicit_gemm_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr,
+    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr,
     BATCH, D, H, W, OD, OH, OW,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_T: tl.constexpr, COUT_T: tl.constexpr,
     CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
@@ -110,7 +116,7 @@ def conv_implicit_gemm_kernel(
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, W_KMAJOR: tl.constexpr,
     ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, TAIL_SPLIT: tl.constexpr, TAIL_M_TILES: tl.constexpr,
 ):  # fmt: skip
     if INT64:
         BATCH = BATCH.to(tl.int64)
@@ -138,7 +144,23 @@ def conv_implicit_gemm_kernel(
         num_pid_m = BATCH * OD * OH * row_blocks
     else:
         num_pid_m = (BATCH * out_pixels + BLOCK_M - 1) // BLOCK_M
-    pid_m, pid_n = _swizzle(tl.program_id(0), num_pid_m, (COUT_T + BLOCK_N - 1) // BLOCK_N, GROUP_M)
+    num_pid_n = (COUT_T + BLOCK_N - 1) // BLOCK_N
+    if TAIL_SPLIT == 1:
+        pid_m, pid_n = _swizzle(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+        share = 0
+    else:
+        # The first programs take whole tiles of all but the last TAIL_M_TILES rows of tiles; the rest take one
+        # K share (share >= 1 below) of one tail tile each (_splitk.py).
+        whole_m = num_pid_m - TAIL_M_TILES
+        pid = tl.program_id(0)
+        if pid < whole_m * num_pid_n:
+            pid_m, pid_n = _swizzle(pid, whole_m, num_pid_n, GROUP_M)
+            share = pid * 0  # a tensor in both branches
+        else:
+            j = pid - whole_m * num_pid_n
+            pid_m = whole_m + (j // TAIL_SPLIT) // num_pid_n
+            pid_n = (j // TAIL_SPLIT) % num_pid_n
+            share = j % TAIL_SPLIT + 1
     tile = tl.program_id(1)  # group tile
 
     # Image, output pixel and output coordinates of each A row.
@@ -176,13 +198,17 @@ def conv_implicit_gemm_kernel(
         K_ITERS: tl.constexpr = (KD * KH * KW * CIN_T + BLOCK_K - 1) // BLOCK_K
     else:
         K_ITERS: tl.constexpr = KD * KH * KW * (CIN_P // BLOCK_K)
-    if SPLIT_K == 1:
-        k_lo = 0
-        k_hi = K_ITERS
-    else:
+    if SPLIT_K > 1:
         SHARE: tl.constexpr = (K_ITERS + SPLIT_K - 1) // SPLIT_K
         k_lo = tl.program_id(2) * SHARE
         k_hi = tl.minimum(k_lo + SHARE, K_ITERS)
+    elif TAIL_SPLIT > 1:
+        TAIL_SHARE: tl.constexpr = (K_ITERS + TAIL_SPLIT - 1) // TAIL_SPLIT
+        k_lo = tl.where(share > 0, (share - 1) * TAIL_SHARE, 0)
+        k_hi = tl.where(share > 0, tl.minimum(k_lo + TAIL_SHARE, K_ITERS), K_ITERS)
+    else:
+        k_lo = 0
+        k_hi = K_ITERS
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
@@ -223,7 +249,7 @@ def conv_implicit_gemm_kernel(
             b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
-    if SPLIT_K == 1:
+    if SPLIT_K == 1 and share == 0:
         store_output(
             y_ptr,
             b_ptr,
@@ -239,12 +265,20 @@ def conv_implicit_gemm_kernel(
             HAS_BIAS,
             OUT_CL,
         )
-    else:
+    elif SPLIT_K > 1:
         # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
         # like a channels-last output without bias; `splitk_reduce_kernel` adds the shares up.
         ws = y_ptr + tl.program_id(2) * (BATCH * out_pixels * C_OUT)
         store_output(
             ws, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, False, True
+        )
+    else:
+        # A tail share: partial sums of rows ROW0.. into ws_ptr [TAIL_SPLIT, TAIL_ROWS, C_OUT].
+        row0 = (num_pid_m - TAIL_M_TILES) * BLOCK_M
+        tail_rows = BATCH * out_pixels - row0
+        ws = ws_ptr + (share - 1) * (tail_rows * C_OUT)
+        store_output(
+            ws, b_ptr, acc, 0, offs_m - row0, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, 0, False, True
         )
 
 
@@ -356,6 +390,21 @@ class ImplicitGemmTemplate(ConvTemplate):
                     candidates.append(
                         Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **common)
                     )
+                    if not rows and g.groups == gt and bm * bn >= 64 * 128:
+                        iters = k_iterations(g, cin_t, flat, bk)
+                        for tail_m, tail in tail_options(g, bm, cdiv(cout_t, bn), iters):
+                            candidates.append(
+                                Schedule.make(
+                                    warps,
+                                    stages,
+                                    BLOCK_M=bm,
+                                    BLOCK_N=bn,
+                                    BLOCK_K=bk,
+                                    TAIL_M_TILES=tail_m,
+                                    TAIL_SPLIT=tail,
+                                    **common,
+                                )  # fmt: skip
+                            )
                 for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
                     if rows:  # row tiles walk whole output rows: long rows have enough tiles already
                         break
@@ -431,6 +480,11 @@ class ImplicitGemmTemplate(ConvTemplate):
             if splits:
                 bm, bn, bk, warps, stages = bm2, bn2, bk2, 4, 3
                 split = {"SPLIT_K": splits[-1]}
+        # Whole waves and a nearly empty last one, with a long reduction (so the lone last wave costs a whole
+        # tile's time): split the last rows of tiles along K instead.
+        if not split and not rows and tiles_n == 1 and k_iterations(g, cin_t, flat, bk) >= 32:
+            for tail_m, tail in tail_options(g, bm, cdiv(cout_t, bn), k_iterations(g, cin_t, flat, bk)):
+                split = {"TAIL_M_TILES": tail_m, "TAIL_SPLIT": tail}
         return Schedule.make(
             warps,
             stages,
@@ -488,6 +542,8 @@ class ImplicitGemmTemplate(ConvTemplate):
         g = Geometry.of(problem)
         gt = schedule["GROUP_TILE"]
         split = split_k_of(schedule)
+        tail = tail_split_of(schedule)
+        tail_m = dict(schedule.params).get("TAIL_M_TILES", 0)
         copy = bool(dict(schedule.params).get("CL_COPY", 0))
         if g.groups % gt:
             raise ValueError(f"GROUP_TILE {gt} does not divide groups {g.groups}")
@@ -503,6 +559,8 @@ class ImplicitGemmTemplate(ConvTemplate):
             TensorArg("weight", dt),
             TensorArg("bias", dt),
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
+            # the tail shares' partial sums (TAIL_SPLIT > 1); otherwise an unused pointer
+            TensorArg("workspace", "fp32") if tail > 1 else TensorArg("output", dt),
             *(ScalarArg(nm, "i32", v) for nm, v in (("BATCH", g.batch), ("D", d), ("H", h), ("W", w))),
             *(ScalarArg(nm, "i32", v) for nm, v in (("OD", od), ("OH", oh), ("OW", ow))),
         )
@@ -541,11 +599,15 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("BLOCK_K", schedule["BLOCK_K"]),
             ("GROUP_M", schedule["GROUP_M"]),
             ("SPLIT_K", split),
+            ("TAIL_SPLIT", tail),
+            ("TAIL_M_TILES", tail_m),
         )
         if schedule["ROW_TILES"]:
             m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
         else:
             m_programs = cdiv(g.m, bm)
+        if tail > 1:  # the tail's programs: TAIL_SPLIT per tile of its TAIL_M_TILES rows of tiles
+            m_programs += tail_m * (tail - 1)
         grid = (m_programs * cdiv(cout_t, bn), g.groups // gt, split)
         main = KernelLaunch(
             conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
@@ -554,6 +616,9 @@ class ImplicitGemmTemplate(ConvTemplate):
         launches.append(main)
         if split > 1:
             launches.append(splitk_reduce_launch(problem, split))
+        if tail > 1:
+            row0, rows = tail_rows(g, bm, tail_m)
+            launches.append(splitk_reduce_launch(problem, tail, row0, rows))
         return launches
 
 

@@ -13,6 +13,9 @@ The M axis of a program is BLOCK_M consecutive rows of the *padded* grid, so row
 needs, which the faster main loop repays on the large compute-bound layers this template is for (the tuner
 decides). Channels beyond C_in and rows beyond the end of X are zero-filled by the TMA unit.
 
+Triton's warp specialisation of the main loop (a TMA producer warp, MMA consumer warps) was measured on the
+H200 and lost on every public-suite case (2026-12-03), so it is not offered.
+
 Kernel arguments (PTX order): x_pad, w, bias, y pointers, then int32 BATCH, OD, OH, OW, DP, HP, WP.
 Grid: (BATCH * cdiv(SPAN, BLOCK_M) * cdiv(C_OUT, BLOCK_N), 1, 1), SPAN = (OD-1)*HP*WP + (OH-1)*WP + OW.
 The descriptors are made on the device (``tl.make_tensor_descriptor``): Triton's global scratch holds them
@@ -169,7 +172,15 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
     def worth_routing(self, problem: ConvProblem) -> bool:
         return bool(self.supports(problem))
 
-    def _schedule(self, problem: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int) -> Schedule:
+    def _schedule(
+        self,
+        problem: ConvProblem,
+        bm: int,
+        bn: int,
+        bk: int,
+        warps: int,
+        stages: int,
+    ) -> Schedule:
         g = Geometry.of(problem)
         if problem.dtype == "float32" and bm * bn >= 128 * 128 and bk > 32:
             bk = 32
