@@ -249,7 +249,28 @@ def conv_implicit_gemm_kernel(
             b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
-    if SPLIT_K == 1 and share == 0:
+    if SPLIT_K > 1:
+        # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
+        # like a channels-last output without bias; `splitk_reduce_kernel` adds the shares up.
+        ws = y_ptr + tl.program_id(2) * (BATCH * out_pixels * C_OUT)
+        store_output(
+            ws, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, False, True
+        )
+    elif TAIL_SPLIT > 1:
+        if share == 0:
+            store_output(
+                y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, HAS_BIAS,
+                OUT_CL,
+            )  # fmt: skip
+        else:
+            # A tail share: partial sums of rows ROW0.. into ws_ptr [TAIL_SPLIT, TAIL_ROWS, C_OUT].
+            row0 = (num_pid_m - TAIL_M_TILES) * BLOCK_M
+            tail_rows = BATCH * out_pixels - row0
+            ws = ws_ptr + (share - 1) * (tail_rows * C_OUT)
+            store_output(
+                ws, b_ptr, acc, 0, offs_m - row0, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, 0, False, True
+            )
+    else:
         store_output(
             y_ptr,
             b_ptr,
@@ -264,21 +285,6 @@ def conv_implicit_gemm_kernel(
             out_pixels,
             HAS_BIAS,
             OUT_CL,
-        )
-    elif SPLIT_K > 1:
-        # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
-        # like a channels-last output without bias; `splitk_reduce_kernel` adds the shares up.
-        ws = y_ptr + tl.program_id(2) * (BATCH * out_pixels * C_OUT)
-        store_output(
-            ws, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, False, True
-        )
-    else:
-        # A tail share: partial sums of rows ROW0.. into ws_ptr [TAIL_SPLIT, TAIL_ROWS, C_OUT].
-        row0 = (num_pid_m - TAIL_M_TILES) * BLOCK_M
-        tail_rows = BATCH * out_pixels - row0
-        ws = ws_ptr + (share - 1) * (tail_rows * C_OUT)
-        store_output(
-            ws, b_ptr, acc, 0, offs_m - row0, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, 0, False, True
         )
 
 
@@ -482,9 +488,18 @@ class ImplicitGemmTemplate(ConvTemplate):
                 split = {"SPLIT_K": splits[-1]}
         # Whole waves and a nearly empty last one, with a long reduction (so the lone last wave costs a whole
         # tile's time): split the last rows of tiles along K instead.
+        # 128 x 256 tiles first when they have such a tail (deeplab's 65x65 maps on the H200: one whole wave and
+        # one split tile beat two waves of 128 x 128 tiles and a split one).
         if not split and not rows and tiles_n == 1 and k_iterations(g, cin_t, flat, bk) >= 32:
-            for tail_m, tail in tail_options(g, bm, cdiv(cout_t, bn), k_iterations(g, cin_t, flat, bk)):
-                split = {"TAIL_M_TILES": tail_m, "TAIL_SPLIT": tail}
+            shapes = [(bm, bn, warps, stages)]
+            if bm == 128 and cout_t >= 256 and bn < 256:
+                shapes.insert(0, (128, 256, 8, 3))
+            for bm2, bn2, warps2, stages2 in shapes:
+                found = tail_options(g, bm2, cdiv(cout_t, bn2), k_iterations(g, cin_t, flat, bk))
+                if found:
+                    bm, bn, warps, stages = bm2, bn2, warps2, stages2
+                    split = {"TAIL_M_TILES": found[0][0], "TAIL_SPLIT": found[0][1]}
+                    break
         return Schedule.make(
             warps,
             stages,
