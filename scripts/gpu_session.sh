@@ -24,6 +24,15 @@ step validate "${T_VALIDATE:-200}" python3 scripts/gpu_validate.py run --out "$o
 step num_part2 "${T_NUM2:-80}" python3 scripts/gpu_numerics.py --out "$o/num_part2" --families depthwise,transposed --count 120 --time-limit 60
 step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_part1" --families gemm,implicit_gemm --count 100 --time-limit 50
 step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,depthwise,transposed --count 250 --time-limit "${NUM_LIMIT:-80}"
+# RETUNE=public (any tune.py --problems value): re-tune those convolutions over every schedule and merge them
+# into the package table before the bench (the merged table comes back as sm90.merged.json)
+if [ -n "${RETUNE:-}" ]; then
+  step retune "${T_RETUNE:-200}" python3 scripts/tune.py --out "$o/retune" --problems "$RETUNE" \
+    --dtypes "${RETUNE_DTYPES:-fp16,bf16,fp32}" --budget-s "${RETUNE_BUDGET:-170}"
+  step merge 60 python3 scripts/merge_tables.py backends/cuda_triton/conv/tuning/sm90.json "$o/retune/sm90.json" \
+    --out backends/cuda_triton/conv/tuning/sm90.json --note "${RETUNE_NOTE:-re-tuned by gpu_session.sh}"
+  cp backends/cuda_triton/conv/tuning/sm90.json "$o/sm90.merged.json"
+fi
 # ours with the shipped tuning table vs cuDNN vs Inductor (max-autotune, every dtype), then the heuristics alone
 step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --all-cases --workers 15 --md \
   --inductor-dtypes "${INDUCTOR_DTYPES:-float16,bfloat16,float32}" --inductor-timeout "${INDUCTOR_TIMEOUT:-30}" \
