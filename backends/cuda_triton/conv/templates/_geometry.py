@@ -54,6 +54,11 @@ def next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 
 
+def fit_block(block: int, extent: int) -> int:
+    """Shrink a block to the extent it tiles (power of two, at least 16 for tl.dot)."""
+    return max(16, min(block, next_pow2(extent)))
+
+
 @dataclass(frozen=True)
 class Geometry:
     """The problem as the 3-D kernels see it (sizes left-padded with 1, padding-before only)."""

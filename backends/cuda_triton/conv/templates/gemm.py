@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
-from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, next_pow2, weight_k_major
+from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, weight_k_major
+from ._geometry import fit_block as _fit
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import (
@@ -146,10 +147,6 @@ _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (32, 32, 64, 2, 4),
 )
 _GROUP_M = 8
-
-
-def _fit(block: int, extent: int) -> int:
-    return max(16, min(block, next_pow2(extent)))
 
 
 class GemmTemplate(ConvTemplate):

@@ -38,8 +38,10 @@ from ._geometry import (
     Geometry,
     common_support_problems,
     dot_precision,
-    next_pow2,
     weight_k_major,
+)
+from ._geometry import (
+    fit_block as _fit,
 )
 from ._splitk import (
     MIN_SHARE,
@@ -332,11 +334,6 @@ def row_tiles(g: Geometry) -> int:
     """1 when programs should walk output rows: contiguous (N, C, ...) inputs with rows of >= 32 pixels, whose
     loads along M are then provably consecutive; channels-last inputs are contiguous along K instead."""
     return 1 if not g.in_cl and g.out_spatial[2] >= 32 else 0
-
-
-def _fit(block: int, extent: int) -> int:
-    """Shrink a block to the extent it tiles (power of two, at least 16 for tl.dot)."""
-    return max(16, min(block, next_pow2(extent)))
 
 
 def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:

@@ -37,8 +37,10 @@ from ._geometry import (
     Geometry,
     common_support_problems,
     dot_precision,
-    next_pow2,
     weight_k_major,
+)
+from ._geometry import (
+    fit_block as _fit,
 )
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32, tf32_rounding
@@ -130,10 +132,6 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 64, 64, 4, 4),
 )
 _GROUP_M = 8
-
-
-def _fit(block: int, extent: int) -> int:
-    return max(16, min(block, next_pow2(extent)))
 
 
 def span_rows(g: Geometry) -> int:
