@@ -38,10 +38,8 @@ from ._geometry import (
     Geometry,
     common_support_problems,
     dot_precision,
+    fit_block,
     weight_k_major,
-)
-from ._geometry import (
-    fit_block as _fit,
 )
 from ._splitk import (
     MIN_SHARE,
@@ -386,9 +384,9 @@ class ImplicitGemmTemplate(ConvTemplate):
                     if fp32 and bm * bn >= 128 * 128 and bk > 32:
                         bk = 32
                     bm, bn, bk = (
-                        _fit(bm, g.out_spatial[2] if rows else g.m),
-                        _fit(bn, cout_t),
-                        _fit(bk, k_extent),
+                        fit_block(bm, g.out_spatial[2] if rows else g.m),
+                        fit_block(bn, cout_t),
+                        fit_block(bk, k_extent),
                     )
                     candidates.append(
                         Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **common)
@@ -413,7 +411,7 @@ class ImplicitGemmTemplate(ConvTemplate):
                         break
                     if fp32 and bm * bn >= 128 * 128:
                         bk = 32
-                    bm, bn, bk = _fit(bm, g.m), _fit(bn, cout_t), _fit(bk, k_extent)
+                    bm, bn, bk = fit_block(bm, g.m), fit_block(bn, cout_t), fit_block(bk, k_extent)
                     programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
                     for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
                         candidates.append(
@@ -443,7 +441,7 @@ class ImplicitGemmTemplate(ConvTemplate):
         # Rules fitted to H200 measurements of the public suite (docs/performance.md): BLOCK_N up to 128 (256
         # lost everywhere); 128-row tiles only with two waves of programs, else 64; flat-K (gather-bound)
         # tiles go down to 32 rows to put more loads in flight.
-        bn = _fit(128, cout_t)
+        bn = fit_block(128, cout_t)
         # A contiguous input with many channels per group is copied to channels-last first (_cl_copy.py): its
         # A tiles are then rows of contiguous channels instead of a gather across channel planes.
         copy = int(
@@ -464,8 +462,8 @@ class ImplicitGemmTemplate(ConvTemplate):
         bm = 128 if programs(128) >= 2 * NUM_SMS else 64
         if flat and programs(64) < 2 * NUM_SMS:
             bm = 32
-        bm = _fit(bm, g.out_spatial[2] if rows else g.m)
-        bk = _fit(32 if fp32 or (flat and k_extent > 64) else 64, k_extent)
+        bm = fit_block(bm, g.out_spatial[2] if rows else g.m)
+        bk = fit_block(32 if fp32 or (flat and k_extent > 64) else 64, k_extent)
         big = bm * bn >= 128 * 128
         warps = 8 if big else 4
         stages = 3 if bk >= 64 or (fp32 and big) or flat else 4
@@ -473,10 +471,10 @@ class ImplicitGemmTemplate(ConvTemplate):
             warps = 2
         # Too few tiles for a long reduction: split K (64x64 tiles, the split that fills a wave).
         split = {}
-        iters = k_iterations(g, cin_t, flat, _fit(64 if not fp32 else 32, k_extent))
+        iters = k_iterations(g, cin_t, flat, fit_block(64 if not fp32 else 32, k_extent))
         if not rows and programs(bm) * 2 <= NUM_SMS and iters >= 4 * MIN_SHARE:
-            bm2, bn2 = _fit(64, g.m), _fit(64, cout_t)
-            bk2 = _fit(64, k_extent)
+            bm2, bn2 = fit_block(64, g.m), fit_block(64, cout_t)
+            bk2 = fit_block(64, k_extent)
             splits = split_options(
                 g, cdiv(g.m, bm2) * cdiv(cout_t, bn2) * tiles_n, k_iterations(g, cin_t, flat, bk2)
             )

@@ -33,14 +33,13 @@ import triton.language as tl
 
 from ..problem import ConvProblem
 from ._geometry import (
+    INT32_LIMIT,
     NUM_SMS,
     Geometry,
     common_support_problems,
     dot_precision,
+    fit_block,
     weight_k_major,
-)
-from ._geometry import (
-    fit_block as _fit,
 )
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32, tf32_rounding
@@ -56,8 +55,6 @@ from .base import (
     cdiv,
 )
 from .implicit_gemm import ImplicitGemmTemplate, _swizzle, store_output
-
-INT32_LIMIT = 2**31 - 1
 
 
 @triton.jit
@@ -184,7 +181,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
             # 32 fp32 channels = 128-byte TMA rows, one swizzle width. Wider fp32 boxes gave wrong results on the
             # H200 (triton 3.6; 64x128x64 tiles on 2 of 5 random shapes), narrower ones never did.
             bk = min(bk, 32)
-        bm, bn, bk = _fit(bm, span_rows(g)), _fit(bn, g.cout), _fit(bk, g.cin)
+        bm, bn, bk = fit_block(bm, span_rows(g)), fit_block(bn, g.cout), fit_block(bk, g.cin)
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
