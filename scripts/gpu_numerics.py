@@ -77,6 +77,12 @@ def main() -> None:
         default=12,
         help="few-tile, long-K cases whose split/copy schedules all run",
     )
+    ap.add_argument(
+        "--f16-cases",
+        type=int,
+        default=6,
+        help="fp32 cases (inputs scaled far outside fp16's range) whose F16_MMA schedules all run",
+    )
     ap.add_argument("--suite", type=Path, default=bench_conv.DEFAULT_SUITE)
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument(
@@ -149,6 +155,21 @@ def main() -> None:
             for s in t.schedules(problem):
                 if "TAIL_SPLIT" in dict(s.params):
                     plan.append(("tail_split:implicit_gemm", case, "implicit_gemm", s, False))
+
+    # 5. every F16_MMA schedule (fp32 on fp16 tensor cores, _f16_mma.py) on fp32 cases far outside fp16's range
+    if not args.families or "implicit_gemm" in args.families.split(","):
+        t = get_template("implicit_gemm")
+        found = 0
+        while found < args.f16_cases:
+            case = nc.gen_f16_mma(rng)
+            x, w, b = nc.make_tensors(case, "meta")
+            problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
+            if problem.batch * math.prod(problem.out_spatial) > 100000:
+                continue
+            found += 1
+            for s in t.schedules(problem):
+                if dict(s.params).get("F16_MMA"):
+                    plan.append(("f16_mma:implicit_gemm", case, "implicit_gemm", s, False))
 
     t0 = time.time()
     status: dict[str, str] | None = None

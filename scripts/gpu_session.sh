@@ -24,6 +24,9 @@ step validate "${T_VALIDATE:-200}" python3 scripts/gpu_validate.py run --out "$o
 step num_part2 "${T_NUM2:-80}" python3 scripts/gpu_numerics.py --out "$o/num_part2" --families depthwise,transposed --count 120 --time-limit 60
 step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_part1" --families gemm,implicit_gemm --count 100 --time-limit 50
 step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,depthwise,transposed --count 250 --time-limit "${NUM_LIMIT:-80}"
+# every F16_MMA schedule (fp32 at TF32 precision on fp16 tensor cores) on fp32 cases far outside fp16's range
+step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm \
+  --count 0 --suite-cases none --schedule-cases 0 --split-copy-cases 0 --f16-cases "${F16_CASES:-6}" --time-limit 90
 # RETUNE=public (any tune.py --problems value): re-tune those convolutions over every schedule and merge them
 # into the package table before the bench (the merged table comes back as sm90.merged.json)
 if [ -n "${RETUNE:-}" ]; then
@@ -41,6 +44,6 @@ step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --al
 step unseen "${T_UNSEEN:-120}" python3 scripts/bench_conv.py --suite bench/unseen_suite.py --out "$o/unseen" \
   --all-cases --no-inductor --workers 15
 CUDA_TRITON_TUNING=0 step bench_heur "${T_BENCH_HEUR:-120}" python3 scripts/bench_conv.py --out "$o/bench_heur" \
-  --all-cases --no-inductor --workers 15
+  --all-cases --no-inductor --workers 15 ${BENCH_HEUR_EXTRA:-}
 tar czf "$OUT/session.tgz" -C "$o" .
 ls -la "$OUT"

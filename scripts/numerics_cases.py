@@ -85,8 +85,13 @@ def make_tensors(
         wshape = (case["C"], case["K"] // g, *case["kernel"])
     else:
         wshape = (case["K"], case["C"] // g, *case["kernel"])
-    x = torch.randn((case["N"], case["C"], *case["spatial"]), generator=gen).to(device=device, dtype=dt)
-    w = torch.randn(wshape, generator=gen) / math.sqrt(max(1, math.prod(wshape[1:])))
+    x = torch.randn((case["N"], case["C"], *case["spatial"]), generator=gen) * case.get("x_scale", 1.0)
+    x = x.to(device=device, dtype=dt)
+    w = (
+        torch.randn(wshape, generator=gen)
+        / math.sqrt(max(1, math.prod(wshape[1:])))
+        * case.get("w_scale", 1.0)
+    )
     w = w.to(device=device, dtype=dt)
     b = torch.randn((case["K"],), generator=gen).to(device=device, dtype=dt) if case["bias"] else None
     if case["channels_last"] and len(case["spatial"]) in (2, 3):
@@ -383,6 +388,16 @@ def gen_tail_waves(rng: random.Random) -> Case:
     length = 132 * 128 * rng.choice((1, 2)) + rng.randint(1, 300)
     span = geo["dilation"][0] * (geo["kernel"][0] - 1)
     case["spatial"] = (length + span - geo["pad_before"][0] - geo["pad_after"][0],)
+    return case
+
+
+def gen_f16_mma(rng: random.Random) -> Case:
+    """fp32 forward convs for the F16_MMA schedules (fp32 at TF32 precision on fp16 tensor cores): inputs and
+    weights scaled by random powers of ten far outside fp16's range (1e-4 .. 1e7), a long enough reduction."""
+    case = gen_implicit_gemm(rng)
+    while case["C"] // case["groups"] * math.prod(case["kernel"]) < 32:
+        case = gen_implicit_gemm(rng)
+    case.update(dtype="float32", x_scale=10.0 ** rng.uniform(-4, 7), w_scale=10.0 ** rng.uniform(-4, 4))
     return case
 
 

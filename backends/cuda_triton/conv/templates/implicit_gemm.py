@@ -27,12 +27,22 @@ kernel (ROUND_TF32), instead of the tensor core's truncation (see _tf32.py).
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
 from ._cl_copy import can_copy, copy_launch, input_cl
+from ._f16_mma import (
+    amax_launch,
+    amax_scratch,
+    f16_mma_allowed,
+    input_scales,
+    prepare_f16_weight,
+    weight_unscale,
+)
 from ._geometry import (
     NUM_SMS,
     Geometry,
@@ -105,7 +115,7 @@ def store_output(
 
 @triton.jit
 def conv_implicit_gemm_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr,
+    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, amax_ptr,
     BATCH, D, H, W, OD, OH, OW,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_T: tl.constexpr, COUT_T: tl.constexpr,
     CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
@@ -115,6 +125,7 @@ def conv_implicit_gemm_kernel(
     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, W_KMAJOR: tl.constexpr,
     ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
+    F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL_SPLIT: tl.constexpr, TAIL_M_TILES: tl.constexpr,
 ):  # fmt: skip
@@ -210,6 +221,8 @@ def conv_implicit_gemm_kernel(
         k_lo = 0
         k_hi = K_ITERS
 
+    if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: A tiles scaled by 2^shift (_f16_mma.py)
+        a_scale, a_unscale = input_scales(amax_ptr)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
         # K = (tap, channel) flattened: each A column has its own tap.
@@ -225,7 +238,9 @@ def conv_implicit_gemm_kernel(
             ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
             a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
             a = tl.load(a_ptrs, mask=ok, other=0.0)
-            if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+            if F16_MMA:
+                a = (a * a_scale).to(tl.float16)
+            elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
                 a = round_to_tf32(a, ROUND_TF32)
             b = tl.load(weight_ptrs(w_tile, offs_k, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
@@ -244,10 +259,14 @@ def conv_implicit_gemm_kernel(
             else:
                 a_ok = ok[:, None] & (c < CIN_T)[None, :]
                 a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
-            if ROUND_TF32:
+            if F16_MMA:
+                a = (a * a_scale).to(tl.float16)
+            elif ROUND_TF32:
                 a = round_to_tf32(a, ROUND_TF32)
             b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    if F16_MMA:  # undo both scalings (powers of two: exact) before any store
+        acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
 
     if SPLIT_K > 1:
         # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
@@ -309,6 +328,8 @@ _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (32, 32, 32, 2, 3),
 )
 _GROUP_M = 8
+# The heuristic's F16_MMA threshold on the reduction length (taps x input channels of a tile).
+_F16_MIN_K = 512
 # A group tile is widened until it has this many output channels (block-diagonal weight; wasted MMAs are
 # cheap next to the memory traffic of a grouped conv).
 _GROUP_TILE_CHANNELS = 64
@@ -332,6 +353,28 @@ def row_tiles(g: Geometry) -> int:
     """1 when programs should walk output rows: contiguous (N, C, ...) inputs with rows of >= 32 pixels, whose
     loads along M are then provably consecutive; channels-last inputs are contiguous along K instead."""
     return 1 if not g.in_cl and g.out_spatial[2] >= 32 else 0
+
+
+# Shared memory the pipeline's buffers may take (H100/H200: 227 KB per block; Triton needs some for barriers and
+# the epilogue's layout conversion).
+_SMEM_BUDGET = 200 * 1024
+
+
+def block_k(bk: int, bm: int, bn: int, stages: int, fp32: bool, f16: bool) -> int:
+    """BLOCK_K of a tile shape given for 16-bit dtypes: fp32 tiles of 128 x 128 and up take 32 (shared memory);
+    F16_MMA tiles (fp32 A, fp16 B) halve it until their stages fit."""
+    if f16:
+        while bk > 16 and (bm * bk * 4 + bk * bn * 2) * stages > _SMEM_BUDGET:
+            bk //= 2
+        return bk
+    if fp32 and bm * bn >= 128 * 128 and bk > 32:
+        return 32
+    return bk
+
+
+def uses_f16_mma(schedule: Schedule) -> bool:
+    """Whether a schedule runs fp32 on fp16 tensor cores (_f16_mma.py)."""
+    return bool(dict(schedule.params).get("F16_MMA", 0))
 
 
 def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:
@@ -366,6 +409,9 @@ class ImplicitGemmTemplate(ConvTemplate):
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         g = Geometry.of(problem)
         fp32 = problem.dtype == "float32"
+        # fp32 with TF32 allowed: each tile shape also on fp16 tensor cores (F16_MMA, _f16_mma.py), with the
+        # 16-bit BLOCK_K where shared memory allows.
+        precisions = [0, 1] if f16_mma_allowed(problem) else [0]
         out: list[Schedule] = []
         for gt in group_tile_options(g):
             cin_t, cout_t = self._tile_channels(g, gt)
@@ -380,16 +426,15 @@ class ImplicitGemmTemplate(ConvTemplate):
 
                 common = dict(GROUP_M=_GROUP_M, GROUP_TILE=gt, FLAT_K=flat, ROW_TILES=rows, **extra)
                 candidates: list[Schedule] = []
-                for bm, bn, bk, warps, stages in _BASE_CONFIGS:
-                    if fp32 and bm * bn >= 128 * 128 and bk > 32:
-                        bk = 32
+                for (bm, bn, bk0, warps, stages), f16 in itertools.product(_BASE_CONFIGS, precisions):
+                    mma = {"F16_MMA": 1} if f16 else {}
                     bm, bn, bk = (
                         fit_block(bm, g.out_spatial[2] if rows else g.m),
                         fit_block(bn, cout_t),
-                        fit_block(bk, k_extent),
+                        fit_block(block_k(bk0, bm, bn, stages, fp32, f16), k_extent),
                     )
                     candidates.append(
-                        Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **common)
+                        Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **common, **mma)
                     )
                     if not rows and g.groups == gt and bm * bn >= 64 * 128:
                         iters = k_iterations(g, cin_t, flat, bk)
@@ -404,20 +449,28 @@ class ImplicitGemmTemplate(ConvTemplate):
                                     TAIL_M_TILES=tail_m,
                                     TAIL_SPLIT=tail,
                                     **common,
+                                    **mma,
                                 )  # fmt: skip
                             )
-                for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
+                for (bm, bn, bk0, warps, stages), f16 in itertools.product(SPLIT_CONFIGS, precisions):
                     if rows:  # row tiles walk whole output rows: long rows have enough tiles already
                         break
-                    if fp32 and bm * bn >= 128 * 128:
-                        bk = 32
+                    mma = {"F16_MMA": 1} if f16 else {}
+                    bk = block_k(bk0, bm, bn, stages, fp32, f16)
                     bm, bn, bk = fit_block(bm, g.m), fit_block(bn, cout_t), fit_block(bk, k_extent)
                     programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
                     for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
                         candidates.append(
                             Schedule.make(
-                                warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, **common
-                            )
+                                warps,
+                                stages,
+                                BLOCK_M=bm,
+                                BLOCK_N=bn,
+                                BLOCK_K=bk,
+                                SPLIT_K=split,
+                                **common,
+                                **mma,
+                            )  # fmt: skip
                         )
                 out.extend(c for c in dict.fromkeys(candidates) if c not in out)
         # The heuristic's pick is always part of the space, and so is its pick without the channels-last copy
@@ -436,7 +489,10 @@ class ImplicitGemmTemplate(ConvTemplate):
         cin_t, cout_t = self._tile_channels(g, gt)
         flat = 1 if cin_t < 16 else 0
         k_extent = g.taps * cin_t if flat else cin_t
-        fp32 = problem.dtype == "float32"
+        # fp32 on fp16 tensor cores (_f16_mma.py) where the reduction is long enough for the MMAs to dominate
+        # the extra pass over the input that finds its scale; such tiles are shaped as for 16-bit dtypes.
+        f16 = f16_mma_allowed(problem) and not flat and g.taps * cin_t >= _F16_MIN_K
+        fp32 = problem.dtype == "float32" and not f16
         tiles_n = g.groups // gt
         # Rules fitted to H200 measurements of the public suite (docs/performance.md): BLOCK_N up to 128 (256
         # lost everywhere); 128-row tiles only with two waves of programs, else 64; flat-K (gather-bound)
@@ -467,6 +523,7 @@ class ImplicitGemmTemplate(ConvTemplate):
         big = bm * bn >= 128 * 128
         warps = 8 if big else 4
         stages = 3 if bk >= 64 or (fp32 and big) or flat else 4
+        bk = fit_block(block_k(bk, bm, bn, stages, fp32, f16), k_extent)
         if bm * bn <= 32 * 32:
             warps = 2
         # Too few tiles for a long reduction: split K (64x64 tiles, the split that fills a wave).
@@ -507,6 +564,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ROW_TILES=rows,
             **split,
             **({"CL_COPY": 1} if copy else {}),
+            **({"F16_MMA": 1} if f16 else {}),
         )
 
     # -- weight and launches -------------------------------------------------------------------------------
@@ -521,12 +579,16 @@ class ImplicitGemmTemplate(ConvTemplate):
         return (g.groups // gt, g.taps, cin_p, cdiv(cout_t, schedule["BLOCK_N"]) * schedule["BLOCK_N"])
 
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
-        """(C_out, C_in/g, *k) -> [groups/GT, taps, CIN_P, COUT_P], block-diagonal within a group tile."""
+        """(C_out, C_in/g, *k) -> [groups/GT, taps, CIN_P, COUT_P], block-diagonal within a group tile
+        (F16_MMA: that matrix scaled to fp16 and flattened, then its scale, see _f16_mma.py)."""
         g = Geometry.of(problem)
         gt = schedule["GROUP_TILE"]
+        f16 = uses_f16_mma(schedule)
         tiles, taps_dim, rows, cout_p = self.prepared_shape(problem, schedule)
         # [groups, cout_g, cin_g, taps] -> [groups, taps, cin_g, cout_g]
-        weight = prepare_tf32_weight(weight.detach(), problem)  # rounded once here, never at run time
+        weight = weight.detach()
+        if not f16:
+            weight = prepare_tf32_weight(weight, problem)  # rounded once here, never at run time
         w = weight.reshape(g.groups, g.cout_g, g.cin_g, g.taps).permute(0, 3, 2, 1)
         out = weight.new_zeros((tiles, g.taps, gt * g.cin_g, cout_p))
         for j in range(gt):  # group j of each tile sits on the diagonal block j
@@ -540,13 +602,16 @@ class ImplicitGemmTemplate(ConvTemplate):
         else:
             padded = weight.new_zeros((tiles, g.taps, rows, cout_p))
             padded[:, :, : gt * g.cin_g] = out
+        if f16:
+            return prepare_f16_weight(padded)
         if weight_k_major(problem):  # [tiles, K_ROWS, COUT_P] -> [tiles, COUT_P, K_ROWS]
             return padded.reshape(tiles, taps_dim * rows, cout_p).transpose(1, 2).contiguous()
         return padded.contiguous()
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         copy = [input_cl(problem)] if dict(schedule.params).get("CL_COPY", 0) else []
-        return copy + workspace(problem, schedule)
+        amax = [amax_scratch()] if uses_f16_mma(schedule) else []
+        return copy + amax + workspace(problem, schedule)
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
@@ -555,6 +620,7 @@ class ImplicitGemmTemplate(ConvTemplate):
         tail = tail_split_of(schedule)
         tail_m = dict(schedule.params).get("TAIL_M_TILES", 0)
         copy = bool(dict(schedule.params).get("CL_COPY", 0))
+        f16 = uses_f16_mma(schedule)
         if g.groups % gt:
             raise ValueError(f"GROUP_TILE {gt} does not divide groups {g.groups}")
         cin_t, cout_t = self._tile_channels(g, gt)
@@ -566,11 +632,13 @@ class ImplicitGemmTemplate(ConvTemplate):
         (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
         args = (
             TensorArg("input_cl" if copy else "input", dt),
-            TensorArg("weight", dt),
+            TensorArg("weight", "fp16" if f16 else dt),
             TensorArg("bias", dt),
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
             # the tail shares' partial sums (TAIL_SPLIT > 1); otherwise an unused pointer
             TensorArg("workspace", "fp32") if tail > 1 else TensorArg("output", dt),
+            # the input's partial maxima (F16_MMA); otherwise an unused pointer
+            TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
             *(ScalarArg(nm, "i32", v) for nm, v in (("BATCH", g.batch), ("D", d), ("H", h), ("W", w))),
             *(ScalarArg(nm, "i32", v) for nm, v in (("OD", od), ("OH", oh), ("OW", ow))),
         )
@@ -599,11 +667,13 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias and split == 1),
             ("FLAT_K", bool(schedule["FLAT_K"])),
-            ("W_KMAJOR", weight_k_major(problem)),
+            ("W_KMAJOR", weight_k_major(problem) and not f16),
             ("ROW_TILES", bool(schedule["ROW_TILES"])),
             ("INT64", g.int64),
-            ("PRECISION", dot_precision(problem)),
-            ("ROUND_TF32", tf32_rounding(problem)),
+            ("PRECISION", "ieee" if f16 else dot_precision(problem)),
+            ("ROUND_TF32", 0 if f16 else tf32_rounding(problem)),
+            ("F16_MMA", f16),
+            ("W_NUMEL", k_rows * cout_p * (g.groups // gt) if f16 else 0),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
             ("BLOCK_K", schedule["BLOCK_K"]),
@@ -622,7 +692,9 @@ class ImplicitGemmTemplate(ConvTemplate):
         main = KernelLaunch(
             conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
         )
-        launches = [copy_launch(problem)] if copy else []
+        launches = [amax_launch(problem)] if f16 else []
+        if copy:
+            launches.append(copy_launch(problem))
         launches.append(main)
         if split > 1:
             launches.append(splitk_reduce_launch(problem, split))

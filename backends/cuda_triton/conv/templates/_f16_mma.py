@@ -1,0 +1,150 @@
+"""TF32-precision fp32 convolutions on fp16 tensor cores, with exact power-of-two scaling (F16_MMA=1 schedules).
+
+fp16 and TF32 carry the same significand (10 stored bits and the implicit one) and round the same way (to
+nearest; TF32's ``cvt.rna`` breaks exact ties away from zero, fp16's ``cvt.rn`` to even). They differ only in
+range: fp16 has 5 exponent bits (normal numbers 2^-14 .. 65504), TF32 fp32's 8. Hopper's fp16 MMA runs at twice
+the TF32 rate and reads operands of half the size, so an fp32 convolution that is allowed TF32 (PyTorch's
+default) runs on fp16 tensor cores at TF32's precision once each operand is scaled by a power of two that puts
+its largest magnitude in [2^14, 2^15):
+
+* the weight is scaled once, when prepared (`prepare_f16_weight`): fp16 values, then a trailer of
+  `WEIGHT_TRAILER` fp16 elements whose first holds the shift (an integer, exact in fp16);
+* the input is scaled per call: a first launch (`amax_partial_kernel`) writes the largest finite |x| of each of
+  `AMAX_PARTS` slices of the input to the scratch tensor "amax"; the conv kernel reduces those partial maxima
+  (`input_scales`), multiplies each A tile by 2^shift and rounds it to fp16;
+* the fp32 accumulator is multiplied by 2^-shift_x * 2^-shift_w before the epilogue (exact: powers of two).
+
+Products accumulate in fp32 as in a TF32 MMA. What the scaling cannot keep is TF32's range *within* one
+tensor: elements smaller than 2^-29 of the tensor's largest magnitude become fp16 subnormals (relative
+precision drops, absolute error stays below 2^-25 of the largest element) and below 2^-39 of it they flush to
+zero; their share of any sum is bounded by that absolute size. Non-finite inputs are left out of the maximum (one
+inf must not zero the other elements) and propagate through the MMA as they would in TF32.
+``CUDA_TRITON_F16_MMA=0`` takes these schedules out of every space (true TF32 only).
+
+``amax_partial_kernel`` arguments (PTX order): x, amax pointers, NUMEL, CHUNK (i32, or i64 for inputs of 2^31
+elements or more); constexpr BLOCK. Grid: (AMAX_PARTS, 1, 1); program p reduces elements [p * CHUNK,
+(p + 1) * CHUNK), an empty slice writes 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from ..problem import ConvProblem
+from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
+
+ENV_SWITCH = "CUDA_TRITON_F16_MMA"
+AMAX_PARTS = tl.constexpr(256)  # partial maxima; the conv kernel reduces them all, so every slot is written
+WEIGHT_TRAILER = 8  # fp16 elements after the prepared weight (16 bytes: keeps later data aligned)
+# Largest magnitudes are scaled into [2^TOP_EXP, 2^(TOP_EXP+1)): below fp16's 65504 after rounding, as high as
+# possible so small elements stay normal.
+TOP_EXP = tl.constexpr(14)
+MAX_SHIFT = tl.constexpr(126)  # |shift| <= 126: 2^shift and 2^-shift are both normal fp32 numbers
+FP32_MAX = tl.constexpr(3.4028234663852886e38)
+_AMAX_BLOCK, _AMAX_WARPS = 2048, 8
+
+
+def f16_mma_allowed(problem: ConvProblem) -> bool:
+    """Whether F16_MMA schedules may be offered: fp32 with TF32 allowed, unless ``CUDA_TRITON_F16_MMA=0``."""
+    if problem.dtype != "float32" or not problem.allow_tf32:
+        return False
+    value = os.environ.get(ENV_SWITCH, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{ENV_SWITCH}={value!r}: expected 0 or 1")
+    return value == "1"
+
+
+# ---- device side ---------------------------------------------------------------------------------------------
+@triton.jit
+def amax_partial_kernel(x_ptr, amax_ptr, NUMEL, CHUNK, BLOCK: tl.constexpr):
+    """amax[p] = the largest finite |x| of elements [p * CHUNK, (p + 1) * CHUNK), 0 for an empty slice."""
+    start = tl.program_id(0).to(tl.int64) * CHUNK
+    end = tl.minimum(start + CHUNK, NUMEL)
+    best = tl.zeros((BLOCK,), dtype=tl.float32)
+    for off in range(start, end, BLOCK):
+        idx = off + tl.arange(0, BLOCK)
+        v = tl.abs(tl.load(x_ptr + idx, mask=idx < end, other=0.0))
+        best = tl.maximum(best, tl.where(v <= FP32_MAX, v, 0.0))  # inf and NaN compare false
+    tl.store(amax_ptr + tl.program_id(0), tl.max(best, axis=0))
+
+
+@triton.jit
+def pow2(k):
+    """2^k as fp32 for an int32 |k| <= 126, built from its exponent bits (exact, unlike exp2)."""
+    return ((k + 127) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def input_scales(amax_ptr):
+    """(2^shift, 2^-shift) for the input: 2^shift * max|x| lies in [2^14, 2^15)."""
+    amax = tl.max(tl.load(amax_ptr + tl.arange(0, AMAX_PARTS)), axis=0)
+    exponent = ((amax.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127  # floor(log2(amax)); -127 for 0
+    shift = tl.minimum(tl.maximum(0 - (exponent - TOP_EXP), 0 - MAX_SHIFT), MAX_SHIFT)  # tensor ops first
+    return pow2(shift), pow2(-shift)
+
+
+@triton.jit
+def weight_unscale(w_ptr, W_NUMEL: tl.constexpr):
+    """2^-shift of a weight prepared by `prepare_f16_weight` (its shift sits right after the W_NUMEL values)."""
+    shift = tl.load(w_ptr + W_NUMEL).to(tl.int32)
+    return pow2(-shift)
+
+
+# ---- host side -----------------------------------------------------------------------------------------------
+def weight_shift(weight: torch.Tensor) -> int:
+    """The power of two that puts the weight's largest finite magnitude in [2^14, 2^15) (0 for an all-zero one)."""
+    finite = weight[torch.isfinite(weight)].abs()
+    amax = float(finite.max()) if finite.numel() else 0.0
+    if amax == 0.0:
+        return 0
+    exponent = math.frexp(amax)[1] - 1  # amax in [2^exponent, 2^(exponent+1))
+    return max(-int(MAX_SHIFT), min(int(MAX_SHIFT), int(TOP_EXP) - exponent))
+
+
+def prepare_f16_weight(matrix: torch.Tensor) -> torch.Tensor:
+    """A prepared fp32 weight matrix (any shape) -> 1-D fp16: its values times 2^shift, then the trailer."""
+    shift = weight_shift(matrix)
+    scaled = (matrix.to(torch.float32) * 2.0**shift).to(torch.float16).reshape(-1)
+    trailer = scaled.new_zeros(WEIGHT_TRAILER)
+    trailer[0] = shift
+    return torch.cat([scaled, trailer])
+
+
+def amax_scratch() -> ScratchTensor:
+    return ScratchTensor("amax", "float32", (int(AMAX_PARTS),))
+
+
+def amax_launch(problem: ConvProblem) -> KernelLaunch:
+    """The launch that fills the "amax" scratch from the input (a dense tensor: any layout, every element once)."""
+    numel = math.prod(problem.input_size)
+    chunk = cdiv(cdiv(numel, int(AMAX_PARTS)), _AMAX_BLOCK) * _AMAX_BLOCK
+    index = "i64" if numel + chunk >= 2**31 else "i32"
+    args = (
+        TensorArg("input", TRITON_PTR_DTYPE[problem.dtype]),
+        TensorArg("amax", "fp32"),
+        ScalarArg("NUMEL", index, numel),
+        ScalarArg("CHUNK", index, chunk),
+    )
+    return KernelLaunch(
+        amax_partial_kernel, args, (("BLOCK", _AMAX_BLOCK),), (int(AMAX_PARTS), 1, 1), _AMAX_WARPS, 1
+    )
+
+
+__all__ = [
+    "AMAX_PARTS",
+    "ENV_SWITCH",
+    "WEIGHT_TRAILER",
+    "amax_launch",
+    "amax_partial_kernel",
+    "amax_scratch",
+    "f16_mma_allowed",
+    "input_scales",
+    "prepare_f16_weight",
+    "weight_shift",
+    "weight_unscale",
+]
