@@ -366,7 +366,8 @@ def test_depthwise_heuristic_in_space():
     for problem in (conformer, effnet):
         s = DW.heuristic_schedule(problem)
         assert s in DW.schedules(problem)
-        assert interior_fraction(problem, s) >= 0.5
+        # The conformer's fp16 1-D rows take the band kernel (one masked path, tests/test_depthwise_band.py).
+        assert "SEG" in s.as_dict() if problem is conformer else interior_fraction(problem, s) >= 0.5
 
 
 def test_depthwise_supports():

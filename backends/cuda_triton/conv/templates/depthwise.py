@@ -51,6 +51,7 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
+from ._geometry import NUM_SMS
 from .base import (
     TRITON_PTR_DTYPE,
     ConvTemplate,
@@ -334,6 +335,114 @@ def _depthwise_nc_kernel(
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=p_ok)
 
 
+@triton.jit
+def _band_taps(
+    w_row, j0, J: tl.constexpr, SEG: tl.constexpr, OFF: tl.constexpr, KW: tl.constexpr, DW: tl.constexpr
+):
+    """Rows ``j0 .. j0+J`` of one filter row's banded (Toeplitz) matrix, in the input's dtype: entry [j, i] is
+    the weight of tap t when window element j is what output i reads at tap t (``j - i + OFF == t * DW``),
+    else 0. A gather from the filter row (a few L1 lines), once per program and filter row."""
+    d = (j0 + tl.arange(0, J))[:, None] - tl.arange(0, SEG)[None, :] + OFF
+    ok = (d >= 0) & (d % DW == 0) & (d < KW * DW)
+    return tl.load(w_row + d // DW, mask=ok, other=0.0)
+
+
+@triton.jit
+def _depthwise_band_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    ID,
+    IH,
+    IW,
+    OD,
+    OH,
+    OW,
+    C_IN: tl.constexpr,
+    MULT: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DD: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    OUT_CL: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SEG: tl.constexpr,
+    SEGS: tl.constexpr,
+    IMG: tl.constexpr,
+    HALO: tl.constexpr,
+    TAIL: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
+    tl.static_assert(SW == 1, "the band kernel slides along W with stride 1")
+    C_OUT: tl.constexpr = C_IN * MULT
+    TAPS: tl.constexpr = KD * KH * KW
+    pid = tl.program_id(0)
+    n_seg = tl.cdiv(OW, SEG)
+    rows = OD * OH * n_seg  # segments per (image, channel) plane
+    n_rb = tl.cdiv(rows, SEGS)
+    rb = pid % n_rb
+    rest = pid // n_rb
+    co = rest % C_OUT
+    n0 = (rest // C_OUT) * IMG
+    ci = co // MULT
+
+    # Tile rows are (image, segment) pairs: IMG images times SEGS segments of SEG outputs of one channel, all
+    # convolved with the same filter, so one band matrix serves every row.
+    r = tl.arange(0, IMG * SEGS)
+    g = rb * SEGS + r % SEGS
+    row_ok = g < rows
+    ow0 = (g % n_seg) * SEG
+    oh = (g // n_seg) % OH
+    od = g // n_seg // OH
+    plane = (n0 + r // SEGS).to(tl.int64) * C_IN + ci
+    x_plane = x_ptr + plane * (ID * IH * IW)
+    # Window element j of a row is input column ow0 - HALO + j: the row's SEG outputs read window elements
+    # 0 .. SEG + TAIL - 1, loaded once as a SEG-wide main part and a TAIL-wide tail (power-of-two dot shapes).
+    jm = tl.arange(0, SEG)[None, :]
+    jt = tl.arange(0, TAIL)[None, :]
+    iw_m = (ow0 - HALO)[:, None] + jm
+    iw_t = (ow0 - HALO + SEG)[:, None] + jt
+    acc = tl.zeros((IMG * SEGS, SEG), dtype=tl.float32)
+    for kd in tl.static_range(KD):
+        idd = od * SD - PD + kd * DD
+        for kh in tl.static_range(KH):
+            ih = oh * SH - PH + kh * DH
+            ok = row_ok & (idd >= 0) & (idd < ID) & (ih.to(tl.uint32) < IH)
+            x_row = (x_plane + (idd * IH + ih) * IW)[:, None]
+            xm = tl.load(x_row + iw_m, mask=ok[:, None] & (iw_m.to(tl.uint32) < IW), other=0.0)
+            xt = tl.load(x_row + iw_t, mask=ok[:, None] & (iw_t.to(tl.uint32) < IW), other=0.0)
+            w_row = w_ptr + co * TAPS + (kd * KH + kh) * KW
+            band_m = _band_taps(w_row, 0, SEG, SEG, PW - HALO, KW, DW).to(xm.dtype)
+            band_t = _band_taps(w_row, SEG, TAIL, SEG, PW - HALO, KW, DW).to(xm.dtype)
+            # fp16/bf16 products are exact in the fp32 accumulator, as in the direct kernels' FMAs.
+            if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
+                acc = tl.dot(xm.to(tl.float32), band_m.to(tl.float32), acc, input_precision="ieee")
+                acc = tl.dot(xt.to(tl.float32), band_t.to(tl.float32), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(xm, band_m, acc)
+                acc = tl.dot(xt, band_t, acc)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + co).to(tl.float32)
+
+    ow = iw_m + HALO  # output columns of the tile
+    out_pos = ((od * OH + oh) * OW)[:, None] + ow
+    n = (n0 + r // SEGS).to(tl.int64)[:, None]
+    if OUT_CL:
+        y_off = n * (OD * OH * OW * C_OUT) + out_pos * C_OUT + co
+    else:
+        y_off = (n * C_OUT + co) * (OD * OH * OW) + out_pos
+    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & (ow < OW))
+
+
 # ---- geometry helpers ---------------------------------------------------------------------------------------
 def _pad3(values: tuple[int, ...], fill: int) -> tuple[int, int, int]:
     """A per-dim tuple of 1-3 entries as 3 entries, missing leading dims filled (the last dim stays last)."""
@@ -379,6 +488,29 @@ def _block_c(schedule: Schedule) -> int:
     return dict(schedule.params).get("BLOCK_C", 1)
 
 
+def _is_band(schedule: Schedule) -> bool:
+    """Whether the schedule runs `_depthwise_band_kernel` (its schedules carry SEG, SEGS and IMG)."""
+    return "SEG" in dict(schedule.params)
+
+
+def band_geometry(problem: ConvProblem) -> tuple[int, int] | None:
+    """(HALO, TAIL) of the band kernel for a problem it serves, else None: contiguous fp16/bf16 input (fp32
+    would need a TF32 dot), stride 1 along W. HALO (window columns left of a segment's first output) is the
+    left padding rounded up to 8, so window rows start 16-byte aligned when the row length allows; TAIL covers
+    the columns the last outputs read beyond SEG, a power of two of at least 16 (the dot's minimum K)."""
+    if problem.dtype not in ("float16", "bfloat16") or dense_layout(
+        problem.input_size, problem.input_stride
+    ) != ("contiguous"):
+        return None
+    p = problem.params
+    if _pad3(p.stride, 1)[2] != 1:
+        return None
+    pw, dw, kw = _pad3(p.padding_before, 0)[2], _pad3(p.dilation, 1)[2], problem.kernel[-1]
+    halo = cdiv(pw, 8) * 8
+    tail = max(16, _pow2_at_least(halo - pw + (kw - 1) * dw))
+    return (halo, tail) if tail <= 128 else None
+
+
 def _interior_share(out: int, inp: int, block: int, k: int, s: int, p: int, d: int) -> float:
     """Share of the ``block``-wide tiles along one dim that are full and read only inside the input (the
     kernels' `_tile_is_interior`, per dim)."""
@@ -394,7 +526,10 @@ def _interior_share(out: int, inp: int, block: int, k: int, s: int, p: int, d: i
 
 
 def interior_fraction(problem: ConvProblem, schedule: Schedule) -> float:
-    """Share of a launch's programs that take the unmasked interior path."""
+    """Share of a launch's programs that take the unmasked interior path (none for the band kernel, whose single
+    path masks every load)."""
+    if _is_band(schedule):
+        return 0.0
     p = problem.params
     ins, outs = _pad3(problem.in_spatial, 1), _pad3(problem.out_spatial, 1)
     ks, ss = _pad3(problem.kernel, 1), _pad3(p.stride, 1)
@@ -504,6 +639,37 @@ class DepthwiseTemplate(ConvTemplate):
         (4, 16, 2, 1),
         (8, 8, 4, 2),
     )
+    # (SEG, SEGS, IMG, num_warps) of the band kernel (contiguous fp16/bf16 input, W stride 1): a program is
+    # IMG images times SEGS row segments of SEG outputs of one channel, i.e. one (IMG * SEGS, SEG + TAIL) @
+    # (SEG + TAIL, SEG) tensor-core product. Big tiles share the band (built per program) across more rows.
+    BAND_SPACE = (
+        (16, 16, 1, 1),
+        (32, 16, 1, 1),
+        (32, 16, 2, 2),
+        (32, 16, 4, 4),
+        (32, 16, 8, 4),
+        (32, 32, 1, 2),
+        (32, 64, 1, 4),
+        (64, 8, 2, 1),
+        (64, 8, 4, 2),
+        (64, 8, 8, 4),
+        (64, 16, 1, 2),
+        (64, 32, 1, 4),
+        (128, 16, 1, 4),
+    )
+
+    def _band_schedules(self, problem: ConvProblem) -> list[Schedule]:
+        if band_geometry(problem) is None:
+            return []
+        out_d, out_h, out_w = _pad3(problem.out_spatial, 1)
+        seg_cap = max(16, _pow2_at_least(out_w))
+        return [
+            Schedule.make(warps, 1, SEG=seg, SEGS=segs, IMG=img)
+            for seg, segs, img, warps in self.BAND_SPACE
+            if problem.batch % img == 0
+            and seg <= seg_cap
+            and segs <= max(16, _pow2_at_least(out_d * out_h * cdiv(out_w, seg)))
+        ]
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         out_h, out_w = _pad3(problem.out_spatial, 1)[1:]
@@ -528,6 +694,7 @@ class DepthwiseTemplate(ConvTemplate):
                 for bh, bw, bc, warps in self.NC_MULTI_SPACE
                 if bh <= h_cap and bw <= w_cap and bc <= c_cap
             ]
+            found += self._band_schedules(problem)
             fallback = Schedule.make(1, 1, BLOCK_H=1, BLOCK_W=16)
         # Small tiles on a huge problem could overflow grid axis 0 (`supports` vouches for the fallback).
         found = [s for s in found if self._grid(problem, s)[0] <= INT32_MAX]
@@ -555,10 +722,35 @@ class DepthwiseTemplate(ConvTemplate):
             return (round(max(work, 1.2), 1), abs(math.log2(bh * bw * bc / target)), shared_weight)
 
         space = self.schedules(problem)
+        band = [sch for sch in space if _is_band(sch)]
+        if band and out_h == 1 and _pad3(problem.out_spatial, 1)[0] == 1:
+            return min(band, key=lambda sch: self._band_cost(problem, sch))
+        space = [sch for sch in space if not _is_band(sch)] or space
         if not cl and out_h > 1:
             # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
             space = [s for s in space if _block_c(s) == 1] or space
         return min(space, key=cost)
+
+    @staticmethod
+    def _band_cost(problem: ConvProblem, schedule: Schedule) -> tuple[float, bool, float]:
+        """Padding waste first, then at least ~4 programs per SM, then loads per output:
+        the window (SEG + TAIL per SEG outputs) plus the band's weight gathers shared by the tile's rows."""
+        halo_tail = band_geometry(problem)
+        assert halo_tail is not None
+        seg, segs, img = schedule["SEG"], schedule["SEGS"], schedule["IMG"]
+        programs = DepthwiseTemplate._band_grid(problem, schedule)[0]
+        out = prod(_pad3(problem.out_spatial, 1)) * problem.out_channels * problem.batch
+        waste = programs * img * segs * seg / out
+        window = seg + halo_tail[1]
+        loads = window / seg + window / (img * segs)
+        return (round(waste, 1), programs < 4 * NUM_SMS, loads)
+
+    @staticmethod
+    def _band_grid(problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int]:
+        out_d, out_h, out_w = _pad3(problem.out_spatial, 1)
+        rows = out_d * out_h * cdiv(out_w, schedule["SEG"])
+        images = problem.batch // schedule["IMG"]
+        return (images * problem.out_channels * cdiv(rows, schedule["SEGS"]), 1, 1)
 
     # -- weight and launches ----------------------------------------------------------------------------------
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
@@ -569,6 +761,8 @@ class DepthwiseTemplate(ConvTemplate):
         return flat.contiguous()  # (C_out, taps)
 
     def _grid(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int]:
+        if _is_band(schedule):
+            return self._band_grid(problem, schedule)
         out_d, out_h, out_w = _pad3(problem.out_spatial, 1)
         spatial_tiles = out_d * cdiv(out_h, schedule["BLOCK_H"]) * cdiv(out_w, schedule["BLOCK_W"])
         channel_tiles = cdiv(problem.out_channels, _block_c(schedule))
@@ -615,12 +809,26 @@ class DepthwiseTemplate(ConvTemplate):
             ("DW", dw),
             ("OUT_CL", out_cl),
             ("HAS_BIAS", problem.has_bias),
+        ]
+        grid = self._grid(problem, schedule)
+        if _is_band(schedule):
+            halo_tail = band_geometry(problem)
+            assert halo_tail is not None, "band schedules are offered only where band_geometry serves"
+            tile = [(name, schedule[name]) for name in ("SEG", "SEGS", "IMG")]
+            constexprs += [*tile, ("HALO", halo_tail[0]), ("TAIL", halo_tail[1])]
+            # (imported here: transposed.py imports this module; looked up per call so tests can patch it)
+            from . import transposed
+
+            constexprs.append(("DOT_FP32", problem.dtype == "bfloat16" and transposed._interpreting()))
+            return [
+                KernelLaunch(_depthwise_band_kernel, args, tuple(constexprs), grid, schedule.num_warps, 1)
+            ]
+        constexprs += [
             ("BLOCK_H", schedule["BLOCK_H"]),
             ("BLOCK_W", schedule["BLOCK_W"]),
             ("BLOCK_C", _block_c(schedule)),
         ]
         fn = _depthwise_cl_kernel if self._channels_last(problem) else _depthwise_nc_kernel
-        grid = self._grid(problem, schedule)
         return [KernelLaunch(fn, args, tuple(constexprs), grid, schedule.num_warps, schedule.num_stages)]
 
 
