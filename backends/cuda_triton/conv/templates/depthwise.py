@@ -15,7 +15,8 @@ output read inside the input? Such interior programs (most of them, with tiles s
 loop with no bounds math: a load at a compile-time offset from its row's pointer, a convert, an FMA. The rest
 (tiles touching the padding or the edge, partial channel blocks) run the masked loop.
 
-Two kernels, chosen by the input layout (the read-heavy side):
+Three kernels: the two direct ones, chosen by the input layout (the read-heavy side), and the band kernel, a
+schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D rows):
 
 ``_depthwise_cl_kernel`` (channels-last input): a program computes a tile of ``BLOCK_H x BLOCK_W`` output
 positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C.
@@ -35,6 +36,23 @@ gets several rows per program too); loads are vectors along W. Schedules of one 
     grid: (N * cdiv(C_out, BLOCK_C) * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), 1, 1), program ids ordered
           (n, channel block, od, row tile, column tile), the column tile fastest.
     weight: prepared as fp32 (C_out, KD*KH*KW) contiguous.
+
+``_depthwise_band_kernel`` (contiguous fp16/bf16 input, stride 1 along W; schedules carry SEG, SEGS, IMG): the
+direct kernels issue one narrow load per tap and output (a shifted row pointer is never provably aligned), so
+they are bound by L1 load instructions. For one channel, a W row segment of SEG outputs is its input window
+times a banded (Toeplitz) matrix, band[j, i] = w[t] where j - i + PW - HALO == t * DW: a program loads the
+windows of IMG images x SEGS segments once (rows of SEG + TAIL elements, every element loaded once per (kd, kh)
+filter row), builds the band from the filter row (masked gathers) and runs ``tl.dot`` with fp32 accumulation
+(fp16/bf16 products are exact, as in the direct kernels' FMAs). One masked path, no interior split.
+
+    args (PTX order): x, w, b, y, ID, IH, IW, OD, OH, OW (i32), as the other kernels
+    constexprs: C_IN, MULT, KD, KH, KW, SD, SH, SW (= 1), PD, PH, PW, DD, DH, DW, OUT_CL, HAS_BIAS,
+                SEG, SEGS, IMG (IMG divides N), HALO (PW rounded up to 8), TAIL (power of two >= 16 covering
+                HALO - PW + (KW-1)*DW), DOT_FP32 (True only under TRITON_INTERPRET for bf16, whose interpreter
+                tl.dot reads bf16 as integers; compiled kernels always have False)
+    grid: ((N / IMG) * C_out * cdiv(OD * OH * cdiv(OW, SEG), SEGS), 1, 1), program ids ordered
+          (image block, channel, row block), the row block fastest.
+    weight: prepared as fp32 (C_out, KD*KH*KW) contiguous, as for ``_depthwise_nc_kernel``.
 
 Strides are not arguments: inputs are dense channels-last or dense contiguous (``supports`` checks), outputs
 follow the layout rule (``OUT_CL`` says which), so every stride is a product of constexpr channel counts and
