@@ -27,6 +27,8 @@ step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_al
 # every F16_MMA schedule (fp32 at TF32 precision on fp16 tensor cores) on fp32 cases far outside fp16's range
 step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm \
   --count 0 --suite-cases none --schedule-cases 0 --split-copy-cases 0 --f16-cases "${F16_CASES:-6}" --time-limit 90
+# every depthwise schedule (direct and tensor-core band kernels) on 1-D depthwise rows, next to cuDNN
+step dw1d "${T_DW1D:-75}" python3 scripts/bench_depthwise1d.py --out "$o/dw1d" --jobs 16 --budget-s 55
 # RETUNE=public (any tune.py --problems value): re-tune those convolutions over every schedule and merge them
 # into the package table before the bench (the merged table comes back as sm90.merged.json)
 if [ -n "${RETUNE:-}" ]; then

@@ -91,6 +91,12 @@ SETS: dict[str, list[Entry]] = {
         ("resnet18_fp16", "resnet18", "fp16", (), "pass"),
     ],
 }
+# fp32 with TF32 allowed on fp16 tensor cores (F16_MMA: fp16 weights, "amax" and "input_f16" scratch) in the
+# C++ runtime: ResNet-18's 3x3 convs have reductions long enough for the heuristic to choose it.
+SETS["f16_mma"] = [
+    ("resnet18_fp32", "resnet18", "fp32", (), "pass"),
+    ("demo_fp32", "demo", "fp32", (), "pass"),
+]
 # One carry for a closing run: the core set plus ResNet-18 (BatchNorm folds, split-K and channels-last copies).
 SETS["final"] = [*SETS["core"], ("resnet18_fp16", "resnet18", "fp16", (), "pass")]
 # ResNet-50's weights (51 MB in fp16) do not fit beside the runtime libraries in one carry.

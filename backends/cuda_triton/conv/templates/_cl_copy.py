@@ -6,7 +6,11 @@ first launch transposes the input [N, C, P] (P = D*H*W) into the scratch tensor 
 conv kernel then reads that as a channels-last input. It costs one read and one write of the input, which a
 compute-heavy layer repays many times; the tuner decides where.
 
-``to_channels_last_kernel`` arguments (PTX order): x, y pointers, int32 P; constexprs C, BLOCK_P, BLOCK_C.
+With F16_MMA=2 (fp32 on fp16 tensor cores, _f16_mma.py) the same pass also scales and rounds the input to fp16:
+it writes the scratch "input_f16" instead, in channels-last order (SCALE_F16).
+
+``to_channels_last_kernel`` arguments (PTX order): x, y, amax pointers (amax: the input's partial maxima when
+SCALE_F16, else an unused pointer), int32 P; constexprs C, SCALE_F16, BLOCK_P, BLOCK_C.
 Grid: (cdiv(P, BLOCK_P), cdiv(C, BLOCK_C), N).
 """
 
@@ -18,19 +22,26 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
+from ._f16_mma import input_scales
 from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
 
 _BLOCK_P, _BLOCK_C, _WARPS = 64, 64, 4
 
 
 @triton.jit
-def to_channels_last_kernel(x_ptr, y_ptr, P, C: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+def to_channels_last_kernel(
+    x_ptr, y_ptr, amax_ptr, P,
+    C: tl.constexpr, SCALE_F16: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
     """[N, C, P] -> [N, P, C]: loads run along P, stores along C (Triton stages the transpose in shared memory)."""
     offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     n = tl.program_id(2)
     ok = (offs_c[:, None] < C) & (offs_p[None, :] < P)
     x = tl.load(x_ptr + n * C * P + offs_c[:, None] * P + offs_p[None, :], mask=ok)
+    if SCALE_F16:
+        scale, _ = input_scales(amax_ptr)
+        x = (x * scale).to(tl.float16)
     tl.store(y_ptr + n * P * C + offs_p[None, :] * C + offs_c[:, None], x, mask=ok)
 
 
@@ -45,10 +56,21 @@ def input_cl(problem: ConvProblem) -> ScratchTensor:
     return ScratchTensor("input_cl", problem.dtype, (problem.batch, p, problem.in_channels))
 
 
-def copy_launch(problem: ConvProblem) -> KernelLaunch:
+def copy_launch(problem: ConvProblem, scale_f16: bool = False) -> KernelLaunch:
+    """The copy into "input_cl", or with ``scale_f16`` into "input_f16" (after `_f16_mma.amax_launch`)."""
     dt = TRITON_PTR_DTYPE[problem.dtype]
     p = math.prod(problem.in_spatial)
-    args = (TensorArg("input", dt), TensorArg("input_cl", dt), ScalarArg("P", "i32", p))
-    constexprs = (("C", problem.in_channels), ("BLOCK_P", _BLOCK_P), ("BLOCK_C", _BLOCK_C))
+    args = (
+        TensorArg("input", dt),
+        TensorArg("input_f16", "fp16") if scale_f16 else TensorArg("input_cl", dt),
+        TensorArg("amax", "fp32") if scale_f16 else TensorArg("input", dt),
+        ScalarArg("P", "i32", p),
+    )
+    constexprs = (
+        ("C", problem.in_channels),
+        ("SCALE_F16", scale_f16),
+        ("BLOCK_P", _BLOCK_P),
+        ("BLOCK_C", _BLOCK_C),
+    )
     grid = (cdiv(p, _BLOCK_P), cdiv(problem.in_channels, _BLOCK_C), problem.batch)
     return KernelLaunch(to_channels_last_kernel, args, constexprs, grid, _WARPS, 1)

@@ -1,4 +1,4 @@
-"""TF32-precision fp32 convolutions on fp16 tensor cores, with exact power-of-two scaling (F16_MMA=1 schedules).
+"""TF32-precision fp32 convolutions on fp16 tensor cores, with exact power-of-two scaling (F16_MMA schedules).
 
 fp16 and TF32 carry the same significand (10 stored bits and the implicit one) and round the same way (to
 nearest; TF32's ``cvt.rna`` breaks exact ties away from zero, fp16's ``cvt.rn`` to even). They differ only in
@@ -10,8 +10,11 @@ its largest magnitude in [2^14, 2^15):
 * the weight is scaled once, when prepared (`prepare_f16_weight`): fp16 values, then a trailer of
   `WEIGHT_TRAILER` fp16 elements whose first holds the shift (an integer, exact in fp16);
 * the input is scaled per call: a first launch (`amax_partial_kernel`) writes the largest finite |x| of each of
-  `AMAX_PARTS` slices of the input to the scratch tensor "amax"; the conv kernel reduces those partial maxima
-  (`input_scales`), multiplies each A tile by 2^shift and rounds it to fp16;
+  `AMAX_PARTS` slices of the input to the scratch tensor "amax"; whoever reads the input reduces those partial
+  maxima (`input_scales`) and multiplies by 2^shift before rounding to fp16: with F16_MMA=1 the conv kernel, on
+  each A tile (fp32 tiles through registers: no extra memory); with F16_MMA=2 a second launch
+  (`scale_to_f16_kernel`) that writes the whole input once as fp16 to the scratch "input_f16" (same layout), so
+  the conv kernel is the 16-bit kernel (A tiles straight from shared memory) at the cost of one more pass;
 * the fp32 accumulator is multiplied by 2^-shift_x * 2^-shift_w before the epilogue (exact: powers of two).
 
 Products accumulate in fp32 as in a TF32 MMA. What the scaling cannot keep is TF32's range *within* one
@@ -24,6 +27,9 @@ inf must not zero the other elements) and propagate through the MMA as they woul
 ``amax_partial_kernel`` arguments (PTX order): x, amax pointers, NUMEL, CHUNK (i32, or i64 for inputs of 2^31
 elements or more); constexpr BLOCK. Grid: (AMAX_PARTS, 1, 1); program p reduces elements [p * CHUNK,
 (p + 1) * CHUNK), an empty slice writes 0.
+
+``scale_to_f16_kernel`` arguments (PTX order): x, amax, y pointers, NUMEL (i32 or i64); constexpr BLOCK.
+Grid: (cdiv(NUMEL, BLOCK), 1, 1).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ TOP_EXP = tl.constexpr(14)
 MAX_SHIFT = tl.constexpr(126)  # |shift| <= 126: 2^shift and 2^-shift are both normal fp32 numbers
 FP32_MAX = tl.constexpr(3.4028234663852886e38)
 _AMAX_BLOCK, _AMAX_WARPS = 2048, 8
+_SCALE_BLOCK, _SCALE_WARPS = 2048, 8
 
 
 def f16_mma_allowed(problem: ConvProblem) -> bool:
@@ -89,6 +96,16 @@ def input_scales(amax_ptr):
 
 
 @triton.jit
+def scale_to_f16_kernel(x_ptr, amax_ptr, y_ptr, NUMEL, BLOCK: tl.constexpr):
+    """y = fp16(x * 2^shift), element for element (any dense layout: the copy keeps it)."""
+    scale, _ = input_scales(amax_ptr)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < NUMEL
+    x = tl.load(x_ptr + offs, mask=ok)
+    tl.store(y_ptr + offs, (x * scale).to(tl.float16), mask=ok)
+
+
+@triton.jit
 def weight_unscale(w_ptr, W_NUMEL: tl.constexpr):
     """2^-shift of a weight prepared by `prepare_f16_weight` (its shift sits right after the W_NUMEL values)."""
     shift = tl.load(w_ptr + W_NUMEL).to(tl.int32)
@@ -119,11 +136,32 @@ def amax_scratch() -> ScratchTensor:
     return ScratchTensor("amax", "float32", (int(AMAX_PARTS),))
 
 
+def input_f16(problem: ConvProblem) -> ScratchTensor:
+    return ScratchTensor("input_f16", "float16", (math.prod(problem.input_size),))
+
+
+def _index_type(numel: int, extra: int = 0) -> str:
+    return "i64" if numel + extra >= 2**31 else "i32"
+
+
+def scale_launch(problem: ConvProblem) -> KernelLaunch:
+    """The launch that writes the scaled fp16 copy of the input ("input_f16"), after `amax_launch`."""
+    numel = math.prod(problem.input_size)
+    args = (
+        TensorArg("input", TRITON_PTR_DTYPE[problem.dtype]),
+        TensorArg("amax", "fp32"),
+        TensorArg("input_f16", "fp16"),
+        ScalarArg("NUMEL", _index_type(numel, _SCALE_BLOCK), numel),
+    )
+    grid = (cdiv(numel, _SCALE_BLOCK), 1, 1)
+    return KernelLaunch(scale_to_f16_kernel, args, (("BLOCK", _SCALE_BLOCK),), grid, _SCALE_WARPS, 1)
+
+
 def amax_launch(problem: ConvProblem) -> KernelLaunch:
     """The launch that fills the "amax" scratch from the input (a dense tensor: any layout, every element once)."""
     numel = math.prod(problem.input_size)
     chunk = cdiv(cdiv(numel, int(AMAX_PARTS)), _AMAX_BLOCK) * _AMAX_BLOCK
-    index = "i64" if numel + chunk >= 2**31 else "i32"
+    index = _index_type(numel, chunk)
     args = (
         TensorArg("input", TRITON_PTR_DTYPE[problem.dtype]),
         TensorArg("amax", "fp32"),
@@ -143,8 +181,11 @@ __all__ = [
     "amax_partial_kernel",
     "amax_scratch",
     "f16_mma_allowed",
+    "input_f16",
     "input_scales",
     "prepare_f16_weight",
+    "scale_launch",
+    "scale_to_f16_kernel",
     "weight_shift",
     "weight_unscale",
 ]

@@ -76,12 +76,23 @@ class Schedule:
 
 
 # ---- kernel arguments -------------------------------------------------------------------------------------
-# Tensor roles a launch can reference. "workspace", "input_cl", "input_pad" and "amax" are scratch tensors
-# (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a zero-padded
-# channels-last copy of any input and the input's partial maxima (_f16_mma.py). The op's CUDA body allocates them per
+# Tensor roles a launch can reference. "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch
+# tensors (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a
+# zero-padded channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py).
+# The op's CUDA body allocates them per
 # call; the delegate blob records them as intermediate values the C++ runtime allocates once at init.
-TENSOR_ROLES = ("input", "weight", "bias", "output", "workspace", "input_cl", "input_pad", "amax")
-SCRATCH_ROLES = ("workspace", "input_cl", "input_pad", "amax")
+TENSOR_ROLES = (
+    "input",
+    "weight",
+    "bias",
+    "output",
+    "workspace",
+    "input_cl",
+    "input_pad",
+    "amax",
+    "input_f16",
+)
+SCRATCH_ROLES = ("workspace", "input_cl", "input_pad", "amax", "input_f16")
 
 
 @dataclass(frozen=True)

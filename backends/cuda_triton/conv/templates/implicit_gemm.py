@@ -39,8 +39,10 @@ from ._f16_mma import (
     amax_launch,
     amax_scratch,
     f16_mma_allowed,
+    input_f16,
     input_scales,
     prepare_f16_weight,
+    scale_launch,
     weight_unscale,
 )
 from ._geometry import (
@@ -221,7 +223,7 @@ def conv_implicit_gemm_kernel(
         k_lo = 0
         k_hi = K_ITERS
 
-    if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: A tiles scaled by 2^shift (_f16_mma.py)
+    if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: the input scaled by 2^shift (_f16_mma.py)
         a_scale, a_unscale = input_scales(amax_ptr)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
@@ -238,7 +240,7 @@ def conv_implicit_gemm_kernel(
             ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
             a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
             a = tl.load(a_ptrs, mask=ok, other=0.0)
-            if F16_MMA:
+            if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
             elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
                 a = round_to_tf32(a, ROUND_TF32)
@@ -259,7 +261,7 @@ def conv_implicit_gemm_kernel(
             else:
                 a_ok = ok[:, None] & (c < CIN_T)[None, :]
                 a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
-            if F16_MMA:
+            if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
             elif ROUND_TF32:
                 a = round_to_tf32(a, ROUND_TF32)
@@ -360,11 +362,12 @@ def row_tiles(g: Geometry) -> int:
 _SMEM_BUDGET = 200 * 1024
 
 
-def block_k(bk: int, bm: int, bn: int, stages: int, fp32: bool, f16: bool) -> int:
+def block_k(bk: int, bm: int, bn: int, stages: int, fp32: bool, f16: int) -> int:
     """BLOCK_K of a tile shape given for 16-bit dtypes: fp32 tiles of 128 x 128 and up take 32 (shared memory);
-    F16_MMA tiles (fp32 A, fp16 B) halve it until their stages fit."""
+    F16_MMA tiles (A fp32 for F16_MMA=1, fp16 for 2; B fp16) halve it until their stages fit."""
     if f16:
-        while bk > 16 and (bm * bk * 4 + bk * bn * 2) * stages > _SMEM_BUDGET:
+        a_bytes = 4 if f16 == 1 else 2
+        while bk > 16 and (bm * bk * a_bytes + bk * bn * 2) * stages > _SMEM_BUDGET:
             bk //= 2
         return bk
     if fp32 and bm * bn >= 128 * 128 and bk > 32:
@@ -372,9 +375,10 @@ def block_k(bk: int, bm: int, bn: int, stages: int, fp32: bool, f16: bool) -> in
     return bk
 
 
-def uses_f16_mma(schedule: Schedule) -> bool:
-    """Whether a schedule runs fp32 on fp16 tensor cores (_f16_mma.py)."""
-    return bool(dict(schedule.params).get("F16_MMA", 0))
+def uses_f16_mma(schedule: Schedule) -> int:
+    """How a schedule runs fp32 on fp16 tensor cores (_f16_mma.py): 0 not, 1 scaled in the kernel, 2 from a
+    scaled fp16 copy of the input."""
+    return int(dict(schedule.params).get("F16_MMA", 0))
 
 
 def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:
@@ -411,7 +415,7 @@ class ImplicitGemmTemplate(ConvTemplate):
         fp32 = problem.dtype == "float32"
         # fp32 with TF32 allowed: each tile shape also on fp16 tensor cores (F16_MMA, _f16_mma.py), with the
         # 16-bit BLOCK_K where shared memory allows.
-        precisions = [0, 1] if f16_mma_allowed(problem) else [0]
+        all_precisions = [0, 1, 2] if f16_mma_allowed(problem) else [0]
         out: list[Schedule] = []
         for gt in group_tile_options(g):
             cin_t, cout_t = self._tile_channels(g, gt)
@@ -426,8 +430,8 @@ class ImplicitGemmTemplate(ConvTemplate):
 
                 common = dict(GROUP_M=_GROUP_M, GROUP_TILE=gt, FLAT_K=flat, ROW_TILES=rows, **extra)
                 candidates: list[Schedule] = []
-                for (bm, bn, bk0, warps, stages), f16 in itertools.product(_BASE_CONFIGS, precisions):
-                    mma = {"F16_MMA": 1} if f16 else {}
+                for (bm, bn, bk0, warps, stages), f16 in itertools.product(_BASE_CONFIGS, all_precisions):
+                    mma = {"F16_MMA": f16} if f16 else {}
                     bm, bn, bk = (
                         fit_block(bm, g.out_spatial[2] if rows else g.m),
                         fit_block(bn, cout_t),
@@ -452,10 +456,10 @@ class ImplicitGemmTemplate(ConvTemplate):
                                     **mma,
                                 )  # fmt: skip
                             )
-                for (bm, bn, bk0, warps, stages), f16 in itertools.product(SPLIT_CONFIGS, precisions):
+                for (bm, bn, bk0, warps, stages), f16 in itertools.product(SPLIT_CONFIGS, all_precisions):
                     if rows:  # row tiles walk whole output rows: long rows have enough tiles already
                         break
-                    mma = {"F16_MMA": 1} if f16 else {}
+                    mma = {"F16_MMA": f16} if f16 else {}
                     bk = block_k(bk0, bm, bn, stages, fp32, f16)
                     bm, bn, bk = fit_block(bm, g.m), fit_block(bn, cout_t), fit_block(bk, k_extent)
                     programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
@@ -491,8 +495,9 @@ class ImplicitGemmTemplate(ConvTemplate):
         k_extent = g.taps * cin_t if flat else cin_t
         # fp32 on fp16 tensor cores (_f16_mma.py) where the reduction is long enough for the MMAs to dominate
         # the extra pass over the input that finds its scale; such tiles are shaped as for 16-bit dtypes.
-        f16 = f16_mma_allowed(problem) and not flat and g.taps * cin_t >= _F16_MIN_K
-        fp32 = problem.dtype == "float32" and not f16
+        long_k = f16_mma_allowed(problem) and not flat and g.taps * cin_t >= _F16_MIN_K
+        f16 = 0
+        fp32 = problem.dtype == "float32" and not long_k
         tiles_n = g.groups // gt
         # Rules fitted to H200 measurements of the public suite (docs/performance.md): BLOCK_N up to 128 (256
         # lost everywhere); 128-row tiles only with two waves of programs, else 64; flat-K (gather-bound)
@@ -509,6 +514,8 @@ class ImplicitGemmTemplate(ConvTemplate):
             and can_copy(problem, g.int64)
         )
         rows = 0 if copy else row_tiles(g)
+        if long_k:  # from a scaled fp16 copy of the input (channels-last when it is copied anyway)
+            f16 = 2
 
         def programs(bm: int) -> int:
             if rows:
@@ -564,7 +571,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ROW_TILES=rows,
             **split,
             **({"CL_COPY": 1} if copy else {}),
-            **({"F16_MMA": 1} if f16 else {}),
+            **({"F16_MMA": f16} if f16 else {}),
         )
 
     # -- weight and launches -------------------------------------------------------------------------------
@@ -609,9 +616,12 @@ class ImplicitGemmTemplate(ConvTemplate):
         return padded.contiguous()
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
-        copy = [input_cl(problem)] if dict(schedule.params).get("CL_COPY", 0) else []
-        amax = [amax_scratch()] if uses_f16_mma(schedule) else []
-        return copy + amax + workspace(problem, schedule)
+        f16 = uses_f16_mma(schedule)
+        # F16_MMA=2: one copy, "input_f16", is both the fp16 and (with CL_COPY) the channels-last copy
+        copy = [input_cl(problem)] if dict(schedule.params).get("CL_COPY", 0) and f16 != 2 else []
+        amax = [amax_scratch()] if f16 else []
+        half = [input_f16(problem)] if f16 == 2 else []
+        return copy + amax + half + workspace(problem, schedule)
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
@@ -631,7 +641,7 @@ class ImplicitGemmTemplate(ConvTemplate):
         dt = TRITON_PTR_DTYPE[problem.dtype]
         (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
         args = (
-            TensorArg("input_cl" if copy else "input", dt),
+            TensorArg("input_f16", "fp16") if f16 == 2 else TensorArg("input_cl" if copy else "input", dt),
             TensorArg("weight", "fp16" if f16 else dt),
             TensorArg("bias", dt),
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
@@ -694,7 +704,9 @@ class ImplicitGemmTemplate(ConvTemplate):
         )
         launches = [amax_launch(problem)] if f16 else []
         if copy:
-            launches.append(copy_launch(problem))
+            launches.append(copy_launch(problem, scale_f16=f16 == 2))
+        elif f16 == 2:
+            launches.append(scale_launch(problem))
         launches.append(main)
         if split > 1:
             launches.append(splitk_reduce_launch(problem, split))
