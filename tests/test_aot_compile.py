@@ -70,9 +70,9 @@ CASES = [
     # > 2^31 elements: 64-bit indexing (shapes only, nothing is allocated)
     ("implicit_gemm", _problem(64, 256, 256, (512, 512), 3, pad=1), False),
     ("gemm", _problem(64, 256, 256, (512, 512), 1), False),
-    # TMA implicit GEMM (every schedule, both precisions) and a tail-split implicit GEMM (deeplab at batch 4).
+    # TMA implicit GEMM (every schedule; 16-bit only) and a tail-split implicit GEMM (deeplab at batch 4).
     ("implicit_gemm_tma", _problem(8, 256, 256, (28, 28), 3, pad=1), True),
-    ("implicit_gemm_tma", _problem(8, 256, 256, (28, 28), 3, pad=1, dtype="float32"), True),
+    ("implicit_gemm_tma", _problem(8, 256, 256, (28, 28), 3, pad=1, dtype="bfloat16"), False),
     ("implicit_gemm", _problem(4, 512, 512, (65, 65), 3, pad=2, dilation=2), False),
 ]
 

@@ -100,8 +100,8 @@ TMA_CASES = [
     (2, 16, 24, (9, 11), 3, dict(pad_before=1), True, torch.float16, True),
     (1, 24, 40, (7, 13), (3, 5), dict(pad_before=(2, 0), pad_after=(1, 3), dilation=(2, 1)), False, torch.float16, False),
     (2, 8, 16, (30,), 7, dict(pad_before=3), False, torch.bfloat16, True),
-    (1, 16, 8, (4, 5, 6), 3, dict(pad_before=1, dilation=(1, 2, 1)), True, torch.float32, False),
-    (1, 40, 72, (6, 20), (2, 2), dict(pad_before=0, pad_after=1), True, torch.float32, True),  # "same" even kernel
+    (1, 16, 8, (4, 5, 6), 3, dict(pad_before=1, dilation=(1, 2, 1)), True, torch.float16, False),
+    (1, 40, 72, (6, 20), (2, 2), dict(pad_before=0, pad_after=1), True, torch.bfloat16, True),  # "same" even kernel
     (3, 8, 16, (12, 5), (1, 3), dict(pad_before=(0, 1), pad_after=(0, 2)), False, torch.bfloat16, False),
 ]  # fmt: skip
 
@@ -140,7 +140,7 @@ def test_tma_every_schedule() -> None:
         _check(out, x, w, b, p)
 
 
-def test_tma_support_rules_and_fp32_boxes() -> None:
+def test_tma_support_rules() -> None:
     t = get_template("implicit_gemm_tma")
     assert t.supports(_meta_problem(1, 64, 64, (16, 16), 3, pad_before=1))
     x = torch.empty((1, 64, 16, 16), device="meta", dtype=torch.float16)
@@ -149,13 +149,12 @@ def test_tma_support_rules_and_fp32_boxes() -> None:
         "stride 1": _meta_problem(1, 64, 64, (16, 16), 3, stride=2, pad_before=1),
         "groups": ConvProblem.from_tensors(x, w, None, _params(2, pad_before=1, groups=4)),
         "16 bytes": _meta_problem(1, 12, 64, (16, 16), 3, pad_before=1),  # 12 fp16 channels = 24-byte rows
+        # fp32 TMA kernels miscomputed on the H200 (Triton 3.6): fp32 runs the implicit GEMM instead
+        "float32": _meta_problem(8, 256, 256, (28, 28), 3, dtype="float32", pad_before=1),
     }
     for words, problem in refusals.items():
         verdict = t.supports(problem)
         assert not verdict and words in verdict.reason, (words, verdict.reason)
-    # fp32 TMA rows are at most 32 channels (128 bytes): wider boxes miscomputed on the H200.
-    fp32 = _meta_problem(8, 256, 256, (28, 28), 3, dtype="float32", pad_before=1)
-    assert all(s["BLOCK_K"] <= 32 for s in t.schedules(fp32))
 
 
 def test_tma_kernel_makes_descriptors_on_device() -> None:

@@ -28,6 +28,7 @@ kernel (ROUND_TF32), instead of the tensor core's truncation (see _tf32.py).
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 import triton
@@ -330,8 +331,19 @@ _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (32, 32, 32, 2, 3),
 )
 _GROUP_M = 8
-# The heuristic's F16_MMA threshold on the reduction length (taps x input channels of a tile).
-_F16_MIN_K = 512
+# The heuristic's F16_MMA thresholds (H200, public suite in fp32, 07:04 UTC): multiply-adds of the whole conv,
+# and per input element (the extra passes read every input element twice and write it once as fp16). r18.l2's
+# stride-2 3x3 (1.9e9, 289 per element) and 3x3s at batch 1 (1e8) ran slower with it, vgg / r18.l3 / deeplab
+# (>= 3.7e9, >= 2300 per element) 1.2-1.6x faster.
+_F16_MIN_MACS = 2**30
+_F16_MIN_MACS_PER_INPUT = 512
+
+
+def f16_mma_pays(problem: ConvProblem, g: Geometry) -> bool:
+    """Whether the heuristic runs an fp32 conv on fp16 tensor cores (F16_MMA=2): compute-heavy convs only."""
+    macs = g.m * g.cout * g.taps * g.cin_g
+    inputs = g.batch * g.cin * math.prod(g.spatial)
+    return macs >= _F16_MIN_MACS and macs >= _F16_MIN_MACS_PER_INPUT * inputs
 # A group tile is widened until it has this many output channels (block-diagonal weight; wasted MMAs are
 # cheap next to the memory traffic of a grouped conv).
 _GROUP_TILE_CHANNELS = 64
@@ -493,9 +505,9 @@ class ImplicitGemmTemplate(ConvTemplate):
         cin_t, cout_t = self._tile_channels(g, gt)
         flat = 1 if cin_t < 16 else 0
         k_extent = g.taps * cin_t if flat else cin_t
-        # fp32 on fp16 tensor cores (_f16_mma.py) where the reduction is long enough for the MMAs to dominate
-        # the extra pass over the input that finds its scale; such tiles are shaped as for 16-bit dtypes.
-        long_k = f16_mma_allowed(problem) and not flat and g.taps * cin_t >= _F16_MIN_K
+        # fp32 on fp16 tensor cores (_f16_mma.py) where the MMAs outweigh the two extra passes over the input
+        # (its scale, its fp16 copy); such tiles are shaped as for 16-bit dtypes.
+        long_k = f16_mma_allowed(problem) and not flat and f16_mma_pays(problem, g)
         f16 = 0
         fp32 = problem.dtype == "float32" and not long_k
         tiles_n = g.groups // gt

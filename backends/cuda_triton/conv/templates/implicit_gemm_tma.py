@@ -22,7 +22,11 @@ The descriptors are made on the device (``tl.make_tensor_descriptor``): Triton's
 (128 bytes each per program; the C++ runtime allocates it from the kernel's metadata). Compiled for sm_80, the
 same kernel uses ordinary loads (Triton lowers descriptors there), so it stays correct everywhere.
 
-Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P], or K-major [COUT_P, taps * CIN_P] for fp32).
+Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P]).
+
+fp16 and bf16 only: fp32 tiles (TF32, rounded in registers) gave wrong results on the H200 with Triton 3.6 for
+most public-suite schedules, 128-byte rows included (2026-12-03 re-tunes), so ``supports`` refuses fp32, which
+runs the implicit GEMM (on fp16 tensor cores where that pays, _f16_mma.py).
 """
 
 from __future__ import annotations
@@ -118,7 +122,7 @@ def conv_tma_implicit_gemm_kernel(
 
 
 # ---- tuning space ------------------------------------------------------------------------------------------
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); fp32 halves BLOCK_K of the big tiles (shared memory).
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
 _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (128, 256, 64, 8, 3),
     (128, 128, 64, 8, 4),
@@ -183,10 +187,6 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
         stages: int,
     ) -> Schedule:
         g = Geometry.of(problem)
-        if problem.dtype == "float32":
-            # 32 fp32 channels = 128-byte TMA rows, one swizzle width. Wider fp32 boxes gave wrong results on the
-            # H200 (triton 3.6; 64x128x64 tiles on 2 of 5 random shapes), narrower ones never did.
-            bk = min(bk, 32)
         bm, bn, bk = fit_block(bm, span_rows(g)), fit_block(bn, g.cout), fit_block(bk, g.cin)
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
 
@@ -204,7 +204,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
         tiles = g.batch * cdiv(span_rows(g), 128) * cdiv(g.cout, bn)
         bm = 128 if tiles >= NUM_SMS else 64
         warps = 8 if bm * bn >= 128 * 128 else 4
-        return self._schedule(problem, bm, bn, 64, warps, 4 if problem.dtype != "float32" else 3)
+        return self._schedule(problem, bm, bn, 64, warps, 4)
 
     # -- weight and launches -------------------------------------------------------------------------------
     def _gemm_schedule(self, schedule: Schedule) -> Schedule:
