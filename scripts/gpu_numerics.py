@@ -157,19 +157,21 @@ def main() -> None:
                     plan.append(("tail_split:implicit_gemm", case, "implicit_gemm", s, False))
 
     # 5. every F16_MMA schedule (fp32 on fp16 tensor cores, _f16_mma.py) on fp32 cases far outside fp16's range
-    if not args.families or "implicit_gemm" in args.families.split(","):
-        t = get_template("implicit_gemm")
+    for fam in ("implicit_gemm", "transposed"):
+        if args.families and fam not in args.families.split(","):
+            continue
+        t = get_template(fam)
         found = 0
         while found < args.f16_cases:
-            case = nc.gen_f16_mma(rng)
+            case = nc.gen_f16_mma(rng, fam)
             x, w, b = nc.make_tensors(case, "meta")
             problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
-            if problem.batch * math.prod(problem.out_spatial) > 100000:
+            if not t.supports(problem) or problem.batch * math.prod(problem.out_spatial) > 100000:
                 continue
             found += 1
             for s in t.schedules(problem):
                 if dict(s.params).get("F16_MMA"):
-                    plan.append(("f16_mma:implicit_gemm", case, "implicit_gemm", s, False))
+                    plan.append(("f16_mma:" + fam, case, fam, s, False))
 
     t0 = time.time()
     status: dict[str, str] | None = None

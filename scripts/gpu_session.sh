@@ -25,7 +25,7 @@ step num_part2 "${T_NUM2:-80}" python3 scripts/gpu_numerics.py --out "$o/num_par
 step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_part1" --families gemm,implicit_gemm --count 100 --time-limit 50
 step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,depthwise,transposed --count 250 --time-limit "${NUM_LIMIT:-80}"
 # every F16_MMA schedule (fp32 at TF32 precision on fp16 tensor cores) on fp32 cases far outside fp16's range
-step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm \
+step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm,transposed \
   --count 0 --suite-cases none --schedule-cases 0 --split-copy-cases 0 --f16-cases "${F16_CASES:-6}" --time-limit 90
 # every depthwise schedule (direct and tensor-core band kernels) on 1-D depthwise rows, next to cuDNN
 step dw1d "${T_DW1D:-75}" python3 scripts/bench_depthwise1d.py --out "$o/dw1d" --jobs 16 --budget-s 55
@@ -47,5 +47,6 @@ step unseen "${T_UNSEEN:-120}" python3 scripts/bench_conv.py --suite bench/unsee
   --all-cases --no-inductor --workers 15
 CUDA_TRITON_TUNING=0 step bench_heur "${T_BENCH_HEUR:-120}" python3 scripts/bench_conv.py --out "$o/bench_heur" \
   --all-cases --no-inductor --workers 15 ${BENCH_HEUR_EXTRA:-}
-tar czf "$OUT/session.tgz" -C "$o" .
+# files under 2 MB only (the device tool returns at most ~20 MB; runner outputs of big models are larger)
+(cd "$o" && find . -type f -size -2M -print0 | tar czf "$OUT/session.tgz" --null -T -)
 ls -la "$OUT"

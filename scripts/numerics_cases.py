@@ -391,12 +391,12 @@ def gen_tail_waves(rng: random.Random) -> Case:
     return case
 
 
-def gen_f16_mma(rng: random.Random) -> Case:
-    """fp32 forward convs for the F16_MMA schedules (fp32 at TF32 precision on fp16 tensor cores): inputs and
-    weights scaled by random powers of ten far outside fp16's range (1e-4 .. 1e7), a long enough reduction."""
-    case = gen_implicit_gemm(rng)
+def gen_f16_mma(rng: random.Random, family: str = "implicit_gemm") -> Case:
+    """fp32 convs of a family for the F16_MMA schedules (fp32 at TF32 precision on fp16 tensor cores): inputs
+    and weights scaled by random powers of ten far outside fp16's range (1e-4 .. 1e7), a long enough reduction."""
+    case = CASE_GENERATORS[family](rng)
     while case["C"] // case["groups"] * math.prod(case["kernel"]) < 32:
-        case = gen_implicit_gemm(rng)
+        case = CASE_GENERATORS[family](rng)
     case.update(dtype="float32", x_scale=10.0 ** rng.uniform(-4, 7), w_scale=10.0 ** rng.uniform(-4, 4))
     return case
 

@@ -8,7 +8,7 @@ program: the prepared weight of such a tile is block-diagonal (zeros between gro
 them, instead of a grid axis of tiny GEMMs. When the tile has fewer than 16 input channels (RGB stems), FLAT_K
 walks the flattened (tap, channel) axis instead, so K blocks are not mostly padding.
 
-Kernel arguments (PTX order): x, w, bias, y, ws pointers, then int32 BATCH, D, H, W, OD, OH, OW (1-D/2-D
+Kernel arguments (PTX order): x, w, bias, y, ws, amax pointers, then int32 BATCH, D, H, W, OD, OH, OW (1-D/2-D
 problems have leading sizes 1). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(COUT_T, BLOCK_N),
 groups / GROUP_TILE, SPLIT_K), plus TAIL_M_TILES * (TAIL_SPLIT - 1) * cdiv(COUT_T, BLOCK_N) programs on axis 0
 for tail-split schedules.
@@ -22,7 +22,10 @@ Prepared weight: [groups / GROUP_TILE, taps, CIN_P, COUT_P] contiguous, CIN_P = 
 COUT_P = COUT_T rounded up to BLOCK_N, zero-filled, so weight loads need no mask (FLAT_K: [tiles, 1, K_ROWS,
 COUT_P] with the taps * CIN_T (tap, channel) rows rounded up to BLOCK_K). K_ROWS = rows of one tile's matrix.
 fp32 with TF32 allowed: the weight is rounded to the nearest TF32 values when prepared and the A tile in the
-kernel (ROUND_TF32), instead of the tensor core's truncation (see _tf32.py).
+kernel (ROUND_TF32), instead of the tensor core's truncation (see _tf32.py); or, with F16_MMA, both run on fp16
+tensor cores scaled by powers of two (_f16_mma.py): x is then the scaled fp16 copy (F16_MMA=2) or scaled in the
+kernel (1), the prepared weight is fp16 with a trailer after its W_NUMEL values, amax the input's partial maxima
+(an unused pointer otherwise). Launches: [amax, scale or channels-last copy,] conv [, split-K reduction].
 """
 
 from __future__ import annotations
