@@ -347,6 +347,8 @@ def f16_mma_pays(problem: ConvProblem, g: Geometry) -> bool:
     macs = g.m * g.cout * g.taps * g.cin_g
     inputs = g.batch * g.cin * math.prod(g.spatial)
     return macs >= _F16_MIN_MACS and macs >= _F16_MIN_MACS_PER_INPUT * inputs
+
+
 # A group tile is widened until it has this many output channels (block-diagonal weight; wasted MMAs are
 # cheap next to the memory traffic of a grouped conv).
 _GROUP_TILE_CHANNELS = 64
@@ -646,6 +648,8 @@ class ImplicitGemmTemplate(ConvTemplate):
         tail_m = dict(schedule.params).get("TAIL_M_TILES", 0)
         copy = bool(dict(schedule.params).get("CL_COPY", 0))
         f16 = uses_f16_mma(schedule)
+        if f16 and not (problem.dtype == "float32" and problem.allow_tf32):
+            raise ValueError("F16_MMA schedules run fp32 convolutions with TF32 allowed only")
         if g.groups % gt:
             raise ValueError(f"GROUP_TILE {gt} does not divide groups {g.groups}")
         cin_t, cout_t = self._tile_channels(g, gt)
