@@ -318,7 +318,9 @@ def conv_implicit_gemm_kernel(
 # (shared memory). Ordered from large to small tiles.
 _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (128, 256, 64, 8, 3),
+    (128, 256, 64, 8, 4),  # deeper pipelines for compute-bound 3x3s (vgg: 0.8x of cuDNN with 3 stages)
     (256, 128, 64, 8, 3),
+    (256, 128, 64, 8, 4),
     (128, 128, 64, 8, 3),
     (128, 128, 64, 8, 4),
     (128, 128, 64, 4, 3),
@@ -354,18 +356,18 @@ def f16_mma_pays(problem: ConvProblem, g: Geometry) -> bool:
 _GROUP_TILE_CHANNELS = 64
 
 
+def widest_group_tile(g: Geometry, channels: int = _GROUP_TILE_CHANNELS) -> int:
+    """The most groups (a divisor of groups) whose tile has at most ``channels`` input and output channels."""
+    fits = [t for t in range(1, g.groups + 1) if g.groups % t == 0 and t * max(g.cin_g, g.cout_g) <= channels]
+    return max(fits, default=1)
+
+
 def group_tile_options(g: Geometry) -> list[int]:
-    """Divisors of groups worth trying as GROUP_TILE: 1, and the widest tile of <= 64 channels."""
+    """Divisors of groups worth trying as GROUP_TILE: 1, the widest tile of <= 64 channels (the heuristic's) and
+    the widest of <= 128 (fewer, denser programs: RegNet's 8-channel groups)."""
     if g.groups == 1:
         return [1]
-    options = [1]
-    best = 1
-    for t in range(1, g.groups + 1):
-        if g.groups % t == 0 and t * max(g.cin_g, g.cout_g) <= _GROUP_TILE_CHANNELS:
-            best = t
-    if best > 1:
-        options.append(best)
-    return options
+    return list(dict.fromkeys((1, widest_group_tile(g), widest_group_tile(g, 2 * _GROUP_TILE_CHANNELS))))
 
 
 def row_tiles(g: Geometry) -> int:
@@ -506,7 +508,7 @@ class ImplicitGemmTemplate(ConvTemplate):
 
     def _heuristic(self, problem: ConvProblem, allow_copy: bool) -> Schedule:
         g = Geometry.of(problem)
-        gt = group_tile_options(g)[-1]
+        gt = widest_group_tile(g)
         cin_t, cout_t = self._tile_channels(g, gt)
         flat = 1 if cin_t < 16 else 0
         k_extent = g.taps * cin_t if flat else cin_t
