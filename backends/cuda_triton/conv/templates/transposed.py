@@ -15,20 +15,23 @@ dims having kernel 1, stride 1, dilation 1 and no padding.
 
 Kernel ``_conv_transpose_phase_kernel``:
 
-    args (PTX order): x, w, b, y (pointers; b is null when HAS_BIAS is False),
+    args (PTX order): x, w, b, y, amax (pointers; b is null when HAS_BIAS is False; amax is the "amax" scratch
+                      for F16_MMA schedules, an unused pointer (the output) otherwise),
                       N, ID, IH, IW, OD, OH, OW (i32)
     constexprs: CIN_G, COUT_G, GROUPS, KD, KH, KW, SD, SH, SW, PD, PH, PW (padding_before), DD, DH, DW,
                 GD, GH, GW (gcd(stride, dilation) per dim), IN_CL, OUT_CL, HAS_BIAS, ALLOW_TF32, ROUND_TF32
-                (fp32 with TF32: the A tile is rounded to nearest TF32, see _tf32.py), ROW_TILED,
-                DOT_FP32 (True only under TRITON_INTERPRET for bf16: the interpreter's tl.dot mishandles bf16
-                operands, so they are widened first; compiled kernels always have False), BLOCK_M, BLOCK_N,
-                BLOCK_K
+                (fp32 with TF32: the A tile is rounded to nearest TF32, see _tf32.py; 0 for F16_MMA), F16_MMA
+                (0, 1 or 2, below), W_NUMEL (F16_MMA: elements of the prepared weight before its trailer, else
+                0), ROW_TILED, DOT_FP32 (True only under TRITON_INTERPRET for bf16: the interpreter's tl.dot
+                mishandles bf16 operands, so they are widened first; compiled kernels always have False),
+                BLOCK_M, BLOCK_N, BLOCK_K
     grid: (TILES_M * SD*SH*SW * cdiv(COUT_G, BLOCK_N), GROUPS, 1) where, with QX = the largest number of output
           positions any phase has along dim X,
           TILES_M = cdiv(N * QD * QH * QW, BLOCK_M)           (ROW_TILED = 0: tiles over all of M)
           TILES_M = N * QD * QH * cdiv(QW, BLOCK_M)            (ROW_TILED = 1: a tile stays in one W row, so
                                                                 contiguous inputs are read along W)
-    weight: prepared as (GROUPS, KD, KH, KW, COUT_G, CIN_G) contiguous (K-major B tiles: TF32 wgmma needs them).
+    weight: prepared as (GROUPS, KD, KH, KW, COUT_G, CIN_G) contiguous (K-major B tiles: TF32 wgmma needs them);
+            F16_MMA: that matrix scaled by 2^shift to fp16, flattened, then the trailer holding the shift.
 
 Input and output are dense channels-last or dense contiguous (``IN_CL``/``OUT_CL``; ``supports`` checks), so
 strides are products of constexpr channel counts and runtime sizes. In-sample offsets are 32-bit
@@ -36,6 +39,14 @@ strides are products of constexpr channel counts and runtime sizes. In-sample of
 fp16/bf16 run on tensor cores with fp32 accumulation; fp32 uses TF32 when ``ALLOW_TF32`` (PyTorch's default for
 convolutions), with both operands rounded to nearest TF32 (weight at export, A tile in the kernel), and exact
 fp32 otherwise.
+
+F16_MMA schedules (fp32 with TF32 allowed, see _f16_mma.py) run the MMAs on fp16 tensor cores at TF32's
+precision, with power-of-two scales: the weight is fp16 (scaled when prepared), the A tile is the fp32 input
+times 2^shift converted to fp16 in the kernel (F16_MMA=1) or read from the scaled fp16 copy of the input
+(F16_MMA=2: x is the "input_f16" scratch, same layout as the input), and the accumulator is multiplied by
+2^-shift_x * 2^-shift_w before the bias. Launches: `amax_partial_kernel` (input -> "amax"), for F16_MMA=2
+`scale_to_f16_kernel` (input, amax -> "input_f16"), then the phase kernel; other schedules launch the phase
+kernel alone. The heuristic picks F16_MMA=2 for compute-heavy convs (`f16_mma_pays`).
 """
 
 from __future__ import annotations
@@ -48,6 +59,16 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
+from ._f16_mma import (
+    amax_launch,
+    amax_scratch,
+    f16_mma_allowed,
+    input_f16,
+    input_scales,
+    prepare_f16_weight,
+    scale_launch,
+    weight_unscale,
+)
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import (
     TRITON_PTR_DTYPE,
@@ -55,14 +76,29 @@ from .base import (
     KernelLaunch,
     ScalarArg,
     Schedule,
+    ScratchTensor,
     Support,
     TensorArg,
     cdiv,
     prod,
 )
 from .depthwise import _pad3, dense_layout
+from .implicit_gemm import uses_f16_mma
 
 INT32_MAX = 2**31 - 1
+SMEM_LIMIT = (
+    160 * 1024
+)  # pipeline buffers of one program: sm_80's shared memory (the space compiles for it too)
+# The heuristic's F16_MMA thresholds: multiply-adds the phase GEMMs issue, in all and per input element. The two
+# extra passes (amax, fp16 copy) read each input element twice and write it once, plus two launches; the MMAs they
+# halve grow with the multiply-adds. implicit_gemm.py's H200 sweep lost with 1e8 in all or 289 per input element
+# and won from 3.7e9 in all and 2300 per element on; in between it has no point, so the per-element cut is its
+# 512. Transposed convs upsample (an input element feeds C_out/g * taps outputs: 512-1024 per element in the
+# public suite) and their fp32 kernels were further behind cuDNN (0.77-0.83x) than their fp16 ones (~1.0x), so
+# the total cut is one power of two lower, 2^29, to include gan.3x3s2op1 (6.0e8, 576 per element) with
+# fcn.up4x4s2 (2.1e9, 1024) and unet3d.up2 (2.1e9, 512). Both cuts are estimates until measured on the GPU.
+_F16_MIN_MACS = 2**29
+_F16_MIN_MACS_PER_INPUT = 512
 
 
 @triton.jit
@@ -88,6 +124,7 @@ def _conv_transpose_phase_kernel(
     w_ptr,
     b_ptr,
     y_ptr,
+    amax_ptr,
     N,
     ID,
     IH,
@@ -118,6 +155,8 @@ def _conv_transpose_phase_kernel(
     HAS_BIAS: tl.constexpr,
     ALLOW_TF32: tl.constexpr,
     ROUND_TF32: tl.constexpr,
+    F16_MMA: tl.constexpr,
+    W_NUMEL: tl.constexpr,
     ROW_TILED: tl.constexpr,
     DOT_FP32: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -177,6 +216,8 @@ def _conv_transpose_phase_kernel(
         x_rows = x_ptr + n.to(tl.int64) * (CIN * ID * IH * IW) + g * CIN_G * (ID * IH * IW)
     w_group = w_ptr + g * (KD * KH * KW * CIN_G * COUT_G)
 
+    if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: the input scaled by 2^shift (_f16_mma.py)
+        a_scale, a_unscale = input_scales(amax_ptr)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     n_hw = nth * ntw
     for it in range(0, ntd * n_hw * KCB):
@@ -198,17 +239,23 @@ def _conv_transpose_phase_kernel(
         else:
             a_ptrs = x_rows[:, None] + ci[None, :] * (ID * IH * IW) + pos[:, None]
         a = tl.load(a_ptrs, mask=ok[:, None] & ci_ok[None, :], other=0.0)
-        if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+        if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
+            a = (a * a_scale).to(tl.float16)
+        elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
             a = round_to_tf32(a, ROUND_TF32)
         tap_idx = ((td0 + jd * (SD // GD)) * KH + th0 + jh * (SH // GH)) * KW + tw0 + jw * (SW // GW)
         b_ptrs = w_group + (tap_idx * COUT_G + co[None, :]) * CIN_G + ci[:, None]
         b = tl.load(b_ptrs, mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
         if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        elif F16_MMA:  # fp16 operands (input_precision only concerns fp32 ones)
+            acc = tl.dot(a, b, acc)
         elif ALLOW_TF32:
             acc = tl.dot(a, b, acc, input_precision="tf32")
         else:
             acc = tl.dot(a, b, acc, input_precision="ieee")
+    if F16_MMA:  # undo both scalings (powers of two: exact) before the bias and the store
+        acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
 
     if HAS_BIAS:
         acc += tl.load(b_ptr + g * COUT_G + co, mask=co_ok, other=0.0).to(tl.float32)[None, :]
@@ -333,9 +380,20 @@ class TransposedTemplate(ConvTemplate):
     )
 
     @staticmethod
-    def _make(entry: tuple[int, ...], row: int) -> Schedule:
+    def _make(entry: tuple[int, ...], row: int, f16: int = 0) -> Schedule:
         bm, bn, bk, warps, stages = entry
-        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row)
+        mma = {"F16_MMA": f16} if f16 else {}
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row, **mma)
+
+    @staticmethod
+    def _f16_entry(entry: tuple[int, ...], f16: int) -> tuple[int, ...]:
+        """A tile config for an F16_MMA schedule: A fp32 (F16_MMA=1, converted in registers) or fp16 (2), B
+        fp16; BLOCK_K halved until the stages fit in shared memory."""
+        bm, bn, bk, warps, stages = entry
+        a_bytes = 4 if f16 == 1 else 2
+        while bk > 16 and (bm * bk * a_bytes + bk * bn * 2) * stages > SMEM_LIMIT:
+            bk //= 2
+        return (bm, bn, bk, warps, stages)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         cin_g = problem.in_channels // problem.groups
@@ -347,21 +405,50 @@ class TransposedTemplate(ConvTemplate):
             bm, bn, bk, _, stages = entry
             if bn > n_cap or bk > k_cap:
                 return False
-            return (bm * bk + bk * bn) * problem.element_size * stages <= 160 * 1024  # sm_80's shared memory
+            return (bm * bk + bk * bn) * problem.element_size * stages <= SMEM_LIMIT
 
         if self._in_cl(problem):
-            found = [self._make(e, 0) for e in self.CL_SPACE if fits(e)]
+            tiles = [(e, 0) for e in self.CL_SPACE if fits(e)]
         else:
-            found = [self._make(e, 1) for e in self.NC_ROW_SPACE if fits(e)]
-            found += [self._make(e, 0) for e in self.NC_FLAT_SPACE if fits(e)]
-        return found or [self._make((64, 16, 16, 4, 2), 0)]
+            tiles = [(e, 1) for e in self.NC_ROW_SPACE if fits(e)]
+            tiles += [(e, 0) for e in self.NC_FLAT_SPACE if fits(e)]
+        tiles = tiles or [((64, 16, 16, 4, 2), 0)]
+        found = [self._make(e, row) for e, row in tiles]
+        # fp32 with TF32 allowed: every tile config also on fp16 tensor cores (_f16_mma.py), scaled in the
+        # kernel (F16_MMA=1) and from a scaled fp16 copy of the input (F16_MMA=2).
+        if f16_mma_allowed(problem):
+            for f16 in (1, 2):
+                found += [self._make(self._f16_entry(e, f16), row, f16) for e, row in tiles]
+        return list(dict.fromkeys(found))
+
+    def phase_macs(self, problem: ConvProblem) -> int:
+        """Multiply-adds the phase GEMMs issue (taps whose input falls outside included: the MMA runs them):
+        per dim, the sum over phases of output positions x taps; dims multiply."""
+        p = problem.params
+        cin_g = problem.in_channels // problem.groups
+        macs = problem.batch * problem.groups * cin_g * (problem.out_channels // problem.groups)
+        for out, k, st, pb, dil in zip(
+            problem.out_spatial, problem.kernel, p.stride, p.padding_before, p.dilation, strict=True
+        ):
+            counts = phase_counts(out, st, pb)
+            macs *= sum(c * len(t) for c, t in zip(counts, phase_taps(k, st, dil), strict=True))
+        return macs
+
+    def f16_mma_pays(self, problem: ConvProblem) -> bool:
+        """Whether the heuristic runs an fp32 conv on fp16 tensor cores (F16_MMA=2): compute-heavy convs only
+        (thresholds: see _F16_MIN_MACS)."""
+        macs = self.phase_macs(problem)
+        return macs >= _F16_MIN_MACS and macs >= _F16_MIN_MACS_PER_INPUT * prod(problem.input_size)
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
         """From the H200 sweep of the suite (scripts/bench_part2.py): 128 x 64 tiles with the deepest C_in
-        block that fits (64 in fp16/bf16, 32 in fp32); contiguous inputs tile along W rows when they are long."""
+        block that fits (64 in fp16/bf16, 32 in fp32); contiguous inputs tile along W rows when they are long.
+        Compute-heavy fp32 convs with TF32 allowed run on fp16 tensor cores from a scaled fp16 copy of the input
+        (F16_MMA=2), with the tiles of the 16-bit dtypes."""
         cin_g = problem.in_channels // problem.groups
         cout_g = problem.out_channels // problem.groups
-        half = problem.element_size <= 2
+        f16 = 2 if f16_mma_allowed(problem) and self.f16_mma_pays(problem) else 0
+        half = problem.element_size <= 2 or f16 > 0
         bn = 128 if cout_g > 128 else 64 if cout_g > 32 else 32 if cout_g > 16 else 16
         bk = 64 if (cin_g >= 64 and half) else 32 if cin_g > 16 else 16
         bm = 128 if self.tiles_m(problem, 1, 0) >= 4096 else 64
@@ -375,6 +462,7 @@ class TransposedTemplate(ConvTemplate):
         def distance(s: Schedule) -> tuple[int, ...]:
             got = (s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"], s["ROW_TILED"])
             return (
+                uses_f16_mma(s) != f16,
                 got[3] != want[3],
                 abs(got[1].bit_length() - bn.bit_length()),
                 abs(got[0].bit_length() - bm.bit_length()),
@@ -386,11 +474,21 @@ class TransposedTemplate(ConvTemplate):
 
     # -- weight and launches ----------------------------------------------------------------------------------
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        """(C_in, C_out/g, *k) -> (G, KD, KH, KW, COUT_G, CIN_G) contiguous (F16_MMA: that matrix scaled to
+        fp16 and flattened, then its shift, see _f16_mma.py)."""
         g = problem.groups
         kd, kh, kw = _pad3(problem.kernel, 1)
-        weight = prepare_tf32_weight(weight, problem)  # rounded once here, never at run time
+        f16 = uses_f16_mma(schedule)
+        if not f16:  # F16_MMA rounds to fp16's (= TF32's) significand when it scales instead
+            weight = prepare_tf32_weight(weight, problem)  # rounded once here, never at run time
         w = weight.reshape(g, problem.in_channels // g, problem.out_channels // g, kd, kh, kw)
-        return w.permute(0, 3, 4, 5, 2, 1).contiguous()  # (G, KD, KH, KW, COUT_G, CIN_G)
+        matrix = w.permute(0, 3, 4, 5, 2, 1).contiguous()  # (G, KD, KH, KW, COUT_G, CIN_G)
+        return prepare_f16_weight(matrix) if f16 else matrix
+
+    def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+        f16 = uses_f16_mma(schedule)
+        amax = [amax_scratch()] if f16 else []
+        return amax + ([input_f16(problem)] if f16 == 2 else [])
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         p = problem.params
@@ -410,12 +508,15 @@ class TransposedTemplate(ConvTemplate):
             groups,
             1,
         )
+        f16 = uses_f16_mma(schedule)
         dt = TRITON_PTR_DTYPE[problem.dtype]
         args = (
-            TensorArg("input", dt),
-            TensorArg("weight", dt),
+            TensorArg("input_f16", "fp16") if f16 == 2 else TensorArg("input", dt),
+            TensorArg("weight", "fp16" if f16 else dt),
             TensorArg("bias", dt),
             TensorArg("output", dt),
+            # the input's partial maxima (F16_MMA); otherwise an unused pointer
+            TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
             ScalarArg("N", "i32", problem.batch),
             ScalarArg("ID", "i32", in_d),
             ScalarArg("IH", "i32", in_h),
@@ -447,18 +548,22 @@ class TransposedTemplate(ConvTemplate):
             ("OUT_CL", dense_layout(problem.output_size, problem.output_stride) == "channels_last"),
             ("HAS_BIAS", problem.has_bias),
             ("ALLOW_TF32", problem.allow_tf32 or problem.element_size <= 2),
-            ("ROUND_TF32", tf32_rounding(problem)),
+            ("ROUND_TF32", 0 if f16 else tf32_rounding(problem)),
+            ("F16_MMA", f16),
+            ("W_NUMEL", groups * kd * kh * kw * cout_g * cin_g if f16 else 0),
             ("ROW_TILED", bool(row)),
             ("DOT_FP32", problem.dtype == "bfloat16" and _interpreting()),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
             ("BLOCK_K", bk),
         )
-        return [
-            KernelLaunch(
-                _conv_transpose_phase_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
-            )
-        ]
+        main = KernelLaunch(
+            _conv_transpose_phase_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
+        )
+        if not f16:
+            return [main]
+        # F16_MMA: the input's partial maxima first; F16_MMA=2 then writes the scaled fp16 copy the kernel reads.
+        return [amax_launch(problem), *([scale_launch(problem)] if f16 == 2 else []), main]
 
 
 TEMPLATES = [TransposedTemplate()]
