@@ -2,8 +2,9 @@
 rows of one channel times a banded weight matrix, on the tensor cores.
 
 Every schedule of BAND_SPACE runs under the interpreter against ATen (outputs NaN-poisoned first), on 1-D shapes
-with dilation, asymmetric padding, channel multiplier 2, with and without bias, and on 2-D/3-D planes (strides
-along H/D); the heuristic picks it for 1-D rows like conformer.dw15 and nothing else changes for other problems;
+(the 1-D kernel: vector widths 1, 2, 4 and 8) with dilation, asymmetric padding, channel multiplier 2, with and
+without bias, and on 2-D/3-D planes (the general kernel, strides along H/D); the heuristic picks it for 1-D rows
+with 7+ taps like conformer.dw15 and keeps the direct kernels for short filters and everything else;
 every band kernel compiles ahead of time for sm_80 and sm_90.
 """
 
@@ -20,7 +21,9 @@ from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates.base import Schedule  # noqa: E402
 from cuda_triton.conv.templates.depthwise import (  # noqa: E402
+    BAND_MIN_TAPS,
     DepthwiseTemplate,
+    _depthwise_band1d_kernel,
     _is_band,
     band_geometry,
     interior_fraction,
@@ -32,6 +35,8 @@ BAND_CASES = [
     ("1d_k15_same", 2, 3, 1, (70,), (15,), (1,), (7,), (7,), (1,), "nc", True),
     ("1d_d2_asym_m2", 2, 2, 2, (45,), (5,), (1,), (3,), (1,), (2,), "nc", False),
     ("1d_nopad_n8", 8, 2, 1, (150,), (4,), (1,), (0,), (0,), (1,), "nc", True),
+    ("1d_vec8_n8", 8, 2, 1, (600,), (4,), (1,), (2,), (1,), (1,), "nc", False),
+    ("1d_conformer_c2", 8, 2, 1, (500,), (15,), (1,), (7,), (7,), (1,), "nc", True),
     ("1d_long", 1, 2, 1, (1100,), (3,), (1,), (1,), (1,), (1,), "nc", False),
     ("1d_bigpad_k31", 1, 2, 1, (40,), (31,), (1,), (17,), (9,), (1,), "nc", False),
     ("2d_s2h_dil", 2, 2, 1, (7, 40), (3, 3), (2, 1), (1, 1), (0, 1), (1, 2), "nc", True),
@@ -79,9 +84,30 @@ def test_heuristic_picks_band_for_1d_rows(dtype):
     assert _is_band(s) and s in DW.schedules(problem)
     assert band_geometry(problem) == (8, 16)
     assert interior_fraction(problem, s) == 0.0  # one masked path, no interior split
-    # Whole rows per program, 4+ programs per SM of an H200, no padding waste beyond the last segment.
-    programs = DW.launches(problem, s)[0].grid[0]
-    assert programs >= 4 * 132
+    # Whole rows per program, 2+ programs per SM of an H200, no padding waste beyond the last segment: the 07:03
+    # sweep's winner (IMG 8, SEG 32, SEGS 16, 4 warps), on the 1-D kernel's 2-D grid.
+    launch = DW.launches(problem, s)[0]
+    assert launch.fn is _depthwise_band1d_kernel
+    assert launch.grid == (512, 1, 1) and s == Schedule.make(4, 1, SEG=32, SEGS=16, IMG=8)
+    assert dict(launch.constexprs)["VEC"] == 4  # L = 500: 8-byte window loads and stores
+
+
+def _row(n: int, length: int, k: int, dtype: str = "float16") -> ConvProblem:
+    return ConvProblem.from_shapes(
+        (n, 512, length), (512 * length, length, 1), (512, 1, k), (k, k, 1), False,
+        ConvParams((1,), (k // 2,), (k // 2,), (1,), False, (0,), 512), dtype,
+    )  # fmt: skip
+
+
+def test_heuristic_keeps_direct_for_short_filters():
+    """Band only from BAND_MIN_TAPS taps: the 07:03 H200 sweep had k=3 (N=8, L=500) at 8.43 us on the band vs
+    3.66 us direct and k=5 (N=1, L=8000, bf16) at 3.96 vs 3.80, while k=15 and k=31 win on the band."""
+    for problem in (_row(8, 500, 3), _row(1, 8000, 5, "bfloat16"), _row(8, 500, 5)):
+        assert any(_is_band(s) for s in DW.schedules(problem))  # offered to the tuner, not picked
+        assert not _is_band(DW.heuristic_schedule(problem))
+    for k in (BAND_MIN_TAPS, 15, 31):
+        assert _is_band(DW.heuristic_schedule(_row(8, 500, k)))
+    assert _is_band(DW.heuristic_schedule(_row(1, 500, 15)))  # conformer.dw15.n1: 3.05 vs 3.36 us
 
 
 def test_band_not_offered_elsewhere():
@@ -132,3 +158,7 @@ def test_band_kernels_compile_aot(monkeypatch):
         if k["KD"] * k["KH"] == 1:
             per_thread = k["IMG"] * k["SEGS"] * k["SEG"] // (32 * launch.num_warps)
             assert kernel.ptx.count("ld.global.b16") <= 2 * per_thread, launch
+    # The conformer row (L = 500, VEC 4): window loads and stores are 8-byte vectors, no 2-byte accesses.
+    heur = results[90][len(launches) - 2].ptx
+    assert "ld.global.v2.b32" in heur and "st.global.v2.b32" in heur
+    assert "ld.global.b16" not in heur and "st.global.b16" not in heur

@@ -15,8 +15,9 @@ output read inside the input? Such interior programs (most of them, with tiles s
 loop with no bounds math: a load at a compile-time offset from its row's pointer, a convert, an FMA. The rest
 (tiles touching the padding or the edge, partial channel blocks) run the masked loop.
 
-Three kernels: the two direct ones, chosen by the input layout (the read-heavy side), and the band kernel, a
-schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D rows):
+Four kernels: the two direct ones, chosen by the input layout (the read-heavy side), and the band kernel (general
+and 1-D), a schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D rows with 7+
+taps):
 
 ``_depthwise_cl_kernel`` (channels-last input): a program computes a tile of ``BLOCK_H x BLOCK_W`` output
 positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C.
@@ -53,6 +54,15 @@ filter row), builds the band from the filter row (masked gathers) and runs ``tl.
     grid: ((N / IMG) * C_out * cdiv(OD * OH * cdiv(OW, SEG), SEGS), 1, 1), program ids ordered
           (image block, channel, row block), the row block fastest.
     weight: prepared as fp32 (C_out, KD*KH*KW) contiguous, as for ``_depthwise_nc_kernel``.
+
+``_depthwise_band1d_kernel`` (band schedules on 1-D rows: ID = IH = OD = OH = 1, KD = KH = 1): the band kernel
+without its runtime divisions (grid axis 0 is image block x channel, split by the constexpr C_out; axis 1 the
+row block) and with VEC-wide window loads and stores (VEC = gcd(IW, OW, 8), constexpr): conformer.dw15's
+heuristic schedule (IMG 8, SEG 32, SEGS 16, 4 warps) compiles for sm_90 to 552 SASS instructions (1080 on the
+general kernel; 196 integer/compare ones instead of 541), 12 8-byte window loads per thread instead of 48
+2-byte ones. Same args; constexprs add VEC after TAIL.
+
+    grid: ((N / IMG) * C_out, cdiv(cdiv(OW, SEG), SEGS), 1), the channel fastest along axis 0.
 
 Strides are not arguments: inputs are dense channels-last or dense contiguous (``supports`` checks), outputs
 follow the layout rule (``OUT_CL`` says which), so every stride is a product of constexpr channel counts and
@@ -461,6 +471,83 @@ def _depthwise_band_kernel(
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & (ow < OW))
 
 
+@triton.jit
+def _depthwise_band1d_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    ID,
+    IH,
+    IW,
+    OD,
+    OH,
+    OW,
+    C_IN: tl.constexpr,
+    MULT: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DD: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    OUT_CL: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SEG: tl.constexpr,
+    SEGS: tl.constexpr,
+    IMG: tl.constexpr,
+    HALO: tl.constexpr,
+    TAIL: tl.constexpr,
+    VEC: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
+    """`_depthwise_band_kernel` for 1-D rows (ID = IH = OD = OH = 1, one filter row): a 2-D grid (image block x
+    channel, row block) and power-of-two tile shapes leave no runtime division; VEC (a power of two dividing IW
+    and OW) lets the window loads and the stores be VEC-wide vectors."""
+    tl.static_assert((SW == 1) & (KD == 1) & (KH == 1), "1-D rows, stride 1")
+    C_OUT: tl.constexpr = C_IN * MULT
+    pid = tl.program_id(0)
+    co = pid % C_OUT  # constexpr divisor: a multiply and a shift
+    n0 = (pid // C_OUT) * IMG
+    ci = co // MULT
+    r = tl.arange(0, IMG * SEGS)
+    ow0 = (tl.program_id(1) * SEGS + r % SEGS) * SEG  # first output column of each row segment
+    n = (n0 + r // SEGS).to(tl.int64)
+    # Row starts are multiples of VEC (IW is), window starts of 8 (SEG and HALO are); the bound IW_V equals IW,
+    # written so the compiler sees it divisible by VEC and keeps each mask constant over a vector.
+    x_rows = tl.multiple_of((n * C_IN + ci) * (IW // VEC * VEC), VEC)
+    IW_V = IW // VEC * VEC
+    iw_m = (ow0 - HALO)[:, None] + tl.arange(0, SEG)[None, :]
+    iw_t = (ow0 - HALO + SEG)[:, None] + tl.arange(0, TAIL)[None, :]
+    xm = tl.load(x_ptr + x_rows[:, None] + iw_m, mask=(iw_m >= 0) & (iw_m < IW_V), other=0.0)
+    xt = tl.load(x_ptr + x_rows[:, None] + iw_t, mask=(iw_t >= 0) & (iw_t < IW_V), other=0.0)
+    w_row = w_ptr + co * KW
+    band_m = _band_taps(w_row, 0, SEG, SEG, PW - HALO, KW, DW).to(xm.dtype)
+    band_t = _band_taps(w_row, SEG, TAIL, SEG, PW - HALO, KW, DW).to(xm.dtype)
+    if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
+        acc = tl.dot(xm.to(tl.float32), band_m.to(tl.float32), input_precision="ieee")
+        acc = tl.dot(xt.to(tl.float32), band_t.to(tl.float32), acc, input_precision="ieee")
+    else:
+        acc = tl.dot(xm, band_m)
+        acc = tl.dot(xt, band_t, acc)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + co).to(tl.float32)
+
+    OW_V = OW // VEC * VEC  # = OW, divisible by VEC as far as the compiler can see
+    ow = ow0[:, None] + tl.arange(0, SEG)[None, :]
+    if OUT_CL:
+        y_off = (n[:, None] * OW_V + ow) * C_OUT + co
+    else:
+        y_off = tl.multiple_of((n * C_OUT + co) * OW_V, VEC)[:, None] + ow
+    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=ow < OW_V)
+
+
 # ---- geometry helpers ---------------------------------------------------------------------------------------
 def _pad3(values: tuple[int, ...], fill: int) -> tuple[int, int, int]:
     """A per-dim tuple of 1-3 entries as 3 entries, missing leading dims filled (the last dim stays last)."""
@@ -495,6 +582,9 @@ def _pow2_at_least(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+# Fewest filter taps along W for which the heuristic picks the band kernel (see `heuristic_schedule`).
+BAND_MIN_TAPS = 7
+
 # Relative cost of an edge program's element (masked taps) to an interior one's, for the heuristic: the masked
 # loop spends roughly half again as many instructions per tap.
 EDGE_COST = 1.5
@@ -509,6 +599,15 @@ def _block_c(schedule: Schedule) -> int:
 def _is_band(schedule: Schedule) -> bool:
     """Whether the schedule runs `_depthwise_band_kernel` (its schedules carry SEG, SEGS and IMG)."""
     return "SEG" in dict(schedule.params)
+
+
+def _band_is_1d(problem: ConvProblem) -> bool:
+    """Whether the band kernel's problem is 1-D rows (one input and output row per plane, one filter row), which
+    `_depthwise_band1d_kernel` serves."""
+    in_d, in_h, _ = _pad3(problem.in_spatial, 1)
+    out_d, out_h, _ = _pad3(problem.out_spatial, 1)
+    kd, kh, _ = _pad3(problem.kernel, 1)
+    return in_d == in_h == out_d == out_h == kd == kh == 1
 
 
 def band_geometry(problem: ConvProblem) -> tuple[int, int] | None:
@@ -660,6 +759,10 @@ class DepthwiseTemplate(ConvTemplate):
     # (SEG, SEGS, IMG, num_warps) of the band kernel (contiguous fp16/bf16 input, W stride 1): a program is
     # IMG images times SEGS row segments of SEG outputs of one channel, i.e. one (IMG * SEGS, SEG + TAIL) @
     # (SEG + TAIL, SEG) tensor-core product. Big tiles share the band (built per program) across more rows.
+    # The first rows held the H200 winners of the 07:03 sweep (1-D rows, N=8: IMG 8, SEG 32, SEGS 16, 4 warps;
+    # N=1: SEG 16 or long rows SEG 32, SEGS 64); 64-wide segments for 1-MB rows stayed only with 4+ warps (the
+    # others compiled to 670-810 SASS instructions and never won); the rest are bigger dots (M 128-256) and
+    # 8 warps, so the tuner can try fewer, fuller programs.
     BAND_SPACE = (
         (16, 16, 1, 1),
         (32, 16, 1, 1),
@@ -668,12 +771,18 @@ class DepthwiseTemplate(ConvTemplate):
         (32, 16, 8, 4),
         (32, 32, 1, 2),
         (32, 64, 1, 4),
-        (64, 8, 2, 1),
-        (64, 8, 4, 2),
         (64, 8, 8, 4),
-        (64, 16, 1, 2),
         (64, 32, 1, 4),
-        (128, 16, 1, 4),
+        (16, 16, 2, 1),
+        (16, 16, 4, 2),
+        (16, 16, 8, 4),
+        (16, 32, 4, 4),
+        (16, 32, 8, 8),
+        (16, 64, 1, 2),
+        (32, 16, 4, 2),
+        (32, 16, 8, 8),
+        (32, 32, 4, 8),
+        (64, 8, 8, 8),
     )
 
     def _band_schedules(self, problem: ConvProblem) -> list[Schedule]:
@@ -715,7 +824,9 @@ class DepthwiseTemplate(ConvTemplate):
             found += self._band_schedules(problem)
             fallback = Schedule.make(1, 1, BLOCK_H=1, BLOCK_W=16)
         # Small tiles on a huge problem could overflow grid axis 0 (`supports` vouches for the fallback).
-        found = [s for s in found if self._grid(problem, s)[0] <= INT32_MAX]
+        found = [
+            s for s in found if self._grid(problem, s)[0] <= INT32_MAX and self._grid(problem, s)[1] <= 65535
+        ]
         return found or [fallback]
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
@@ -741,7 +852,10 @@ class DepthwiseTemplate(ConvTemplate):
 
         space = self.schedules(problem)
         band = [sch for sch in space if _is_band(sch)]
-        if band and out_h == 1 and _pad3(problem.out_spatial, 1)[0] == 1:
+        # Band for 1-D rows with 7+ taps only. H200, 07:03 UTC (us, best band vs best direct schedule): k=15
+        # 6.16 vs 10.16 (N=8, L=500), 3.05 vs 3.36 (N=1); k=31 6.72 vs 17.58; but k=5 3.96 vs 3.80 (L=8000) and
+        # k=3 8.43 vs 3.66: the direct kernels' per-tap cost grows with k, the band's barely does.
+        if band and _band_is_1d(problem) and problem.kernel[-1] >= BAND_MIN_TAPS:
             return min(band, key=lambda sch: self._band_cost(problem, sch))
         space = [sch for sch in space if not _is_band(sch)] or space
         if not cl and out_h > 1:
@@ -751,23 +865,26 @@ class DepthwiseTemplate(ConvTemplate):
 
     @staticmethod
     def _band_cost(problem: ConvProblem, schedule: Schedule) -> tuple[float, bool, float]:
-        """Padding waste first, then at least ~4 programs per SM, then loads per output:
+        """Padding waste first, then at least ~2 programs per SM (the 07:03 sweep's conformer winner ran 512
+        programs of 4 warps on 132 SMs), then loads per output:
         the window (SEG + TAIL per SEG outputs) plus the band's weight gathers shared by the tile's rows."""
         halo_tail = band_geometry(problem)
         assert halo_tail is not None
         seg, segs, img = schedule["SEG"], schedule["SEGS"], schedule["IMG"]
-        programs = DepthwiseTemplate._band_grid(problem, schedule)[0]
+        programs = prod(DepthwiseTemplate._band_grid(problem, schedule))
         out = prod(_pad3(problem.out_spatial, 1)) * problem.out_channels * problem.batch
         waste = programs * img * segs * seg / out
         window = seg + halo_tail[1]
         loads = window / seg + window / (img * segs)
-        return (round(waste, 1), programs < 4 * NUM_SMS, loads)
+        return (round(waste, 1), programs < 2 * NUM_SMS, loads)
 
     @staticmethod
     def _band_grid(problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int]:
         out_d, out_h, out_w = _pad3(problem.out_spatial, 1)
         rows = out_d * out_h * cdiv(out_w, schedule["SEG"])
         images = problem.batch // schedule["IMG"]
+        if _band_is_1d(problem):  # (image block x channel, row block): no runtime division in the kernel
+            return (images * problem.out_channels, cdiv(rows, schedule["SEGS"]), 1)
         return (images * problem.out_channels * cdiv(rows, schedule["SEGS"]), 1, 1)
 
     # -- weight and launches ----------------------------------------------------------------------------------
@@ -837,10 +954,12 @@ class DepthwiseTemplate(ConvTemplate):
             # (imported here: transposed.py imports this module; looked up per call so tests can patch it)
             from . import transposed
 
+            fn = _depthwise_band_kernel
+            if _band_is_1d(problem):
+                fn = _depthwise_band1d_kernel
+                constexprs.append(("VEC", math.gcd(in_w, out_w, 8)))
             constexprs.append(("DOT_FP32", problem.dtype == "bfloat16" and transposed._interpreting()))
-            return [
-                KernelLaunch(_depthwise_band_kernel, args, tuple(constexprs), grid, schedule.num_warps, 1)
-            ]
+            return [KernelLaunch(fn, args, tuple(constexprs), grid, schedule.num_warps, 1)]
         constexprs += [
             ("BLOCK_H", schedule["BLOCK_H"]),
             ("BLOCK_W", schedule["BLOCK_W"]),
