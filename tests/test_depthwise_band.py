@@ -92,22 +92,31 @@ def test_heuristic_picks_band_for_1d_rows(dtype):
     assert dict(launch.constexprs)["VEC"] == 4  # L = 500: 8-byte window loads and stores
 
 
-def _row(n: int, length: int, k: int, dtype: str = "float16") -> ConvProblem:
+def _row(n: int, c: int, length: int, k: int, dtype: str = "float16") -> ConvProblem:
+    """The 1-D shapes of scripts/bench_depthwise1d.py: contiguous, stride 1, 'same' padding."""
     return ConvProblem.from_shapes(
-        (n, 512, length), (512 * length, length, 1), (512, 1, k), (k, k, 1), False,
-        ConvParams((1,), (k // 2,), (k // 2,), (1,), False, (0,), 512), dtype,
+        (n, c, length), (c * length, length, 1), (c, 1, k), (k, k, 1), False,
+        ConvParams((1,), (k // 2,), (k // 2,), (1,), False, (0,), c), dtype,
     )  # fmt: skip
 
 
 def test_heuristic_keeps_direct_for_short_filters():
-    """Band only from BAND_MIN_TAPS taps: the 07:03 H200 sweep had k=3 (N=8, L=500) at 8.43 us on the band vs
-    3.66 us direct and k=5 (N=1, L=8000, bf16) at 3.96 vs 3.80, while k=15 and k=31 win on the band."""
-    for problem in (_row(8, 500, 3), _row(1, 8000, 5, "bfloat16"), _row(8, 500, 5)):
+    """Band only from BAND_MIN_TAPS taps, as the 07:03 H200 sweep (us, best band vs best direct): short.dw3
+    (N=8, C=1024, L=100) 8.43 vs 3.66 and long.dw5 (N=1, C=256, L=4000, bf16) 3.96 vs 3.80 stay direct;
+    conformer.dw15 (6.16 vs 10.16), its N=1 row (3.05 vs 3.36) and wide.dw31 (6.72 vs 17.58) take the band, each
+    on the schedule that won there."""
+    for problem in (_row(8, 1024, 100, 3), _row(1, 256, 4000, 5, "bfloat16"), _row(8, 512, 500, 5)):
         assert any(_is_band(s) for s in DW.schedules(problem))  # offered to the tuner, not picked
         assert not _is_band(DW.heuristic_schedule(problem))
-    for k in (BAND_MIN_TAPS, 15, 31):
-        assert _is_band(DW.heuristic_schedule(_row(8, 500, k)))
-    assert _is_band(DW.heuristic_schedule(_row(1, 500, 15)))  # conformer.dw15.n1: 3.05 vs 3.36 us
+    won = {
+        (8, 512, 500, 15): Schedule.make(4, 1, SEG=32, SEGS=16, IMG=8),
+        (1, 512, 500, 15): Schedule.make(1, 1, SEG=16, SEGS=16, IMG=1),
+        (8, 512, 512, 15): Schedule.make(4, 1, SEG=32, SEGS=16, IMG=8),
+        (8, 256, 1000, 31): Schedule.make(4, 1, SEG=32, SEGS=16, IMG=8),
+    }
+    for shape, schedule in won.items():
+        assert DW.heuristic_schedule(_row(*shape)) == schedule, shape
+    assert _is_band(DW.heuristic_schedule(_row(8, 512, 500, BAND_MIN_TAPS)))
 
 
 def test_band_not_offered_elsewhere():
