@@ -207,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         "--strict", action="store_true", help="fail when a convolution only Triton can run stays on the CPU"
     )
     ap.add_argument("--no-tf32", action="store_true", help="exact fp32 (no TF32 tensor cores)")
+    ap.add_argument(
+        "--no-tf32-on-fp16",
+        action="store_true",
+        help="TF32 on TF32 tensor cores only (no fp32 convs on fp16 tensor cores with power-of-two scaling)",
+    )
     ap.add_argument("--tuning-table", help="a tuning table JSON to use before the shipped one")
     ap.add_argument(
         "--no-fold-bn", action="store_true",
@@ -252,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         archs=args.archs,
         strict=args.strict,
         allow_tf32=not args.no_tf32,
+        tf32_on_fp16=not args.no_tf32_on_fp16,
         fold_batch_norm=not args.no_fold_bn,
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,

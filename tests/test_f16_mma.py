@@ -240,3 +240,20 @@ def test_f16_kernels_compile_ahead_of_time() -> None:
         "to_channels_last_kernel",
         "conv_implicit_gemm_kernel",
     }
+
+
+def test_export_option_turns_f16_mma_off() -> None:
+    """The compile spec tf32_on_fp16 reaches the preprocess step's schedule choice (and round-trips)."""
+    from cuda_triton.backend import conv_jobs
+    from cuda_triton.partition.options import CudaTritonOptions
+
+    vgg = _problem(*_meta(8, 256, 256, (56, 56), 3))
+    for allowed in (True, False):
+        options = CudaTritonOptions(archs=(90,), tf32_on_fp16=allowed)
+        assert CudaTritonOptions.from_compile_specs(options.compile_specs()).tf32_on_fp16 is allowed
+        schedules = {job.schedule for job in conv_jobs(vgg, options).values()}
+        assert schedules and all(("F16_MMA" in dict(s.params)) is allowed for s in schedules)
+    with _f16_mma.f16_mma_policy(False):
+        assert not _f16_mma.f16_mma_allowed(vgg)
+        assert "F16_MMA" not in dict(IG.heuristic_schedule(vgg).params)
+    assert _f16_mma.f16_mma_allowed(vgg)  # the eager op's default

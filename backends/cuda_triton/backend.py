@@ -51,6 +51,7 @@ from .conv.binding import ConvArgs, bind_conv, is_conv_node
 from .conv.params import ConvParams
 from .conv.problem import ConvProblem
 from .conv.templates import ConvTemplate, KernelLaunch, Schedule, get_template, select_candidate
+from .conv.templates._f16_mma import f16_mma_policy
 from .conv.templates.base import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from .partition.graph import (
     BatchNormFold,
@@ -384,6 +385,7 @@ class _Tuning:
 
     def __init__(self, options: CudaTritonOptions) -> None:
         self.arch = max(options.archs)
+        self.tf32_on_fp16 = options.tf32_on_fp16
         self.table: Any = None
         self.lookup: Any = None
         try:
@@ -409,7 +411,8 @@ def _choose(problem: ConvProblem, tuning: _Tuning) -> tuple[ConvTemplate, Schedu
             hits.append(hit)
         return hit
 
-    cand = select_candidate(problem, lookup)
+    with f16_mma_policy(tuning.tf32_on_fp16):  # the export's choice of fp32 precisions (CudaTritonOptions)
+        cand = select_candidate(problem, lookup)
     tuned = bool(hits) and hits[0][0] == cand.template.name and hits[0][1] == cand.schedule
     return cand.template, cand.schedule, tuned
 

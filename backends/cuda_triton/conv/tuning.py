@@ -430,8 +430,11 @@ class TuningTable:
     def match(
         self, problem: ConvProblem, arch: int = DEFAULT_ARCH, max_distance: float = MAX_DISTANCE
     ) -> Match | None:
-        """The exact entry, else the nearest usable neighbour (see the module docstring); cached per problem."""
-        ck = (problem, int(arch), float(max_distance))
+        """The exact entry, else the nearest usable neighbour (see the module docstring); cached per problem
+        (and per whether fp32 may run on fp16 tensor cores, which changes the schedules a template offers)."""
+        from .templates._f16_mma import f16_mma_enabled
+
+        ck = (problem, int(arch), float(max_distance), f16_mma_enabled())
         with self._lock:
             if ck in self._cache:
                 return self._cache[ck]

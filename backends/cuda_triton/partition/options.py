@@ -11,6 +11,8 @@ key                 value (UTF-8 bytes)              meaning
 ``strict``          ``"0"`` / ``"1"``                strict planning: a convolution only Triton can run on the
                                                      GPU (REQUIRED) that cannot be routed fails the export
 ``allow_tf32``      ``"0"`` / ``"1"``                fp32 convolutions may use TF32 tensor cores
+``tf32_on_fp16``    ``"0"`` / ``"1"``                ... and may run them at TF32 precision on fp16 tensor
+                                                     cores, scaled by powers of two (F16_MMA schedules)
 ``fold_batch_norm`` ``"0"`` / ``"1"``                fold an inference batch norm after a delegated forward
                                                      convolution into its weight and bias
 ``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
@@ -33,6 +35,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 KEY_ARCHS = "archs"
 KEY_STRICT = "strict"
 KEY_TF32 = "allow_tf32"
+KEY_TF32_ON_FP16 = "tf32_on_fp16"
 KEY_FOLD_BN = "fold_batch_norm"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
@@ -83,6 +86,9 @@ class CudaTritonOptions:
         strict: fail the export when a convolution that only Triton can run on the GPU cannot be routed;
             otherwise it stays on the CPU with the planner's reason logged.
         allow_tf32: fp32 convolutions may use TF32 tensor cores (PyTorch's cuDNN default is on).
+        tf32_on_fp16: with allow_tf32, compute-heavy fp32 convolutions may run on fp16 tensor cores at TF32's
+            precision, each operand scaled by a power of two (``conv/templates/_f16_mma.py``); off keeps
+            TF32 tensor cores, TF32's range included.
         fold_batch_norm: an eval-mode batch norm right after a delegated forward convolution joins the
             partition and is folded into the convolution's weight and bias (no CPU op between delegates).
         tuning_table: a tuning table (JSON) consulted before the shipped one.
@@ -94,6 +100,7 @@ class CudaTritonOptions:
     archs: tuple[int, ...] = DEFAULT_ARCHS
     strict: bool = False
     allow_tf32: bool = True
+    tf32_on_fp16: bool = True
     fold_batch_norm: bool = True
     tuning_table: str | None = None
     external_tag: str | None = None
@@ -118,6 +125,7 @@ class CudaTritonOptions:
             CompileSpec(KEY_ARCHS, ",".join(map(str, self.archs)).encode()),
             CompileSpec(KEY_STRICT, b"1" if self.strict else b"0"),
             CompileSpec(KEY_TF32, b"1" if self.allow_tf32 else b"0"),
+            CompileSpec(KEY_TF32_ON_FP16, b"1" if self.tf32_on_fp16 else b"0"),
             CompileSpec(KEY_FOLD_BN, b"1" if self.fold_batch_norm else b"0"),
         ]
         if self.tuning_table:
@@ -142,6 +150,8 @@ class CudaTritonOptions:
                 kw["strict"] = _bool(value, key)
             elif key == KEY_TF32:
                 kw["allow_tf32"] = _bool(value, key)
+            elif key == KEY_TF32_ON_FP16:
+                kw["tf32_on_fp16"] = _bool(value, key)
             elif key == KEY_FOLD_BN:
                 kw["fold_batch_norm"] = _bool(value, key)
             elif key == KEY_TUNING:

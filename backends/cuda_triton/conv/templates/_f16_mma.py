@@ -22,7 +22,9 @@ tensor: elements smaller than 2^-29 of the tensor's largest magnitude become fp1
 precision drops, absolute error stays below 2^-25 of the largest element) and below 2^-39 of it they flush to
 zero; their share of any sum is bounded by that absolute size. Non-finite inputs are left out of the maximum (one
 inf must not zero the other elements) and propagate through the MMA as they would in TF32.
-``CUDA_TRITON_F16_MMA=0`` takes these schedules out of every space (true TF32 only).
+An export turns them off with the compile spec ``tf32_on_fp16=0`` (`f16_mma_policy`, set around the schedule
+choice by the preprocess step); ``CUDA_TRITON_F16_MMA=0`` takes them out of every space in the process (true
+TF32 only).
 
 ``amax_partial_kernel`` arguments (PTX order): x, amax pointers, NUMEL, CHUNK (i32, or i64 for inputs of 2^31
 elements or more); constexpr BLOCK. Grid: (AMAX_PARTS, 1, 1); program p reduces elements [p * CHUNK,
@@ -34,8 +36,11 @@ Grid: (cdiv(NUMEL, BLOCK), 1, 1).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 import torch
 import triton
@@ -56,14 +61,33 @@ _AMAX_BLOCK, _AMAX_WARPS = 2048, 8
 _SCALE_BLOCK, _SCALE_WARPS = 2048, 8
 
 
-def f16_mma_allowed(problem: ConvProblem) -> bool:
-    """Whether F16_MMA schedules may be offered: fp32 with TF32 allowed, unless ``CUDA_TRITON_F16_MMA=0``."""
-    if problem.dtype != "float32" or not problem.allow_tf32:
-        return False
+# The export's choice (compile spec tf32_on_fp16); the op's eager body runs with the default, on.
+_POLICY: ContextVar[bool] = ContextVar("cuda_triton_f16_mma", default=True)
+
+
+@contextlib.contextmanager
+def f16_mma_policy(allowed: bool) -> Iterator[None]:
+    """Within this block, F16_MMA schedules are offered only if ``allowed`` (and the environment allows them)."""
+    token = _POLICY.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _POLICY.reset(token)
+
+
+def f16_mma_enabled() -> bool:
+    """Whether F16_MMA schedules may be offered at all here: `f16_mma_policy` and ``CUDA_TRITON_F16_MMA``."""
     value = os.environ.get(ENV_SWITCH, "1")
     if value not in ("0", "1"):
         raise ValueError(f"{ENV_SWITCH}={value!r}: expected 0 or 1")
-    return value == "1"
+    return value == "1" and _POLICY.get()
+
+
+def f16_mma_allowed(problem: ConvProblem) -> bool:
+    """Whether F16_MMA schedules may be offered for ``problem``: fp32 with TF32 allowed, and `f16_mma_enabled`."""
+    if problem.dtype != "float32" or not problem.allow_tf32:
+        return False
+    return f16_mma_enabled()
 
 
 # ---- device side ---------------------------------------------------------------------------------------------
@@ -181,6 +205,8 @@ __all__ = [
     "amax_partial_kernel",
     "amax_scratch",
     "f16_mma_allowed",
+    "f16_mma_enabled",
+    "f16_mma_policy",
     "input_f16",
     "input_scales",
     "prepare_f16_weight",
