@@ -72,21 +72,7 @@ def run_case(label: str, problem, env: tune.Env, deadline: float) -> dict[str, A
             row["error"] = "skipped: --budget-s reached"
             continue
         try:
-            launches = template.launches(problem, schedule)
-            tensors = [
-                {
-                    "input": ops.inputs[i],
-                    "weight": template.prepare_weight(ops.weights[i], problem, schedule),
-                    "bias": ops.biases[i],
-                    "output": ops.outputs[i],
-                }
-                for i in range(nrot)
-            ]
-
-            def run(i: int, launches=launches, tensors=tensors) -> None:
-                for launch in launches:
-                    launch.run(tensors[i])
-
+            run = tune.schedule_runner(template, problem, schedule, ops)
             ops.outputs[0].fill_(float("nan"))
             run(0)
             tune._sync(env)

@@ -19,6 +19,7 @@ Writes OUT/numerics.json and OUT/numerics.txt; exits non-zero on any failure.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import random
@@ -117,21 +118,24 @@ def main() -> None:
             if args.suite_cases == "target" and not bench_conv.is_target(nc.case_from_suite(c, dtype)):
                 continue
             plan.append(("suite", nc.case_from_suite(c, dtype, bias=rng.random() < 0.5), None, None, True))
-    # 3. every schedule on a few cases per family
-    for fam in families:
-        if not _has_template(fam):
-            continue
+
+    def every_schedule(group: str, fam: str, gen: Any, cases: int, keep: Any = lambda s: True) -> None:
+        """Plan the schedules ``keep`` selects, of template ``fam``, on ``cases`` small cases it supports."""
         t = get_template(fam)
         found = 0
-        while found < args.schedule_cases:
-            case = nc.CASE_GENERATORS[fam](rng)
+        while found < cases:
+            case = gen(rng)
             x, w, b = nc.make_tensors(case, "meta")
             problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
             if not t.supports(problem) or problem.batch * math.prod(problem.out_spatial) > 100000:
                 continue
             found += 1
-            for s in t.schedules(problem):
-                plan.append(("schedules:" + fam, case, fam, s, False))
+            plan.extend((f"{group}:{fam}", case, fam, s, False) for s in t.schedules(problem) if keep(s))
+
+    # 3. every schedule on a few cases per family
+    for fam in families:
+        if _has_template(fam):
+            every_schedule("schedules", fam, nc.CASE_GENERATORS[fam], args.schedule_cases)
 
     # 4. every split-K and channels-last-copy schedule of the GEMM templates on few-tile, long-K cases
     if not args.families or {"gemm", "implicit_gemm"} & set(args.families.split(",")):
@@ -158,20 +162,14 @@ def main() -> None:
 
     # 5. every F16_MMA schedule (fp32 on fp16 tensor cores, _f16_mma.py) on fp32 cases far outside fp16's range
     for fam in ("implicit_gemm", "transposed"):
-        if args.families and fam not in args.families.split(","):
-            continue
-        t = get_template(fam)
-        found = 0
-        while found < args.f16_cases:
-            case = nc.gen_f16_mma(rng, fam)
-            x, w, b = nc.make_tensors(case, "meta")
-            problem = ConvProblem.from_tensors(x, w, b, nc.params_of(case))
-            if not t.supports(problem) or problem.batch * math.prod(problem.out_spatial) > 100000:
-                continue
-            found += 1
-            for s in t.schedules(problem):
-                if dict(s.params).get("F16_MMA"):
-                    plan.append(("f16_mma:" + fam, case, fam, s, False))
+        if not args.families or fam in args.families.split(","):
+            every_schedule(
+                "f16_mma",
+                fam,
+                functools.partial(nc.gen_f16_mma, family=fam),
+                args.f16_cases,
+                lambda s: bool(dict(s.params).get("F16_MMA")),
+            )
 
     t0 = time.time()
     status: dict[str, str] | None = None

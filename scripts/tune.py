@@ -43,6 +43,7 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,6 +357,27 @@ def _exact_fp32():
         b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32, b.cudnn.benchmark = saved
 
 
+def schedule_runner(template, problem, schedule, ops: Operands) -> Callable[[int], None]:
+    """run(i): the schedule's launches on rotating operand set i (its prepared weight and scratch made once)."""
+    launches = template.launches(problem, schedule)
+    tensors = [
+        {
+            "input": ops.inputs[i],
+            "weight": template.prepare_weight(ops.weights[i], problem, schedule),
+            "bias": ops.biases[i],
+            "output": ops.outputs[i],
+            **template.allocate_scratch(problem, schedule, ops.outputs[i].device),
+        }
+        for i in range(len(ops.inputs))
+    ]
+
+    def run(i: int) -> None:
+        for launch in launches:
+            launch.run(tensors[i])
+
+    return run
+
+
 def check_output(out: torch.Tensor, ops: Operands) -> tuple[bool, float]:
     """Every element finite and within its bound; returns (ok, max |err| / bound)."""
     o = out.float()
@@ -572,22 +594,7 @@ def measure_problem(
             if env.inflight is not None:
                 env.inflight.write_text(cid)
             try:
-                launches = template.launches(problem, schedule)
-                tensors = [
-                    {
-                        "input": ops.inputs[i],
-                        "weight": template.prepare_weight(ops.weights[i], problem, schedule),
-                        "bias": ops.biases[i],
-                        "output": ops.outputs[i],
-                        **template.allocate_scratch(problem, schedule, ops.outputs[i].device),
-                    }
-                    for i in range(nrot)
-                ]
-
-                def run(i: int, launches=launches, tensors=tensors) -> None:
-                    for launch in launches:
-                        launch.run(tensors[i])
-
+                run = schedule_runner(template, problem, schedule, ops)
                 ops.outputs[0].fill_(float("nan"))
                 t_first = time.monotonic()
                 run(0)  # compiles here unless the precompile workers filled Triton's cache

@@ -47,7 +47,7 @@ import triton
 import triton.language as tl
 
 from ..problem import ConvProblem
-from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
+from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
 
 ENV_SWITCH = "CUDA_TRITON_F16_MMA"
 AMAX_PARTS = tl.constexpr(256)  # partial maxima; the conv kernel reduces them all, so every slot is written
@@ -137,6 +137,48 @@ def weight_unscale(w_ptr, W_NUMEL: tl.constexpr):
 
 
 # ---- host side -----------------------------------------------------------------------------------------------
+# When a template's heuristic uses F16_MMA=2 (H200, public suite in fp32, 2026-12-03): the two extra passes read
+# every input element twice and write it once as fp16, so the conv must do enough multiply-adds in all and per
+# input element. Implicit GEMM: r18.l2's stride-2 3x3 (1.9e9, 289 per element) and 3x3s at batch 1 (1e8) ran
+# slower with it, vgg / r18.l3 / deeplab (>= 3.7e9, >= 2300 per element) 1.2-1.6x faster.
+MIN_MACS_PER_INPUT = 512
+
+
+def uses_f16_mma(schedule: Schedule) -> int:
+    """How a schedule runs fp32 on fp16 tensor cores: 0 not, 1 scaled in the kernel, 2 from the scaled fp16 copy."""
+    return int(dict(schedule.params).get("F16_MMA", 0))
+
+
+def f16_mma_pays(macs: int, input_numel: int, min_macs: int) -> bool:
+    """Whether a conv of ``macs`` multiply-adds over ``input_numel`` input elements is heavy enough for
+    F16_MMA=2 (``min_macs`` in all, `MIN_MACS_PER_INPUT` per input element)."""
+    return macs >= min_macs and macs >= MIN_MACS_PER_INPUT * input_numel
+
+
+def f16_block_k(bk: int, bm: int, bn: int, stages: int, mode: int, smem_bytes: int) -> int:
+    """BLOCK_K of an F16_MMA tile (A fp32 for mode 1, fp16 for mode 2; B fp16), halved from ``bk`` until the
+    pipeline's stages fit in ``smem_bytes``."""
+    a_bytes = 4 if mode == 1 else 2
+    while bk > 16 and (bm * bk * a_bytes + bk * bn * 2) * stages > smem_bytes:
+        bk //= 2
+    return bk
+
+
+def f16_scratch(problem: ConvProblem, mode: int) -> list[ScratchTensor]:
+    """The scratch an F16_MMA schedule needs: the partial maxima, and for mode 2 the fp16 copy."""
+    if not mode:
+        return []
+    return [amax_scratch(), *([input_f16(problem)] if mode == 2 else [])]
+
+
+def f16_input_launches(problem: ConvProblem, mode: int, copy_elsewhere: bool = False) -> list[KernelLaunch]:
+    """The launches before the conv: the maximum pass, then (mode 2) the scaled fp16 copy, unless
+    ``copy_elsewhere`` (a channels-last copy that scales as it copies)."""
+    if not mode:
+        return []
+    return [amax_launch(problem), *([scale_launch(problem)] if mode == 2 and not copy_elsewhere else [])]
+
+
 def weight_shift(weight: torch.Tensor) -> int:
     """The power of two that puts the weight's largest finite magnitude in [2^14, 2^15) (0 for an all-zero one)."""
     finite = weight[torch.isfinite(weight)].abs()
@@ -201,10 +243,15 @@ __all__ = [
     "AMAX_PARTS",
     "ENV_SWITCH",
     "WEIGHT_TRAILER",
+    "MIN_MACS_PER_INPUT",
     "amax_launch",
     "amax_partial_kernel",
     "amax_scratch",
+    "f16_block_k",
+    "f16_input_launches",
     "f16_mma_allowed",
+    "f16_mma_pays",
+    "f16_scratch",
     "f16_mma_enabled",
     "f16_mma_policy",
     "input_f16",
@@ -212,6 +259,7 @@ __all__ = [
     "prepare_f16_weight",
     "scale_launch",
     "scale_to_f16_kernel",
+    "uses_f16_mma",
     "weight_shift",
     "weight_unscale",
 ]

@@ -40,13 +40,14 @@ import triton.language as tl
 from ..problem import ConvProblem
 from ._cl_copy import can_copy, copy_launch, input_cl
 from ._f16_mma import (
-    amax_launch,
-    amax_scratch,
+    f16_block_k,
+    f16_input_launches,
     f16_mma_allowed,
-    input_f16,
+    f16_mma_pays,
+    f16_scratch,
     input_scales,
     prepare_f16_weight,
-    scale_launch,
+    uses_f16_mma,
     weight_unscale,
 )
 from ._geometry import (
@@ -336,19 +337,8 @@ _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (32, 32, 32, 2, 3),
 )
 _GROUP_M = 8
-# The heuristic's F16_MMA thresholds (H200, public suite in fp32, 07:04 UTC): multiply-adds of the whole conv,
-# and per input element (the extra passes read every input element twice and write it once as fp16). r18.l2's
-# stride-2 3x3 (1.9e9, 289 per element) and 3x3s at batch 1 (1e8) ran slower with it, vgg / r18.l3 / deeplab
-# (>= 3.7e9, >= 2300 per element) 1.2-1.6x faster.
+# The heuristic's F16_MMA threshold on the multiply-adds of the whole conv (_f16_mma.f16_mma_pays).
 _F16_MIN_MACS = 2**30
-_F16_MIN_MACS_PER_INPUT = 512
-
-
-def f16_mma_pays(problem: ConvProblem, g: Geometry) -> bool:
-    """Whether the heuristic runs an fp32 conv on fp16 tensor cores (F16_MMA=2): compute-heavy convs only."""
-    macs = g.m * g.cout * g.taps * g.cin_g
-    inputs = g.batch * g.cin * math.prod(g.spatial)
-    return macs >= _F16_MIN_MACS and macs >= _F16_MIN_MACS_PER_INPUT * inputs
 
 
 # A group tile is widened until it has this many output channels (block-diagonal weight; wasted MMAs are
@@ -385,19 +375,10 @@ def block_k(bk: int, bm: int, bn: int, stages: int, fp32: bool, f16: int) -> int
     """BLOCK_K of a tile shape given for 16-bit dtypes: fp32 tiles of 128 x 128 and up take 32 (shared memory);
     F16_MMA tiles (A fp32 for F16_MMA=1, fp16 for 2; B fp16) halve it until their stages fit."""
     if f16:
-        a_bytes = 4 if f16 == 1 else 2
-        while bk > 16 and (bm * bk * a_bytes + bk * bn * 2) * stages > _SMEM_BUDGET:
-            bk //= 2
-        return bk
+        return f16_block_k(bk, bm, bn, stages, f16, _SMEM_BUDGET)
     if fp32 and bm * bn >= 128 * 128 and bk > 32:
         return 32
     return bk
-
-
-def uses_f16_mma(schedule: Schedule) -> int:
-    """How a schedule runs fp32 on fp16 tensor cores (_f16_mma.py): 0 not, 1 scaled in the kernel, 2 from a
-    scaled fp16 copy of the input."""
-    return int(dict(schedule.params).get("F16_MMA", 0))
 
 
 def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:
@@ -514,7 +495,12 @@ class ImplicitGemmTemplate(ConvTemplate):
         k_extent = g.taps * cin_t if flat else cin_t
         # fp32 on fp16 tensor cores (_f16_mma.py) where the MMAs outweigh the two extra passes over the input
         # (its scale, its fp16 copy); such tiles are shaped as for 16-bit dtypes.
-        long_k = f16_mma_allowed(problem) and not flat and f16_mma_pays(problem, g)
+        macs = g.m * g.cout * g.taps * g.cin_g
+        long_k = (
+            f16_mma_allowed(problem)
+            and not flat
+            and f16_mma_pays(macs, g.batch * g.cin * math.prod(g.spatial), _F16_MIN_MACS)
+        )
         f16 = 0
         fp32 = problem.dtype == "float32" and not long_k
         tiles_n = g.groups // gt
@@ -638,9 +624,7 @@ class ImplicitGemmTemplate(ConvTemplate):
         f16 = uses_f16_mma(schedule)
         # F16_MMA=2: one copy, "input_f16", is both the fp16 and (with CL_COPY) the channels-last copy
         copy = [input_cl(problem)] if dict(schedule.params).get("CL_COPY", 0) and f16 != 2 else []
-        amax = [amax_scratch()] if f16 else []
-        half = [input_f16(problem)] if f16 == 2 else []
-        return copy + amax + half + workspace(problem, schedule)
+        return copy + f16_scratch(problem, f16) + workspace(problem, schedule)
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
@@ -723,11 +707,9 @@ class ImplicitGemmTemplate(ConvTemplate):
         main = KernelLaunch(
             conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
         )
-        launches = [amax_launch(problem)] if f16 else []
+        launches = f16_input_launches(problem, f16, copy_elsewhere=copy)
         if copy:
             launches.append(copy_launch(problem, scale_f16=f16 == 2))
-        elif f16 == 2:
-            launches.append(scale_launch(problem))
         launches.append(main)
         if split > 1:
             launches.append(splitk_reduce_launch(problem, split))

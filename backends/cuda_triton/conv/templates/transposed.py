@@ -60,13 +60,14 @@ import triton.language as tl
 
 from ..problem import ConvProblem
 from ._f16_mma import (
-    amax_launch,
-    amax_scratch,
+    f16_block_k,
+    f16_input_launches,
     f16_mma_allowed,
-    input_f16,
+    f16_mma_pays,
+    f16_scratch,
     input_scales,
     prepare_f16_weight,
-    scale_launch,
+    uses_f16_mma,
     weight_unscale,
 )
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
@@ -83,22 +84,18 @@ from .base import (
     prod,
 )
 from .depthwise import _pad3, dense_layout
-from .implicit_gemm import uses_f16_mma
 
 INT32_MAX = 2**31 - 1
 SMEM_LIMIT = (
     160 * 1024
 )  # pipeline buffers of one program: sm_80's shared memory (the space compiles for it too)
-# The heuristic's F16_MMA thresholds: multiply-adds the phase GEMMs issue, in all and per input element. The two
-# extra passes (amax, fp16 copy) read each input element twice and write it once, plus two launches; the MMAs they
-# halve grow with the multiply-adds. implicit_gemm.py's H200 sweep lost with 1e8 in all or 289 per input element
-# and won from 3.7e9 in all and 2300 per element on; in between it has no point, so the per-element cut is its
-# 512. Transposed convs upsample (an input element feeds C_out/g * taps outputs: 512-1024 per element in the
+# The heuristic's F16_MMA threshold on the multiply-adds the phase GEMMs issue (_f16_mma.f16_mma_pays: its H200
+# sweep of implicit GEMMs lost with 1e8 in all or 289 per input element and won from 3.7e9 in all and 2300 per
+# element on). Transposed convs upsample (an input element feeds C_out/g * taps outputs: 512-1024 per element in the
 # public suite) and their fp32 kernels were further behind cuDNN (0.77-0.83x) than their fp16 ones (~1.0x), so
 # the total cut is one power of two lower, 2^29, to include gan.3x3s2op1 (6.0e8, 576 per element) with
 # fcn.up4x4s2 (2.1e9, 1024) and unet3d.up2 (2.1e9, 512). Both cuts are estimates until measured on the GPU.
 _F16_MIN_MACS = 2**29
-_F16_MIN_MACS_PER_INPUT = 512
 
 
 @triton.jit
@@ -390,10 +387,7 @@ class TransposedTemplate(ConvTemplate):
         """A tile config for an F16_MMA schedule: A fp32 (F16_MMA=1, converted in registers) or fp16 (2), B
         fp16; BLOCK_K halved until the stages fit in shared memory."""
         bm, bn, bk, warps, stages = entry
-        a_bytes = 4 if f16 == 1 else 2
-        while bk > 16 and (bm * bk * a_bytes + bk * bn * 2) * stages > SMEM_LIMIT:
-            bk //= 2
-        return (bm, bn, bk, warps, stages)
+        return (bm, bn, f16_block_k(bk, bm, bn, stages, f16, SMEM_LIMIT), warps, stages)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         cin_g = problem.in_channels // problem.groups
@@ -437,8 +431,7 @@ class TransposedTemplate(ConvTemplate):
     def f16_mma_pays(self, problem: ConvProblem) -> bool:
         """Whether the heuristic runs an fp32 conv on fp16 tensor cores (F16_MMA=2): compute-heavy convs only
         (thresholds: see _F16_MIN_MACS)."""
-        macs = self.phase_macs(problem)
-        return macs >= _F16_MIN_MACS and macs >= _F16_MIN_MACS_PER_INPUT * prod(problem.input_size)
+        return f16_mma_pays(self.phase_macs(problem), prod(problem.input_size), _F16_MIN_MACS)
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
         """From the H200 sweep of the suite (scripts/bench_part2.py): 128 x 64 tiles with the deepest C_in
@@ -486,9 +479,7 @@ class TransposedTemplate(ConvTemplate):
         return prepare_f16_weight(matrix) if f16 else matrix
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
-        f16 = uses_f16_mma(schedule)
-        amax = [amax_scratch()] if f16 else []
-        return amax + ([input_f16(problem)] if f16 == 2 else [])
+        return f16_scratch(problem, uses_f16_mma(schedule))
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         p = problem.params
@@ -560,10 +551,8 @@ class TransposedTemplate(ConvTemplate):
         main = KernelLaunch(
             _conv_transpose_phase_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
         )
-        if not f16:
-            return [main]
         # F16_MMA: the input's partial maxima first; F16_MMA=2 then writes the scaled fp16 copy the kernel reads.
-        return [amax_launch(problem), *([scale_launch(problem)] if f16 == 2 else []), main]
+        return [*f16_input_launches(problem, f16), main]
 
 
 TEMPLATES = [TransposedTemplate()]
