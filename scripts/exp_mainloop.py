@@ -121,6 +121,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--budget-s", type=float, default=240.0)
+    ap.add_argument(
+        "--parts",
+        default="implicit,gemm,padded,flat",
+        help="variants to time besides cuDNN (padded runs with gemm)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     _ensure_scratch_allocator()
@@ -166,11 +171,16 @@ def main() -> None:
         problem = ConvProblem.from_tensors(
             x, wt, None, ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
         )
+        parts = set(args.parts.split(","))
         for label, sched in (
-            ("implicit_gemm 128x128x64 w8 s3 (table)", dict(BLOCK_M=128, BLOCK_N=128, num_stages=3)),
-            ("implicit_gemm 128x128x64 w8 s4", dict(BLOCK_M=128, BLOCK_N=128, num_stages=4)),
-            ("implicit_gemm 128x256x64 w8 s3", dict(BLOCK_M=128, BLOCK_N=256, num_stages=3)),
-            ("implicit_gemm 128x256x64 w8 s4", dict(BLOCK_M=128, BLOCK_N=256, num_stages=4)),
+            ()
+            if "implicit" not in parts
+            else (
+                ("implicit_gemm 128x128x64 w8 s3 (table)", dict(BLOCK_M=128, BLOCK_N=128, num_stages=3)),
+                ("implicit_gemm 128x128x64 w8 s4", dict(BLOCK_M=128, BLOCK_N=128, num_stages=4)),
+                ("implicit_gemm 128x256x64 w8 s3", dict(BLOCK_M=128, BLOCK_N=256, num_stages=3)),
+                ("implicit_gemm 128x256x64 w8 s4", dict(BLOCK_M=128, BLOCK_N=256, num_stages=4)),
+            )
         ):
             d = {"BLOCK_K": 64, "FLAT_K": 0, "GROUP_M": 8, "GROUP_TILE": 1, "ROW_TILES": 0, "num_warps": 8}
             d.update(sched)
@@ -195,6 +205,39 @@ def main() -> None:
 
             record(dtype_name, label, run, check)
 
+        # the TMA template's FLAT schedules: the whole schedule, then its correction and main launches alone
+        tma = get_template("implicit_gemm_tma")
+        flat = [s for s in tma.schedules(problem) if s.as_dict().get("FLAT")] if "flat" in parts else []
+        for s in flat:
+            launches = tma.launches(problem, s)
+            tensors = {
+                "input": x,
+                "weight": tma.prepare_weight(wt, problem, s),
+                "bias": None,
+                "output": y,
+                **tma.allocate_scratch(problem, s, y.device),
+            }
+            d = s.as_dict()
+            tag = f"{d['BLOCK_M']}x{d['BLOCK_N']}x{d['BLOCK_K']} w{d['num_warps']} s{d['num_stages']} persistent {d.get('PERSISTENT', 0)}"
+
+            def run_all(launches=launches, tensors=tensors) -> None:
+                for launch in launches:
+                    launch.run(tensors)
+
+            def check_all(run_all=run_all) -> float:
+                y.fill_(float("nan"))
+                run_all()
+                return rel(y)
+
+            record(dtype_name, f"tma flat {tag}", run_all, check_all)
+            for launch in launches:
+                record(
+                    dtype_name,
+                    f"  {launch.name} alone",
+                    lambda launch=launch, t=tensors: launch.run(t),
+                    lambda: 0.0,
+                )
+
         # plain GEMM of the same size (A = a random [M, K], B = [K, N]) against torch.matmul (cuBLAS)
         m_, n_, k_ = n * h * w, k, c * 9
         a = torch.randn(m_, k_, device="cuda", dtype=dt)
@@ -206,6 +249,8 @@ def main() -> None:
         def grel(out: torch.Tensor) -> float:
             return float((out.float() - cref).abs().max()) / cs if torch.isfinite(out).all() else float("inf")
 
+        if "gemm" not in parts:
+            continue
         record(
             dtype_name, "cublas matmul", lambda: torch.matmul(a, b, out=cm), lambda: grel(torch.matmul(a, b))
         )

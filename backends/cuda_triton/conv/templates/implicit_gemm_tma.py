@@ -189,31 +189,33 @@ def wrap_correction_kernel(
     Grid: (cdiv(BATCH * H, BLOCK_M), LEFT + RIGHT, cdiv(C_OUT, BLOCK_N))."""
     j = tl.program_id(1)
     w = tl.where(j < LEFT, j, W - RIGHT + (j - LEFT))
+    # The taps whose column leaves the image are kw in [kw_lo, kw_hi): left of it for the left columns, right of
+    # it for the right ones. One flat K loop over (kh, kw in that range, channel block), so Triton pipelines it.
+    kw_lo = tl.where(j < LEFT, 0, (W + PW - w + DW - 1) // DW)
+    kw_hi = tl.where(j < LEFT, (PW - w + DW - 1) // DW, KW)
+    n_kw = kw_hi - kw_lo
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (image, output row) pairs
     rows_ok = rows < BATCH * H
     n = rows // H
     h = rows % H
     co = tl.program_id(2) * BLOCK_N + tl.arange(0, BLOCK_N)
-    k = tl.arange(0, BLOCK_K)
+    C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for tap in range(KH * KW):
-        col = w + (tap % KW) * DW - PW
-        if (col < 0) | (col >= W):
-            q = (h + (tap // KW) * DH - PH) * W + col  # the flat row the main kernel read
-            q_ok = rows_ok & (q >= 0) & (q < H * W)
-            for c0 in range(0, CIN_P, BLOCK_K):
-                c = c0 + k
-                a = tl.load(
-                    x_ptr + ((n * H * W + q) * C_IN)[:, None] + c[None, :],
-                    mask=q_ok[:, None] & (c < C_IN)[None, :],
-                    other=0.0,
-                )
-                b = tl.load(
-                    w_ptr + (tap * CIN_P + c)[:, None] * COUT_P + co[None, :],
-                    mask=(co < C_OUT)[None, :],
-                    other=0.0,
-                )
-                acc = tl.dot(a, b, acc)
+    for i in range(0, KH * n_kw * C_BLOCKS):
+        kh = i // (n_kw * C_BLOCKS)
+        kw = kw_lo + (i // C_BLOCKS) % n_kw
+        c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
+        q = (h + kh * DH - PH) * W + w + kw * DW - PW  # the flat row the main kernel read
+        q_ok = rows_ok & (q >= 0) & (q < H * W)
+        a = tl.load(
+            x_ptr + ((n * H * W + q) * C_IN)[:, None] + c[None, :],
+            mask=q_ok[:, None] & (c < C_IN)[None, :],
+            other=0.0,
+        )
+        b = tl.load(
+            w_ptr + ((kh * KW + kw) * CIN_P + c)[:, None] * COUT_P + co[None, :], mask=(co < C_OUT)[None, :]
+        )
+        acc = tl.dot(a, b, acc)
     out = corr_ptr + ((n * H + h) * (LEFT + RIGHT) + j)[:, None] * C_OUT + co[None, :]
     tl.store(out, acc, mask=rows_ok[:, None] & (co < C_OUT)[None, :])
 
@@ -257,7 +259,8 @@ def flat_eligible(g: Geometry) -> bool:
     row shift of the image matrix; the border columns it wraps are corrected)."""
     left, right = wrap_columns(g)
     same = g.out_spatial == g.spatial and g.kernel[0] == 1
-    return same and g.in_cl and 0 <= left <= g.spatial[2] and 0 <= right <= g.spatial[2]
+    # (left and right border columns must not overlap: each is corrected for its own side's taps only)
+    return same and g.in_cl and left >= 0 and right >= 0 and left + right <= g.spatial[2]
 
 
 def span_rows(g: Geometry) -> int:
