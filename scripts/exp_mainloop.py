@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=240.0)
     ap.add_argument(
         "--parts",
-        default="implicit,gemm,padded,flat",
+        default="implicit,gemm,padded",
         help="variants to time besides cuDNN (padded runs with gemm)",
     )
     args = ap.parse_args()
@@ -204,39 +204,6 @@ def main() -> None:
                 return rel(y)
 
             record(dtype_name, label, run, check)
-
-        # the TMA template's FLAT schedules: the whole schedule, then its correction and main launches alone
-        tma = get_template("implicit_gemm_tma")
-        flat = [s for s in tma.schedules(problem) if s.as_dict().get("FLAT")] if "flat" in parts else []
-        for s in flat:
-            launches = tma.launches(problem, s)
-            tensors = {
-                "input": x,
-                "weight": tma.prepare_weight(wt, problem, s),
-                "bias": None,
-                "output": y,
-                **tma.allocate_scratch(problem, s, y.device),
-            }
-            d = s.as_dict()
-            tag = f"{d['BLOCK_M']}x{d['BLOCK_N']}x{d['BLOCK_K']} w{d['num_warps']} s{d['num_stages']} persistent {d.get('PERSISTENT', 0)}"
-
-            def run_all(launches=launches, tensors=tensors) -> None:
-                for launch in launches:
-                    launch.run(tensors)
-
-            def check_all(run_all=run_all) -> float:
-                y.fill_(float("nan"))
-                run_all()
-                return rel(y)
-
-            record(dtype_name, f"tma flat {tag}", run_all, check_all)
-            for launch in launches:
-                record(
-                    dtype_name,
-                    f"  {launch.name} alone",
-                    lambda launch=launch, t=tensors: launch.run(t),
-                    lambda: 0.0,
-                )
 
         # plain GEMM of the same size (A = a random [M, K], B = [K, N]) against torch.matmul (cuBLAS)
         m_, n_, k_ = n * h * w, k, c * 9

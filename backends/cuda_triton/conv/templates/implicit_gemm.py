@@ -121,30 +121,6 @@ def store_output(
 
 
 @triton.jit
-def load_a_channels(
-    x_tile, x_rows, d0, h0, w0, m_ok, i, D, H, W, s_d, s_h, s_w, s_c,
-    CIN_T: tl.constexpr, C_BLOCKS: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
-    """A tile of K iteration i (tap i // C_BLOCKS, channel block i % C_BLOCKS): BLOCK_M rows of BLOCK_K channels,
-    zero where the tap falls in the padding. Returns (tile, tap, channel offsets)."""
-    tap = i // C_BLOCKS
-    c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
-    di = d0 + (tap // (KH * KW)) * DD
-    hi = h0 + ((tap // KW) % KH) * DH
-    wi = w0 + (tap % KW) * DW
-    ok = m_ok & (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
-    rows = x_rows + di * s_d + hi * s_h + wi * s_w
-    if CIN_T % BLOCK_K == 0:
-        a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=ok[:, None], other=0.0)
-    else:
-        a = tl.load(
-            x_tile + rows[:, None] + c[None, :] * s_c, mask=ok[:, None] & (c < CIN_T)[None, :], other=0.0
-        )
-    return a, tap, c
-
-
-@triton.jit
 def conv_implicit_gemm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, amax_ptr,
     BATCH, D, H, W, OD, OH, OW,
@@ -278,10 +254,18 @@ def conv_implicit_gemm_kernel(
     else:
         C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
         for i in range(k_lo, k_hi):
-            a, tap, c = load_a_channels(
-                x_tile, x_rows, d0, h0, w0, m_ok, i, D, H, W, s_d, s_h, s_w, s_c,
-                CIN_T, C_BLOCKS, KH, KW, DD, DH, DW, BLOCK_K,
-            )  # fmt: skip
+            tap = i // C_BLOCKS
+            c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
+            di = d0 + (tap // (KH * KW)) * DD
+            hi = h0 + ((tap // KW) % KH) * DH
+            wi = w0 + (tap % KW) * DW
+            ok = m_ok & (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
+            rows = x_rows + di * s_d + hi * s_h + wi * s_w
+            if CIN_T % BLOCK_K == 0:
+                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=ok[:, None], other=0.0)
+            else:
+                a_ok = ok[:, None] & (c < CIN_T)[None, :]
+                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
             if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
             elif ROUND_TF32:
@@ -330,79 +314,6 @@ def conv_implicit_gemm_kernel(
         )
 
 
-@triton.jit
-def conv_implicit_gemm_persistent_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, amax_ptr,
-    BATCH, D, H, W, OD, OH, OW,
-    C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
-    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
-    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, W_KMAJOR: tl.constexpr, PRECISION: tl.constexpr,
-    ROUND_TF32: tl.constexpr, F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_PROGS: tl.constexpr,
-):  # fmt: skip
-    """PERSISTENT schedules: NUM_PROGS programs (a few per SM) walk the output tiles of a dense (groups == 1)
-    channels-last conv. The tile loop and the K loop are flattened into one software pipeline, so the loads of
-    a program's next tile are in flight while it finishes the current one (its last MMAs and its epilogue),
-    which a one-tile-per-program grid leaves to the hardware's scheduling of other programs. Same A tiles,
-    weight and epilogue as conv_implicit_gemm_kernel (its IN_CL path, whole K)."""
-    s_w = C_IN
-    s_h = W * C_IN
-    s_d = H * W * C_IN
-    s_n = D * H * W * C_IN
-    out_pixels = OD * OH * OW
-    num_pid_m = (BATCH * out_pixels + BLOCK_M - 1) // BLOCK_M
-    num_pid_n = (C_OUT + BLOCK_N - 1) // BLOCK_N
-    C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
-    K_ITERS: tl.constexpr = KD * KH * KW * C_BLOCKS
-    if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: the input scaled by 2^shift (_f16_mma.py)
-        a_scale, a_unscale = input_scales(amax_ptr)
-    for t in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGS, flatten=True):
-        pid_m, pid_n = _swizzle(t, num_pid_m, num_pid_n, GROUP_M)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        m_ok = offs_m < BATCH * out_pixels
-        ow = offs_m % OW
-        oh = (offs_m // OW) % OH
-        od = (offs_m // (OW * OH)) % OD
-        n = offs_m // out_pixels
-        d0 = od * SD - PD
-        h0 = oh * SH - PH
-        w0 = ow * SW - PW
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for i in range(K_ITERS):
-            a, tap, c = load_a_channels(
-                x_ptr, n * s_n, d0, h0, w0, m_ok, i, D, H, W, s_d, s_h, s_w, 1,
-                C_IN, C_BLOCKS, KH, KW, DD, DH, DW, BLOCK_K,
-            )  # fmt: skip
-            if F16_MMA == 1:
-                a = (a * a_scale).to(tl.float16)
-            elif ROUND_TF32:
-                a = round_to_tf32(a, ROUND_TF32)
-            b = tl.load(weight_ptrs(w_ptr, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        if F16_MMA:
-            acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
-        store_output(
-            y_ptr,
-            b_ptr,
-            acc,
-            n,
-            offs_m % out_pixels,
-            m_ok,
-            offs_n,
-            0,
-            C_OUT,
-            C_OUT,
-            out_pixels,
-            HAS_BIAS,
-            OUT_CL,
-        )
-
-
 # ---- tuning space ------------------------------------------------------------------------------------------
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles
 # (shared memory). Ordered from large to small tiles.
@@ -424,20 +335,6 @@ _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 32, 32, 4, 3),
     (32, 64, 32, 4, 3),
     (32, 32, 32, 2, 3),
-)
-# PERSISTENT schedules: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, programs per SM). On the H200 a
-# persistent loop ran the vgg 3x3's padded TMA main loop in 52 us against 54 us one tile per program, and a plain
-# 25088 x 256 x 2304 GEMM with 4-stage 128 x 128 tiles in 55 us against 63 us (scripts/exp_mainloop.py, 10:00 UTC
-# 2026-12-03); two programs per SM lost in every measured case but 128 x 128 x 3 stages is kept to be measured.
-_PERSISTENT_CONFIGS: tuple[tuple[int, int, int, int, int, int], ...] = (
-    (128, 256, 64, 8, 3, 1),
-    (128, 128, 64, 8, 4, 1),
-    (256, 128, 64, 8, 3, 1),
-    (128, 128, 64, 8, 3, 2),
-)
-# Constexprs of conv_implicit_gemm_kernel that conv_implicit_gemm_persistent_kernel does not take.
-_NOT_PERSISTENT = frozenset(
-    ("CIN_T", "COUT_T", "IN_CL", "FLAT_K", "ROW_TILES", "INT64", "SPLIT_K", "TAIL_SPLIT", "TAIL_M_TILES")
 )
 _GROUP_M = 8
 # The heuristic's F16_MMA threshold on the multiply-adds of the whole conv (_f16_mma.f16_mma_pays).
@@ -482,18 +379,6 @@ def block_k(bk: int, bm: int, bn: int, stages: int, fp32: bool, f16: int) -> int
     if fp32 and bm * bn >= 128 * 128 and bk > 32:
         return 32
     return bk
-
-
-def persistent_programs(g: Geometry, bm: int, bn: int, per_sm: int) -> int:
-    """Programs of a PERSISTENT schedule: per_sm per SM, at most one per output tile."""
-    return min(cdiv(g.m, bm) * cdiv(g.cout, bn), NUM_SMS * per_sm)
-
-
-def persistent_eligible(g: Geometry, copy: bool, flat: int, rows: int) -> bool:
-    """Whether PERSISTENT schedules are offered: a dense conv read channels-last (the persistent kernel has only
-    that path) with 32-bit offsets and more than a wave of 128 x 128 tiles (fewer tiles gain nothing)."""
-    dense = g.groups == 1 and not flat and not rows and not g.int64
-    return dense and (g.in_cl or copy) and cdiv(g.m, 128) * cdiv(g.cout, 128) > NUM_SMS
 
 
 def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:
@@ -571,27 +456,6 @@ class ImplicitGemmTemplate(ConvTemplate):
                                     **mma,
                                 )  # fmt: skip
                             )
-                if persistent_eligible(g, bool(copy), flat, rows):
-                    for (bm, bn, bk0, warps, stages, per_sm), f16 in itertools.product(
-                        _PERSISTENT_CONFIGS, all_precisions
-                    ):
-                        if fp32 and not f16:  # fp32 tiles and the live epilogue buffer overflow shared memory
-                            continue
-                        mma = {"F16_MMA": f16} if f16 else {}
-                        bk = fit_block(block_k(bk0, bm, bn, stages, fp32, f16), k_extent)
-                        bm, bn = fit_block(bm, g.m), fit_block(bn, cout_t)
-                        candidates.append(
-                            Schedule.make(
-                                warps,
-                                stages,
-                                BLOCK_M=bm,
-                                BLOCK_N=bn,
-                                BLOCK_K=bk,
-                                PERSISTENT=per_sm,
-                                **common,
-                                **mma,
-                            )
-                        )
                 for (bm, bn, bk0, warps, stages), f16 in itertools.product(SPLIT_CONFIGS, all_precisions):
                     if rows:  # row tiles walk whole output rows: long rows have enough tiles already
                         break
@@ -774,11 +638,6 @@ class ImplicitGemmTemplate(ConvTemplate):
             raise ValueError("F16_MMA schedules run fp32 convolutions with TF32 allowed only")
         if g.groups % gt:
             raise ValueError(f"GROUP_TILE {gt} does not divide groups {g.groups}")
-        per_sm = dict(schedule.params).get("PERSISTENT", 0)
-        if per_sm and not persistent_eligible(g, copy, schedule["FLAT_K"], schedule["ROW_TILES"]):
-            raise ValueError("PERSISTENT schedules need a dense conv read channels-last with 32-bit offsets")
-        if per_sm and (split > 1 or tail > 1):
-            raise ValueError("PERSISTENT schedules do not split K")
         cin_t, cout_t = self._tile_channels(g, gt)
         _, taps_dim, cin_p, cout_p = self.prepared_shape(problem, schedule)
         k_rows = taps_dim * cin_p  # rows of one group tile's weight matrix
@@ -838,27 +697,6 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("TAIL_SPLIT", tail),
             ("TAIL_M_TILES", tail_m),
         )
-        if per_sm:
-            programs = persistent_programs(g, bm, bn, per_sm)
-            # the main kernel's constexprs less the paths the persistent one does not have (groups == 1, so the
-            # tile's channels are the conv's)
-            persistent_constexprs = (
-                *((k, v) for k, v in constexprs if k not in _NOT_PERSISTENT),
-                ("NUM_PROGS", programs),
-            )
-            persistent_args = (*args[:4], args[5], *args[6:])  # no tail workspace
-            main = KernelLaunch(
-                conv_implicit_gemm_persistent_kernel,
-                persistent_args,
-                persistent_constexprs,
-                (programs, 1, 1),
-                schedule.num_warps,
-                schedule.num_stages,
-            )
-            launches = f16_input_launches(problem, f16, copy_elsewhere=copy)
-            if copy:
-                launches.append(copy_launch(problem, scale_f16=f16 == 2))
-            return [*launches, main]
         if schedule["ROW_TILES"]:
             m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
         else:

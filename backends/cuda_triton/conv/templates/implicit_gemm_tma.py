@@ -121,105 +121,6 @@ def conv_tma_implicit_gemm_kernel(
     store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, OD * OH * OW, HAS_BIAS, OUT_CL)
 
 
-@triton.jit
-def conv_tma_flat_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, corr_ptr,
-    BATCH, H, W,
-    C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
-    KH: tl.constexpr, KW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    LEFT: tl.constexpr, RIGHT: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    NUM_PROGS: tl.constexpr, FLATTEN: tl.constexpr,
-):  # fmt: skip
-    """FLAT schedules: "same"-size 1-D/2-D convs read straight from the channels-last input, no padded copy.
-
-    An image is the matrix [H * W, C_IN] and tap (kh, kw) is the row shift (kh*DH - PH) * W + kw*DW - PW, so each
-    A tile is one TMA box of a 3-D descriptor [BATCH, H * W, C_IN]: rows above or below the image fall outside
-    it and are zero-filled. A tap whose column leaves the image (the left and right padding) instead reads the
-    neighbouring row's far end; `wrap_correction_kernel` has summed exactly those products for the LEFT + RIGHT
-    border columns into corr (fp32), and the epilogue subtracts them before rounding. NUM_PROGS programs walk
-    the tiles (persistent, one pipeline over tiles and K, when FLATTEN)."""
-    plane = H * W
-    tiles_per_image = (plane + BLOCK_M - 1) // BLOCK_M
-    num_m = BATCH * tiles_per_image
-    num_n = (C_OUT + BLOCK_N - 1) // BLOCK_N
-    x_desc = tl.make_tensor_descriptor(
-        x_ptr, shape=[BATCH, plane, C_IN], strides=[plane * C_IN, C_IN, 1], block_shape=[1, BLOCK_M, BLOCK_K]
-    )
-    w_desc = tl.make_tensor_descriptor(
-        w_ptr, shape=[K_ROWS, COUT_P], strides=[COUT_P, 1], block_shape=[BLOCK_K, BLOCK_N]
-    )
-    C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
-    for t in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGS, flatten=FLATTEN):
-        pid_m, pid_n = _swizzle(t, num_m, num_n, GROUP_M)
-        n = pid_m // tiles_per_image
-        p0 = (pid_m % tiles_per_image) * BLOCK_M
-        co0 = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for i in range(KH * KW * C_BLOCKS):
-            tap = i // C_BLOCKS
-            shift = ((tap // KW) * DH - PH) * W + (tap % KW) * DW - PW
-            a = x_desc.load([n, p0 + shift, (i % C_BLOCKS) * BLOCK_K]).reshape(BLOCK_M, BLOCK_K)
-            acc = tl.dot(a, w_desc.load([i * BLOCK_K, co0]), acc)
-        p = p0 + tl.arange(0, BLOCK_M)
-        m_ok = p < plane
-        co = co0 + tl.arange(0, BLOCK_N)
-        if LEFT + RIGHT > 0:
-            w = p % W
-            border = m_ok & ((w < LEFT) | (w >= W - RIGHT))
-            j = tl.where(w < LEFT, w, w - (W - RIGHT) + LEFT)
-            corr_rows = (n * H + p // W) * (LEFT + RIGHT) + j
-            acc -= tl.load(
-                corr_ptr + corr_rows[:, None] * C_OUT + co[None, :],
-                mask=border[:, None] & (co < C_OUT)[None, :],
-                other=0.0,
-            )
-        store_output(y_ptr, b_ptr, acc, n, p, m_ok, co, 0, C_OUT, C_OUT, plane, HAS_BIAS, OUT_CL)
-
-
-@triton.jit
-def wrap_correction_kernel(
-    x_ptr, w_ptr, corr_ptr, BATCH, H, W,
-    C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr,
-    KH: tl.constexpr, KW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    LEFT: tl.constexpr, RIGHT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
-    """corr[n, h, j, :] = what conv_tma_flat_kernel wrongly adds at border column j of row h: the products of the
-    taps whose column leaves the image with the values its flat row shift reads instead (zero outside the image).
-    Grid: (cdiv(BATCH * H, BLOCK_M), LEFT + RIGHT, cdiv(C_OUT, BLOCK_N))."""
-    j = tl.program_id(1)
-    w = tl.where(j < LEFT, j, W - RIGHT + (j - LEFT))
-    # The taps whose column leaves the image are kw in [kw_lo, kw_hi): left of it for the left columns, right of
-    # it for the right ones. One flat K loop over (kh, kw in that range, channel block), so Triton pipelines it.
-    kw_lo = tl.where(j < LEFT, 0, (W + PW - w + DW - 1) // DW)
-    kw_hi = tl.where(j < LEFT, (PW - w + DW - 1) // DW, KW)
-    n_kw = kw_hi - kw_lo
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (image, output row) pairs
-    rows_ok = rows < BATCH * H
-    n = rows // H
-    h = rows % H
-    co = tl.program_id(2) * BLOCK_N + tl.arange(0, BLOCK_N)
-    C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for i in range(0, KH * n_kw * C_BLOCKS):
-        kh = i // (n_kw * C_BLOCKS)
-        kw = kw_lo + (i // C_BLOCKS) % n_kw
-        c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
-        q = (h + kh * DH - PH) * W + w + kw * DW - PW  # the flat row the main kernel read
-        q_ok = rows_ok & (q >= 0) & (q < H * W)
-        a = tl.load(
-            x_ptr + ((n * H * W + q) * C_IN)[:, None] + c[None, :],
-            mask=q_ok[:, None] & (c < C_IN)[None, :],
-            other=0.0,
-        )
-        b = tl.load(
-            w_ptr + ((kh * KW + kw) * CIN_P + c)[:, None] * COUT_P + co[None, :], mask=(co < C_OUT)[None, :]
-        )
-        acc = tl.dot(a, b, acc)
-    out = corr_ptr + ((n * H + h) * (LEFT + RIGHT) + j)[:, None] * C_OUT + co[None, :]
-    tl.store(out, acc, mask=rows_ok[:, None] & (co < C_OUT)[None, :])
-
-
 # ---- tuning space ------------------------------------------------------------------------------------------
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
 _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
@@ -232,35 +133,6 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 64, 64, 4, 4),
 )
 _GROUP_M = 8
-# FLAT schedules (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, programs per SM; 0 = one tile per program).
-# H200, vgg.3x3.256 fp16 main loop (scripts/exp_mainloop.py, 2026-12-03): 128 x 256 x 3 stages persistent 52 us,
-# one tile per program 54 us, the implicit GEMM's best 57 us.
-_FLAT_CONFIGS: tuple[tuple[int, int, int, int, int, int], ...] = (
-    (128, 256, 64, 8, 3, 1),
-    (128, 256, 64, 8, 3, 0),
-    (128, 128, 64, 8, 4, 1),
-    (128, 128, 64, 8, 3, 0),
-    (256, 128, 64, 8, 3, 1),
-)
-# wrap_correction_kernel's tile (few rows: two border columns per image row).
-_CORR_BLOCK_M, _CORR_BLOCK_N, _CORR_BLOCK_K, _CORR_WARPS = 64, 64, 64, 4
-
-
-def wrap_columns(g: Geometry) -> tuple[int, int]:
-    """(LEFT, RIGHT): border columns of a FLAT conv where some tap's column leaves the image (none in 1-D: a
-    flat shift past either end of a 1-row image is outside the descriptor, zero-filled)."""
-    if g.spatial[1] == 1:
-        return 0, 0
-    return g.pad[2], (g.kernel[2] - 1) * g.dilation[2] - g.pad[2]
-
-
-def flat_eligible(g: Geometry) -> bool:
-    """FLAT schedules need a 1-D/2-D channels-last input and an output of the input's size (a tap is then one
-    row shift of the image matrix; the border columns it wraps are corrected)."""
-    left, right = wrap_columns(g)
-    same = g.out_spatial == g.spatial and g.kernel[0] == 1
-    # (left and right border columns must not overlap: each is corrected for its own side's taps only)
-    return same and g.in_cl and left >= 0 and right >= 0 and left + right <= g.spatial[2]
 
 
 def span_rows(g: Geometry) -> int:
@@ -318,18 +190,8 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
         bm, bn, bk = fit_block(bm, span_rows(g)), fit_block(bn, g.cout), fit_block(bk, g.cin)
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
 
-    def _flat_schedule(
-        self, problem: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int, per_sm: int
-    ) -> Schedule:
-        g = Geometry.of(problem)
-        bm, bn = fit_block(bm, g.spatial[1] * g.spatial[2]), fit_block(bn, g.cout)
-        params = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=fit_block(bk, g.cin), GROUP_M=_GROUP_M, FLAT=1)
-        return Schedule.make(warps, stages, **params, **({"PERSISTENT": per_sm} if per_sm else {}))
-
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         out = [self._schedule(problem, *c) for c in _CONFIGS]
-        if flat_eligible(Geometry.of(problem)):
-            out += [self._flat_schedule(problem, *c) for c in _FLAT_CONFIGS]
         out = list(dict.fromkeys(out))
         heuristic = self.heuristic_schedule(problem)
         if heuristic not in out:
@@ -363,92 +225,9 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
         return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
-        if not dict(schedule.params).get("FLAT", 0):
-            return [input_pad(problem)]
-        g = Geometry.of(problem)
-        left, right = wrap_columns(g)
-        if left + right == 0:
-            return []
-        # the border columns' wrapped products: [N * H, LEFT + RIGHT, C_out] fp32
-        return [ScratchTensor("workspace", "float32", (g.batch * g.spatial[1], left + right, g.cout))]
-
-    def _flat_launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
-        g = Geometry.of(problem)
-        if not flat_eligible(g):
-            raise ValueError(
-                "FLAT schedules need a 1-D/2-D channels-last conv whose output has the input's size"
-            )
-        _, taps, cin_p, cout_p = _IMPLICIT_GEMM.prepared_shape(problem, self._gemm_schedule(schedule))
-        left, right = wrap_columns(g)
-        dt = TRITON_PTR_DTYPE[problem.dtype]
-        _, h, w = g.spatial
-        sizes = tuple(ScalarArg(nm, "i32", v) for nm, v in (("BATCH", g.batch), ("H", h), ("W", w)))
-        geometry = (
-            ("C_IN", g.cin),
-            ("C_OUT", g.cout),
-            ("CIN_P", cin_p),
-            ("COUT_P", cout_p),
-            ("KH", g.kernel[1]),
-            ("KW", g.kernel[2]),
-            ("PH", g.pad[1]),
-            ("PW", g.pad[2]),
-            ("DH", g.dilation[1]),
-            ("DW", g.dilation[2]),
-            ("LEFT", left),
-            ("RIGHT", right),
-        )
-        bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
-        tiles = g.batch * cdiv(h * w, bm) * cdiv(g.cout, bn)
-        per_sm = dict(schedule.params).get("PERSISTENT", 0)
-        programs = min(tiles, NUM_SMS * per_sm) if per_sm else tiles
-        corr = TensorArg("workspace", "fp32") if left + right else TensorArg("output", dt)
-        main = KernelLaunch(
-            conv_tma_flat_kernel,
-            (
-                TensorArg("input", dt),
-                TensorArg("weight", dt),
-                TensorArg("bias", dt),
-                TensorArg("output", dt),
-                corr,
-            )
-            + sizes,
-            (
-                *geometry[:4],
-                ("K_ROWS", taps * cin_p),
-                *geometry[4:],
-                ("OUT_CL", g.out_cl),
-                ("HAS_BIAS", problem.has_bias),
-                ("BLOCK_M", bm),
-                ("BLOCK_N", bn),
-                ("BLOCK_K", schedule["BLOCK_K"]),
-                ("GROUP_M", schedule["GROUP_M"]),
-                ("NUM_PROGS", programs),
-                ("FLATTEN", programs < tiles),
-            ),
-            (programs, 1, 1),
-            schedule.num_warps,
-            schedule.num_stages,
-        )
-        if left + right == 0:
-            return [main]
-        correction = KernelLaunch(
-            wrap_correction_kernel,
-            (TensorArg("input", dt), TensorArg("weight", dt), TensorArg("workspace", "fp32")) + sizes,
-            (
-                *geometry,
-                ("BLOCK_M", _CORR_BLOCK_M),
-                ("BLOCK_N", _CORR_BLOCK_N),
-                ("BLOCK_K", min(_CORR_BLOCK_K, schedule["BLOCK_K"])),
-            ),
-            (cdiv(g.batch * h, _CORR_BLOCK_M), left + right, cdiv(g.cout, _CORR_BLOCK_N)),
-            _CORR_WARPS,
-            2,
-        )
-        return [correction, main]
+        return [input_pad(problem)]
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
-        if dict(schedule.params).get("FLAT", 0):
-            return self._flat_launches(problem, schedule)
         g = Geometry.of(problem)
         _, taps, cin_p, cout_p = _IMPLICIT_GEMM.prepared_shape(problem, self._gemm_schedule(schedule))
         dp, hp, wp = padded_extent(g)
