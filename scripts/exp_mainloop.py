@@ -124,7 +124,7 @@ def main() -> None:
     ap.add_argument(
         "--parts",
         default="implicit,gemm,padded",
-        help="variants to time besides cuDNN (padded runs with gemm)",
+        help="variants to time besides cuDNN",
     )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -216,83 +216,95 @@ def main() -> None:
         def grel(out: torch.Tensor) -> float:
             return float((out.float() - cref).abs().max()) / cs if torch.isfinite(out).all() else float("inf")
 
-        if "gemm" not in parts:
-            continue
-        record(
-            dtype_name, "cublas matmul", lambda: torch.matmul(a, b, out=cm), lambda: grel(torch.matmul(a, b))
-        )
-        tiles = (
-            (128, 128, 64, 8, 3),
-            (128, 128, 64, 8, 4),
-            (128, 256, 64, 8, 3),
-            (128, 256, 64, 8, 4),
-            (256, 128, 64, 8, 3),
-        )
-        for bm, bn, bk, warps, stages in tiles:
-            grid = (triton.cdiv(m_, bm) * triton.cdiv(n_, bn),)
+        if "gemm" in parts:
+            record(
+                dtype_name,
+                "cublas matmul",
+                lambda: torch.matmul(a, b, out=cm),
+                lambda: grel(torch.matmul(a, b)),
+            )
+            tiles = (
+                (128, 128, 64, 8, 3),
+                (128, 128, 64, 8, 4),
+                (128, 256, 64, 8, 3),
+                (128, 256, 64, 8, 4),
+                (256, 128, 64, 8, 3),
+            )
+            for bm, bn, bk, warps, stages in tiles:
+                grid = (triton.cdiv(m_, bm) * triton.cdiv(n_, bn),)
 
-            def plain(bm=bm, bn=bn, bk=bk, warps=warps, stages=stages, grid=grid) -> None:
-                gemm_tma_kernel[grid](a, b, cm, m_, n_, k_, BM=bm, BN=bn, BK=bk, GROUP_M=8,
-                                      num_warps=warps, num_stages=stages)  # fmt: skip
+                def plain(bm=bm, bn=bn, bk=bk, warps=warps, stages=stages, grid=grid) -> None:
+                    gemm_tma_kernel[grid](a, b, cm, m_, n_, k_, BM=bm, BN=bn, BK=bk, GROUP_M=8,
+                                          num_warps=warps, num_stages=stages)  # fmt: skip
 
-            def pcheck(plain=plain) -> float:
-                cm.fill_(float("nan"))
-                plain()
-                return grel(cm)
+                def pcheck(plain=plain) -> float:
+                    cm.fill_(float("nan"))
+                    plain()
+                    return grel(cm)
 
-            record(dtype_name, f"gemm tma {bm}x{bn}x{bk} w{warps} s{stages}", plain, pcheck)
-            for progs_per_sm in (1, 2):
-                if progs_per_sm == 2 and bm * bn > 128 * 128:
-                    continue
-                for flatten, ws in ((True, False), (False, True)):
-                    progs = NUM_SMS * progs_per_sm
+                record(dtype_name, f"gemm tma {bm}x{bn}x{bk} w{warps} s{stages}", plain, pcheck)
+                for progs_per_sm in (1, 2):
+                    if progs_per_sm == 2 and bm * bn > 128 * 128:
+                        continue
+                    for flatten, ws in ((True, False), (False, True)):
+                        progs = NUM_SMS * progs_per_sm
 
-                    def pers(
-                        bm=bm, bn=bn, bk=bk, warps=warps, stages=stages, progs=progs, flatten=flatten, ws=ws
-                    ):
-                        gemm_tma_persistent_kernel[(progs,)](
-                            a, b, cm, m_, n_, k_, NUM_PROGS=progs, BM=bm, BN=bn, BK=bk, GROUP_M=8,
-                            FLATTEN=flatten, WS=ws, num_warps=warps, num_stages=stages,
+                        def pers(
+                            bm=bm,
+                            bn=bn,
+                            bk=bk,
+                            warps=warps,
+                            stages=stages,
+                            progs=progs,
+                            flatten=flatten,
+                            ws=ws,
+                        ):
+                            gemm_tma_persistent_kernel[(progs,)](
+                                a, b, cm, m_, n_, k_, NUM_PROGS=progs, BM=bm, BN=bn, BK=bk, GROUP_M=8,
+                                FLATTEN=flatten, WS=ws, num_warps=warps, num_stages=stages,
+                            )  # fmt: skip
+
+                        def chk(pers=pers) -> float:
+                            cm.fill_(float("nan"))
+                            pers()
+                            return grel(cm)
+
+                        tag = "flatten" if flatten else "warp-spec"
+                        record(
+                            dtype_name,
+                            f"gemm tma persistent {bm}x{bn}x{bk} w{warps} s{stages} x{progs_per_sm}/SM {tag}",
+                            pers,
+                            chk,
+                        )
+
+        if "padded" in parts:
+            # the TMA conv's padded-grid main loop, non-persistent (the template) and persistent (here)
+            hp, wp = h + 2, w + 2
+            xp = torch.zeros(n, hp, wp, c, device="cuda", dtype=dt)
+            xp[:, 1:-1, 1:-1, :] = x.permute(0, 2, 3, 1)
+            wk = wt.permute(2, 3, 1, 0).reshape(9 * c, k).contiguous()  # [taps * C_in, C_out]
+            for bm, bn, bk, warps, stages in tiles:
+                span = (h - 1) * wp + w
+                num_tiles = n * triton.cdiv(span, bm) * triton.cdiv(k, bn)
+                for progs in sorted({NUM_SMS, 2 * NUM_SMS, num_tiles}):
+                    if progs == 2 * NUM_SMS and bm * bn > 128 * 128:
+                        continue
+
+                    def pconv(bm=bm, bn=bn, bk=bk, warps=warps, stages=stages, progs=progs) -> None:
+                        conv_tma_padded_persistent_kernel[(progs,)](
+                            xp, wk, y, n, h, w, hp, wp, C_IN=c, C_OUT=k, KH=3, KW=3, NUM_PROGS=progs,
+                            BM=bm, BN=bn, BK=bk, GROUP_M=8, FLATTEN=progs < num_tiles, num_warps=warps, num_stages=stages,
                         )  # fmt: skip
 
-                    def chk(pers=pers) -> float:
-                        cm.fill_(float("nan"))
-                        pers()
-                        return grel(cm)
+                    def cchk(pconv=pconv) -> float:
+                        y.fill_(float("nan"))
+                        pconv()
+                        return rel(y)
 
-                    tag = "flatten" if flatten else "warp-spec"
+                    kind = "non-persistent" if progs >= num_tiles else f"persistent {progs} progs"
                     record(
-                        dtype_name,
-                        f"gemm tma persistent {bm}x{bn}x{bk} w{warps} s{stages} x{progs_per_sm}/SM {tag}",
-                        pers,
-                        chk,
+                        dtype_name, f"conv tma padded {bm}x{bn}x{bk} w{warps} s{stages} {kind}", pconv, cchk
                     )
-
-        # the TMA conv's padded-grid main loop, non-persistent (the template) and persistent (here)
-        hp, wp = h + 2, w + 2
-        xp = torch.zeros(n, hp, wp, c, device="cuda", dtype=dt)
-        xp[:, 1:-1, 1:-1, :] = x.permute(0, 2, 3, 1)
-        wk = wt.permute(2, 3, 1, 0).reshape(9 * c, k).contiguous()  # [taps * C_in, C_out]
-        for bm, bn, bk, warps, stages in tiles:
-            span = (h - 1) * wp + w
-            num_tiles = n * triton.cdiv(span, bm) * triton.cdiv(k, bn)
-            for progs in sorted({NUM_SMS, 2 * NUM_SMS, num_tiles}):
-                if progs == 2 * NUM_SMS and bm * bn > 128 * 128:
-                    continue
-
-                def pconv(bm=bm, bn=bn, bk=bk, warps=warps, stages=stages, progs=progs) -> None:
-                    conv_tma_padded_persistent_kernel[(progs,)](
-                        xp, wk, y, n, h, w, hp, wp, C_IN=c, C_OUT=k, KH=3, KW=3, NUM_PROGS=progs,
-                        BM=bm, BN=bn, BK=bk, GROUP_M=8, FLATTEN=progs < num_tiles, num_warps=warps, num_stages=stages,
-                    )  # fmt: skip
-
-                def cchk(pconv=pconv) -> float:
-                    y.fill_(float("nan"))
-                    pconv()
-                    return rel(y)
-
-                kind = "non-persistent" if progs >= num_tiles else f"persistent {progs} progs"
-                record(dtype_name, f"conv tma padded {bm}x{bn}x{bk} w{warps} s{stages} {kind}", pconv, cchk)
 
     (args.out / "mainloop.json").write_text(json.dumps(results, indent=1))
 
