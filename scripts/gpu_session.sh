@@ -48,6 +48,17 @@ step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --al
 # convolutions in neither the suite nor the table (the table's fallback and the heuristics), no Inductor
 step unseen "${T_UNSEEN:-120}" python3 scripts/bench_conv.py --suite bench/unseen_suite.py --out "$o/unseen" \
   --all-cases --no-inductor --workers 15
+# NOISE=1: the unseen suite in fp16 twice with bench_conv's default CUDA-graph timing and twice with longer graphs
+# and a warm-up burn, each pair compared by scripts/compare_bench.py (which timing repeats itself better)
+if [ -n "${NOISE:-}" ]; then
+  for v in a1 a2 b1 b2; do
+    case $v in a*) timing="";; b*) timing="--graph-ms 10 --graph-calls 1000 --warm-ms 50";; esac
+    step "noise_$v" "${T_NOISE:-90}" python3 scripts/bench_conv.py --suite bench/unseen_suite.py --out "$o/noise_$v" \
+      --all-cases --no-inductor --workers 15 --dtypes float16 $timing
+  done
+  step noise_cmp 30 sh -c "python3 scripts/compare_bench.py $o/noise_a1/bench.json $o/noise_a2/bench.json; \
+    python3 scripts/compare_bench.py $o/noise_b1/bench.json $o/noise_b2/bench.json"
+fi
 CUDA_TRITON_TUNING=0 step bench_heur "${T_BENCH_HEUR:-120}" python3 scripts/bench_conv.py --out "$o/bench_heur" \
   --all-cases --no-inductor --workers 15 ${BENCH_HEUR_EXTRA:-}
 # files under 2 MB only (the device tool returns at most ~20 MB; runner outputs of big models are larger)
