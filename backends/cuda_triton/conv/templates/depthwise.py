@@ -376,6 +376,23 @@ def _band_taps(
 
 
 @triton.jit
+def _band_dot(xm, xt, w_row, acc, SEG: tl.constexpr, TAIL: tl.constexpr, OFF: tl.constexpr, KW: tl.constexpr,
+              DW: tl.constexpr, DOT_FP32: tl.constexpr):  # fmt: skip
+    """acc (None: zero) + one filter row applied to the rows' windows: main part xm [R, SEG] and tail xt [R, TAIL]
+    times the row's band matrix (`_band_taps`). fp16/bf16 products are exact in the fp32 accumulator, as in the direct
+    kernels' FMAs."""
+    band_m = _band_taps(w_row, 0, SEG, SEG, OFF, KW, DW).to(xm.dtype)
+    band_t = _band_taps(w_row, SEG, TAIL, SEG, OFF, KW, DW).to(xm.dtype)
+    if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
+        acc = tl.dot(xm.to(tl.float32), band_m.to(tl.float32), acc, input_precision="ieee")
+        acc = tl.dot(xt.to(tl.float32), band_t.to(tl.float32), acc, input_precision="ieee")
+    else:
+        acc = tl.dot(xm, band_m, acc)
+        acc = tl.dot(xt, band_t, acc)
+    return acc
+
+
+@triton.jit
 def _depthwise_band_kernel(
     x_ptr,
     w_ptr,
@@ -449,15 +466,7 @@ def _depthwise_band_kernel(
             xm = tl.load(x_row + iw_m, mask=ok[:, None] & (iw_m.to(tl.uint32) < IW), other=0.0)
             xt = tl.load(x_row + iw_t, mask=ok[:, None] & (iw_t.to(tl.uint32) < IW), other=0.0)
             w_row = w_ptr + co * TAPS + (kd * KH + kh) * KW
-            band_m = _band_taps(w_row, 0, SEG, SEG, PW - HALO, KW, DW).to(xm.dtype)
-            band_t = _band_taps(w_row, SEG, TAIL, SEG, PW - HALO, KW, DW).to(xm.dtype)
-            # fp16/bf16 products are exact in the fp32 accumulator, as in the direct kernels' FMAs.
-            if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
-                acc = tl.dot(xm.to(tl.float32), band_m.to(tl.float32), acc, input_precision="ieee")
-                acc = tl.dot(xt.to(tl.float32), band_t.to(tl.float32), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(xm, band_m, acc)
-                acc = tl.dot(xt, band_t, acc)
+            acc = _band_dot(xm, xt, w_row, acc, SEG, TAIL, PW - HALO, KW, DW, DOT_FP32)
     if HAS_BIAS:
         acc += tl.load(b_ptr + co).to(tl.float32)
 
@@ -527,15 +536,7 @@ def _depthwise_band1d_kernel(
     iw_t = (ow0 - HALO + SEG)[:, None] + tl.arange(0, TAIL)[None, :]
     xm = tl.load(x_ptr + x_rows[:, None] + iw_m, mask=(iw_m >= 0) & (iw_m < IW_V), other=0.0)
     xt = tl.load(x_ptr + x_rows[:, None] + iw_t, mask=(iw_t >= 0) & (iw_t < IW_V), other=0.0)
-    w_row = w_ptr + co * KW
-    band_m = _band_taps(w_row, 0, SEG, SEG, PW - HALO, KW, DW).to(xm.dtype)
-    band_t = _band_taps(w_row, SEG, TAIL, SEG, PW - HALO, KW, DW).to(xm.dtype)
-    if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
-        acc = tl.dot(xm.to(tl.float32), band_m.to(tl.float32), input_precision="ieee")
-        acc = tl.dot(xt.to(tl.float32), band_t.to(tl.float32), acc, input_precision="ieee")
-    else:
-        acc = tl.dot(xm, band_m)
-        acc = tl.dot(xt, band_t, acc)
+    acc = _band_dot(xm, xt, w_ptr + co * KW, None, SEG, TAIL, PW - HALO, KW, DW, DOT_FP32)
     if HAS_BIAS:
         acc += tl.load(b_ptr + co).to(tl.float32)
 
