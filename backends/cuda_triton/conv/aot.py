@@ -35,6 +35,7 @@ from typing import Any
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 from triton.runtime.jit import JITFunction
 
 from .templates.base import KernelLaunch, ScalarArg, TensorArg
@@ -173,7 +174,7 @@ def _source_parts(launch: KernelLaunch) -> tuple[Any, dict[str, str], dict[tuple
 
 def compile_cache_key(launch: KernelLaunch, arch: int) -> str:
     """A digest of everything that determines the generated code: equal keys give identical cubins."""
-    fn, signature, constexprs, attrs = _source_parts(launch)
+    fn, signature, constexprs, attrs = _source_parts(launch.for_arch(arch))
     text = repr(
         (
             triton.__version__,
@@ -226,8 +227,12 @@ def compile_launch(launch: KernelLaunch, arch: int) -> CompiledKernel:
 
 
 def compile_launches(launches: list[KernelLaunch], arch: int) -> list[CompiledKernel]:
-    """Compile several launches for one arch. Interpreter-mode kernels are compiled in one subprocess."""
-    if all(_is_jit(launch.fn) for launch in launches):
+    """Compile several launches for one arch (each with its kernel for that arch, `KernelLaunch.for_arch`).
+
+    Under TRITON_INTERPRET=1 they are compiled in one subprocess: the interpreter patches the language in-process.
+    """
+    launches = [launch.for_arch(arch) for launch in launches]
+    if os.environ.get("TRITON_INTERPRET") != "1" and all(_is_jit(launch.fn) for launch in launches):
         return [_compile_here(launch, arch) for launch in launches]
     return _compile_in_subprocess(launches, arch)
 
@@ -235,7 +240,8 @@ def compile_launches(launches: list[KernelLaunch], arch: int) -> list[CompiledKe
 def _compile_here(launch: KernelLaunch, arch: int) -> CompiledKernel:
     fn, signature, constexprs, attrs = _source_parts(launch)
     kinds = abi_types(launch)
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    source_type = GluonASTSource if isinstance(fn, GluonJITFunction) else ASTSource
+    src = source_type(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     options = {"num_warps": launch.num_warps, "num_stages": launch.num_stages}
     try:
         compiled = triton.compile(src, target=GPUTarget("cuda", int(arch), 32), options=options)

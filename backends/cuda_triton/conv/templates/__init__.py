@@ -25,6 +25,7 @@ TEMPLATE_MODULES: tuple[str, ...] = (
     "gemm",
     "implicit_gemm",
     "implicit_gemm_tma",  # after the general one: only a tuning table picks it (see its module docstring)
+    "implicit_gemm_box",  # likewise: a tuning table (or its nearest signature) picks it
 )
 
 _registry: list[ConvTemplate] | None = None

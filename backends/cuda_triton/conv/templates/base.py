@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -129,16 +129,36 @@ class KernelLaunch:
     ``constexprs`` every constexpr parameter by name. ``grid`` is the launch grid, fixed by the static shapes.
     """
 
-    fn: Any  # triton.runtime.jit.JITFunction
+    fn: Any  # triton.runtime.jit.JITFunction (or a Gluon kernel, see ``portable_fn``)
     args: tuple[TensorArg | ScalarArg, ...]
     constexprs: tuple[tuple[str, Any], ...]
     grid: tuple[int, int, int]
     num_warps: int
     num_stages: int
+    # A Gluon kernel is written for one architecture and has no interpreter. Such a launch names the archs
+    # ``fn`` compiles for (``fn_archs``) and a Triton-language twin with the same parameters and results
+    # (``portable_fn``): Triton's CPU interpreter runs the twin, and every other arch compiles it.
+    portable_fn: Any = None
+    fn_archs: tuple[int, ...] | None = None  # None: ``fn`` compiles for every arch
 
     @property
     def name(self) -> str:
         return self.fn.__name__
+
+    def fn_for_arch(self, arch: int | None) -> Any:
+        """The kernel function for compute capability ``arch`` (None: Triton's CPU interpreter)."""
+        if self.portable_fn is None:
+            return self.fn
+        if arch is None or (self.fn_archs is not None and int(arch) not in self.fn_archs):
+            return self.portable_fn
+        return self.fn
+
+    def for_arch(self, arch: int | None) -> KernelLaunch:
+        """This launch with the kernel for ``arch`` as its only function (what a compiler or launcher sees)."""
+        fn = self.fn_for_arch(arch)
+        if fn is self.fn and self.portable_fn is None:
+            return self
+        return replace(self, fn=fn, portable_fn=None, fn_archs=None)
 
     def resolve(self, tensors: dict[str, torch.Tensor | None]) -> list[Any]:
         """Positional JIT arguments: tensors by role, scalars by value."""
@@ -150,12 +170,21 @@ class KernelLaunch:
     def run(self, tensors: dict[str, torch.Tensor | None]) -> None:
         """Launch through Triton's JIT on the current stream (the op's CUDA body and GPU tests)."""
         _ensure_scratch_allocator()
-        self.fn[self.grid](
+        fn = self.fn_for_arch(_running_arch())
+        fn[self.grid](
             *self.resolve(tensors),
             **dict(self.constexprs),
             num_warps=self.num_warps,
             num_stages=self.num_stages,
         )
+
+
+def _running_arch() -> int | None:
+    """Compute capability kernels launched now run on: None under Triton's CPU interpreter."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return major * 10 + minor
 
 
 _allocator_set = False

@@ -1,0 +1,400 @@
+"""Implicit GEMM on TMA pixel boxes, written in Gluon, for stride-1 16-bit convolutions on Hopper (1-D/2-D).
+
+A program computes BOX_N images x BOX_H rows x BOX_W columns of output pixels (BLOCK_M = their product) by
+BLOCK_N output channels. With stride 1, the input pixels that tap (kh, kw) multiplies for those outputs are
+again a box: rows oh0 + kh*DH - PH .. + BOX_H, columns ow0 + kw*DW - PW .. + BOX_W, of the channels-last
+input [N, H, W, C]. One 4-D TMA copy moves that box (BLOCK_K channels) into shared memory, and the copy engine
+writes zeros wherever the box leaves the tensor: the convolution's padding, the last images and channels past
+C_in. So the input is read as it is, with no padded copy (implicit_gemm_tma.py's 11 us on vgg) and no masks.
+
+The shared-memory box [BOX_N, BOX_H, BOX_W, BLOCK_K] is, byte for byte, the [BLOCK_M, BLOCK_K] A operand
+(the rows are the box's pixels in row-major order), so ``wgmma`` can read it from shared memory in place. Plain
+Triton (3.6, 3.7) reshapes a box through registers instead; Gluon's ``memdesc`` reshape is a view, hence Gluon.
+The main loop is a STAGES-deep ring of TMA copies (an mbarrier per slot) feeding asynchronous ``wgmma`` with
+one group in flight. On the H200 this ran vgg.3x3.256 fp16 in 49.6 us against cuDNN's 48.5 us and the TMA
+template's 56.8 us (scripts/exp_gluon_box.py, 2026-12-03).
+
+Gluon kernels target one architecture and have no interpreter, so each launch carries a Triton-language twin,
+``conv_box_portable_kernel``: the same parameters, grid and results, with masked pointer loads in place of
+the boxes. Triton's CPU interpreter runs the twin (CI checks the tiling, tap offsets and epilogue with it), and
+archs other than sm_90 compile it (`KernelLaunch.portable_fn`), so a multi-arch export still works.
+
+Kernel arguments (PTX order): x, w, bias, y pointers, int32 BATCH, H, W, OH, OW. x is the input if it is
+channels-last, else its channels-last copy ("input_cl", _cl_copy.py, a first launch). Grid:
+(cdiv(BATCH, BOX_N) * cdiv(OH, BOX_H) * cdiv(OW, BOX_W), cdiv(C_OUT, BLOCK_N), 1). The TMA descriptors are
+made on the device: Triton's global scratch holds them (the C++ runtime allocates it from the metadata).
+
+Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P], CIN_P and COUT_P whole blocks); fp16/bf16 only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from ..problem import ConvProblem
+from ._cl_copy import copy_launch, input_cl
+from ._geometry import INT32_LIMIT, NUM_SMS, Geometry, common_support_problems, fit_block, next_pow2
+from .base import (
+    TRITON_PTR_DTYPE,
+    ConvTemplate,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    Support,
+    TensorArg,
+    cdiv,
+)
+from .implicit_gemm import ImplicitGemmTemplate, store_output
+
+# The archs whose tensor cores the Gluon kernel is written for (wgmma: Hopper).
+GLUON_ARCHS = (90,)
+
+
+# ---- the Gluon kernel (sm_90) ---------------------------------------------------------------------------------
+@gluon.jit
+def _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
+                     C_BLOCKS: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr,
+                     DH: gl.constexpr, DW: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+                     NBYTES: gl.constexpr):  # fmt: skip
+    """TMA copies of K step i (tap i // C_BLOCKS, channel block i % C_BLOCKS) into ring slot i % STAGES."""
+    slot = i % STAGES
+    tap = i // C_BLOCKS
+    bar = ready.index(slot)
+    mbarrier.expect(bar, NBYTES)
+    box = [n0, oh0 + (tap // KW) * DH - PH, ow0 + (tap % KW) * DW - PW, (i % C_BLOCKS) * BLOCK_K]
+    tma.async_copy_global_to_shared(x_desc, box, bar, a_ring.index(slot))
+    # Weight row i * BLOCK_K is tap * CIN_P + channel block: the prepared matrix is [taps, CIN_P] rows.
+    tma.async_copy_global_to_shared(w_desc, [i * BLOCK_K, co0], bar, b_ring.index(slot))
+
+
+@gluon.jit
+def conv_box_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    BATCH, H, W, OH, OW,
+    C_IN: gl.constexpr, C_OUT: gl.constexpr, CIN_P: gl.constexpr, COUT_P: gl.constexpr,
+    KH: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
+    OUT_CL: gl.constexpr, HAS_BIAS: gl.constexpr, DOT_FP32: gl.constexpr,
+    BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr,
+    BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_SWIZZLE: gl.constexpr, B_SWIZZLE: gl.constexpr,
+    STAGES: gl.constexpr, WARPS: gl.constexpr,
+):  # fmt: skip
+    BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
+    C_BLOCKS: gl.constexpr = CIN_P // BLOCK_K
+    STEPS: gl.constexpr = KH * KW * C_BLOCKS
+    NBYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2  # 16-bit elements only
+    dtype: gl.constexpr = x_ptr.dtype.element_ty
+
+    a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=A_SWIZZLE, element_bitwidth=16, rank=4)
+    b_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=B_SWIZZLE, element_bitwidth=16, rank=2)
+    x_desc = tma.make_tensor_descriptor(
+        x_ptr, [BATCH, H, W, C_IN], [H * W * C_IN, W * C_IN, C_IN, 1], [BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout
+    )
+    w_desc = tma.make_tensor_descriptor(w_ptr, [KH * KW * CIN_P, COUT_P], [COUT_P, 1], [BLOCK_K, BLOCK_N], b_layout)
+    a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout)
+    b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+
+    tiles_h = (OH + BOX_H - 1) // BOX_H
+    tiles_w = (OW + BOX_W - 1) // BOX_W
+    pid = gl.program_id(0)
+    n0 = pid // (tiles_h * tiles_w) * BOX_N
+    oh0 = pid // tiles_w % tiles_h * BOX_H
+    ow0 = pid % tiles_w * BOX_W
+    co0 = gl.program_id(1) * BLOCK_N
+
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma)
+    for i in gl.static_range(STAGES - 1):  # prologue: fill all but one slot
+        if i < STEPS:
+            _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
+                             C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+    for i in range(STEPS):
+        slot = i % STAGES
+        mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
+        acc = warpgroup_mma(a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True)
+        # One group in flight: step i-1's wgmma has finished reading its slot, which the next copies refill.
+        acc = warpgroup_mma_wait(1, deps=[acc])
+        if i + STAGES - 1 < STEPS:
+            _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i + STAGES - 1, n0, oh0, ow0, co0,
+                             C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(s))
+
+    if HAS_BIAS:  # added in the accumulator's own layout, before the (half as wide) 16-bit copy is shuffled
+        co_acc = co0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
+        bias = gl.load(b_ptr + co_acc, mask=co_acc < C_OUT, other=0.0).to(gl.float32)
+        acc = acc + gl.expand_dims(bias, 0)
+    # Stores run along the tensor's unit stride: channels (channels-last) or pixels (contiguous).
+    if OUT_CL:
+        out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
+    else:
+        out_layout: gl.constexpr = gl.BlockedLayout([4, 1], [32, 1], [1, WARPS], [0, 1])
+    out = gl.convert_layout(acc.to(dtype), out_layout)
+    r = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+    co = co0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
+    n = n0 + r // (BOX_H * BOX_W)
+    oh = oh0 + r // BOX_W % BOX_H
+    ow = ow0 + r % BOX_W
+    ok = gl.expand_dims((n < BATCH) & (oh < OH) & (ow < OW), 1) & gl.expand_dims(co < C_OUT, 0)
+    pixel = oh * OW + ow
+    if OUT_CL:
+        offs = gl.expand_dims((n * (OH * OW) + pixel) * C_OUT, 1) + gl.expand_dims(co, 0)
+    else:
+        offs = gl.expand_dims(n * (C_OUT * OH * OW) + pixel, 1) + gl.expand_dims(co * (OH * OW), 0)
+    gl.store(y_ptr + offs, out, mask=ok)
+
+
+# ---- the Triton-language twin (interpreter, other archs) -------------------------------------------------------
+@triton.jit
+def conv_box_portable_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    BATCH, H, W, OH, OW,
+    C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr,
+    KH: tl.constexpr, KW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr,
+    BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, A_SWIZZLE: tl.constexpr, B_SWIZZLE: tl.constexpr,
+    STAGES: tl.constexpr, WARPS: tl.constexpr,
+):  # fmt: skip
+    """`conv_box_kernel` with masked loads: same tiles, same K steps, same epilogue (swizzles unused)."""
+    BLOCK_M: tl.constexpr = BOX_N * BOX_H * BOX_W
+    C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
+    tiles_h = (OH + BOX_H - 1) // BOX_H
+    tiles_w = (OW + BOX_W - 1) // BOX_W
+    pid = tl.program_id(0)
+    n0 = pid // (tiles_h * tiles_w) * BOX_N
+    oh0 = pid // tiles_w % tiles_h * BOX_H
+    ow0 = pid % tiles_w * BOX_W
+    co0 = tl.program_id(1) * BLOCK_N
+
+    r = tl.arange(0, BLOCK_M)  # the box's pixels in row-major order: the Gluon kernel's A rows
+    n = n0 + r // (BOX_H * BOX_W)
+    oh = oh0 + r // BOX_W % BOX_H
+    ow = ow0 + r % BOX_W
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_n = co0 + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for i in range(KH * KW * C_BLOCKS):
+        tap = i // C_BLOCKS
+        ih = oh + (tap // KW) * DH - PH
+        iw = ow + (tap % KW) * DW - PW
+        c = (i % C_BLOCKS) * BLOCK_K + offs_k
+        inside = (n < BATCH) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        a = tl.load(
+            x_ptr + (((n * H + ih) * W + iw) * C_IN)[:, None] + c[None, :],
+            mask=inside[:, None] & (c < C_IN)[None, :],
+            other=0.0,
+        )
+        b = tl.load(w_ptr + (i * BLOCK_K + offs_k)[:, None] * COUT_P + offs_n[None, :])  # padded: in bounds
+        if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+    m_ok = (n < BATCH) & (oh < OH) & (ow < OW)
+    store_output(y_ptr, b_ptr, acc, n, oh * OW + ow, m_ok, offs_n, 0, C_OUT, C_OUT, OH * OW, HAS_BIAS, OUT_CL)
+
+
+# ---- tuning space ------------------------------------------------------------------------------------------
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, STAGES); each with the box shapes that tile the output best.
+_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 128, 64, 8, 4),
+    (128, 256, 64, 8, 3),
+    (128, 128, 64, 8, 3),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+)
+_BOXES_PER_CONFIG = 2
+_MAX_BOX_DIM = 256  # a TMA box side has at most 256 elements
+
+
+def box_waste(g: Geometry, box: tuple[int, int, int]) -> float:
+    """Pixels the boxes cover over pixels the output has (1.0: the boxes tile the output exactly)."""
+    bn, bh, bw = box
+    _, oh, ow = g.out_spatial
+    covered = cdiv(g.batch, bn) * bn * cdiv(oh, bh) * bh * cdiv(ow, bw) * bw
+    return covered / (g.batch * oh * ow)
+
+
+def box_shapes(g: Geometry, block_m: int) -> list[tuple[int, int, int]]:
+    """(BOX_N, BOX_H, BOX_W) of ``block_m`` pixels, least waste first (then wider, then taller boxes: longer TMA runs, fewer halo rows)."""
+    _, oh, ow = g.out_spatial
+    out = []
+    powers = [1 << e for e in range(block_m.bit_length())]
+    for bh, bw in itertools.product(powers, powers):
+        if block_m % (bh * bw) or bh > next_pow2(oh) or bw > next_pow2(ow) or max(bh, bw) > _MAX_BOX_DIM:
+            continue
+        if block_m // (bh * bw) <= _MAX_BOX_DIM:
+            out.append((block_m // (bh * bw), bh, bw))
+    return sorted(out, key=lambda b: (box_waste(g, b), -b[2], -b[1]))
+
+
+def _swizzle(row_bytes: int) -> int:
+    """The NVMMA swizzle width of a shared tile whose rows are ``row_bytes`` long (at most 128)."""
+    return min(128, row_bytes)
+
+
+class ImplicitGemmBoxTemplate(ConvTemplate):
+    """Gluon implicit GEMM on 4-D TMA boxes of the unpadded input (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.name = "implicit_gemm_box"
+
+    def supports(self, problem: ConvProblem) -> Support:
+        reason = common_support_problems(problem)
+        if reason:
+            return Support.no(reason)
+        p = problem.params
+        if problem.dtype not in ("float16", "bfloat16"):
+            return Support.no(f"dtype {problem.dtype} (the kernel's wgmma path is 16-bit only)")
+        if problem.spatial_dims > 2:
+            return Support.no("3-D convolutions (a box covers images, rows and columns)")
+        if any(s != 1 for s in p.stride):
+            return Support.no("only stride 1 (a tap's input pixels must be a box)")
+        if p.groups != 1:
+            return Support.no("only groups == 1")
+        if any(v < 0 for v in (*p.padding_before, *p.padding_after)):
+            return Support.no("negative padding")
+        if problem.in_channels * problem.element_size % 16:
+            return Support.no("a TMA row must be a multiple of 16 bytes (input channels)")
+        g = Geometry.of(problem)
+        if g.int64 or g.batch * max(g.spatial[1] * g.spatial[2], 1) * g.cin > INT32_LIMIT:
+            return Support.no("tensors beyond 32-bit offsets")
+        if not g.in_cl and problem.batch > 65535:
+            return Support.no("a contiguous input's channels-last copy launches one grid row per image (<= 65535)")
+        return Support.yes()
+
+    def worth_routing(self, problem: ConvProblem) -> bool:
+        return bool(self.supports(problem))
+
+    def _schedule(
+        self, problem: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int, box: tuple[int, int, int]
+    ) -> Schedule:
+        g = Geometry.of(problem)
+        bn, bk = fit_block(bn, g.cout), fit_block(bk, g.cin)
+        return Schedule.make(
+            warps, stages, BOX_N=box[0], BOX_H=box[1], BOX_W=box[2], BLOCK_N=bn, BLOCK_K=bk
+        )
+
+    def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        g = Geometry.of(problem)
+        out = [self.heuristic_schedule(problem)]
+        for bm, bn, bk, warps, stages in _CONFIGS:
+            for box in box_shapes(g, bm)[:_BOXES_PER_CONFIG]:
+                out.append(self._schedule(problem, bm, bn, bk, warps, stages, box))
+        return list(dict.fromkeys(out))
+
+    def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        """128-pixel boxes by 128 channels, 4 stages (vgg's best, 2026-12-03); 64-pixel boxes when 128-pixel
+        ones would leave most SMs idle or waste more than a quarter of their pixels."""
+        g = Geometry.of(problem)
+        bn = 128 if g.cout >= 128 else 64
+        best = box_shapes(g, 128)[0]
+        tiles = cdiv(g.m, 128) * cdiv(g.cout, bn)
+        if tiles < NUM_SMS // 2 or box_waste(g, best) > 1.25:
+            return self._schedule(problem, 64, bn, 64, 4, 4, box_shapes(g, 64)[0])
+        return self._schedule(problem, 128, bn, 64, 8, 4, best)
+
+    # -- weight and launches -------------------------------------------------------------------------------
+    def _gemm_schedule(self, schedule: Schedule) -> Schedule:
+        """The implicit GEMM schedule whose prepared weight this one reads (one group tile, tap-major rows)."""
+        block_m = schedule["BOX_N"] * schedule["BOX_H"] * schedule["BOX_W"]
+        return Schedule.make(
+            schedule.num_warps,
+            schedule.num_stages,
+            BLOCK_M=block_m,
+            BLOCK_N=schedule["BLOCK_N"],
+            BLOCK_K=schedule["BLOCK_K"],
+            GROUP_M=1,
+            GROUP_TILE=1,
+            FLAT_K=0,
+            ROW_TILES=0,
+        )
+
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
+
+    def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+        return [] if Geometry.of(problem).in_cl else [input_cl(problem)]
+
+    def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
+        g = Geometry.of(problem)
+        _, taps, cin_p, cout_p = _IMPLICIT_GEMM.prepared_shape(problem, self._gemm_schedule(schedule))
+        _, h, w = g.spatial
+        _, oh, ow = g.out_spatial
+        dt = TRITON_PTR_DTYPE[problem.dtype]
+        args = (
+            TensorArg("input" if g.in_cl else "input_cl", dt),
+            TensorArg("weight", dt),
+            TensorArg("bias", dt),
+            TensorArg("output", dt),
+            *(
+                ScalarArg(nm, "i32", v)
+                for nm, v in (("BATCH", g.batch), ("H", h), ("W", w), ("OH", oh), ("OW", ow))
+            ),
+        )
+        box = (schedule["BOX_N"], schedule["BOX_H"], schedule["BOX_W"])
+        bn, bk = schedule["BLOCK_N"], schedule["BLOCK_K"]
+        constexprs = (
+            ("C_IN", g.cin),
+            ("C_OUT", g.cout),
+            ("CIN_P", cin_p),
+            ("COUT_P", cout_p),
+            ("KH", g.kernel[1]),
+            ("KW", g.kernel[2]),
+            ("PH", g.pad[1]),
+            ("PW", g.pad[2]),
+            ("DH", g.dilation[1]),
+            ("DW", g.dilation[2]),
+            ("OUT_CL", g.out_cl),
+            ("HAS_BIAS", problem.has_bias),
+            ("DOT_FP32", _interpreting() and problem.dtype == "bfloat16"),
+            ("BOX_N", box[0]),
+            ("BOX_H", box[1]),
+            ("BOX_W", box[2]),
+            ("BLOCK_N", bn),
+            ("BLOCK_K", bk),
+            ("A_SWIZZLE", _swizzle(bk * problem.element_size)),
+            ("B_SWIZZLE", _swizzle(bn * problem.element_size)),
+            ("STAGES", schedule.num_stages),
+            ("WARPS", schedule.num_warps),
+        )
+        grid = (cdiv(g.batch, box[0]) * cdiv(oh, box[1]) * cdiv(ow, box[2]), cdiv(g.cout, bn), 1)
+        main = KernelLaunch(
+            conv_box_kernel,
+            args,
+            constexprs,
+            grid,
+            schedule.num_warps,
+            schedule.num_stages,
+            portable_fn=conv_box_portable_kernel,
+            fn_archs=GLUON_ARCHS,
+        )
+        return [main] if g.in_cl else [copy_launch(problem), main]
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+_IMPLICIT_GEMM = ImplicitGemmTemplate()
+TEMPLATES = [ImplicitGemmBoxTemplate()]

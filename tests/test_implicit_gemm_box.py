@@ -1,0 +1,128 @@
+"""The Gluon box implicit GEMM (implicit_gemm_box.py): its twin against ATen, its box tiling, and its cubins.
+
+On CPU the Triton interpreter runs the launch's Triton-language twin (Gluon has no interpreter) with the same
+grid, constexprs and prepared weight as the Gluon kernel, into NaN-poisoned outputs, every element checked
+against an fp32 ATen reference. The Gluon kernel itself is compiled here for sm_90 (4-D TMA copies, wgmma
+reading shared memory) and checked against ATen on the GPU (scripts/gpu_numerics.py --families implicit_gemm_box).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from cuda_triton.conv import ConvProblem  # noqa: E402
+from cuda_triton.conv.aot import compile_cache_key, compile_launches  # noqa: E402
+from cuda_triton.conv.templates import get_template  # noqa: E402
+from cuda_triton.conv.templates._geometry import Geometry  # noqa: E402
+from cuda_triton.conv.templates.implicit_gemm_box import box_shapes, box_waste  # noqa: E402
+from test_templates_part1 import _check, _params, _run, _tensors  # noqa: E402
+
+BOX = "implicit_gemm_box"
+
+CASES = [
+    # (n, c, k, spatial, kernel, params, channels_last, dtype, bias)
+    (2, 16, 24, (9, 11), 3, dict(pad_before=1), True, torch.float16, True),
+    (1, 24, 40, (7, 13), (3, 5), dict(pad_before=(2, 0), pad_after=(1, 3), dilation=(2, 1)), False, torch.float16, False),
+    (2, 8, 16, (30,), 7, dict(pad_before=3), False, torch.bfloat16, True),
+    (1, 40, 72, (6, 20), (2, 2), dict(pad_before=0, pad_after=1), True, torch.bfloat16, True),  # "same" even kernel
+    (3, 8, 16, (12, 5), (1, 3), dict(pad_before=(0, 1), pad_after=(0, 2)), False, torch.bfloat16, False),
+    (3, 72, 20, (5, 6), 1, dict(), True, torch.float16, True),  # 1x1, channels past a 64-block, batch tail
+]  # fmt: skip
+
+
+def _meta(n, c, k, spatial, kernel, dtype="float16", cl=True, **kw) -> ConvProblem:
+    dims = len(spatial)
+    x = torch.empty((n, c, *spatial), device="meta", dtype=getattr(torch, dtype))
+    w = torch.empty((k, c, *(kernel,) * dims), device="meta", dtype=getattr(torch, dtype))
+    if dims == 2 and cl:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return ConvProblem.from_tensors(x, w, None, _params(dims, **kw))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"box-{i}" for i in range(len(CASES))])
+def test_box_template_matches_aten(case) -> None:
+    n, c, k, spatial, kernel, kw, cl, dtype, bias = case
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, 1, dtype, cl, bias, seed=53)
+    t = get_template(BOX)
+    problem = ConvProblem.from_tensors(x, w, b, p)
+    assert t.supports(problem), t.supports(problem).reason
+    s = t.heuristic_schedule(problem)
+    in_cl = Geometry.of(problem).in_cl
+    names = [launch.name for launch in t.launches(problem, s)]
+    assert names == (["conv_box_kernel"] if in_cl else ["to_channels_last_kernel", "conv_box_kernel"])
+    out, cand = _run(x, w, b, p, BOX)
+    assert cand.template.name == BOX
+    _check(out, x, w, b, p)
+
+
+def test_box_every_schedule() -> None:
+    p = _params(2, pad_before=(1, 2), pad_after=(2, 1), dilation=(1, 2))
+    x, w, b = _tensors(2, 32, 48, (6, 9), 3, 1, torch.float16, True, True, seed=59)
+    t = get_template(BOX)
+    problem = ConvProblem.from_tensors(x, w, b, p)
+    space = t.schedules(problem)
+    assert len(space) == len(set(space)) >= 6 and t.heuristic_schedule(problem) in space
+    for s in space:
+        out, cand = _run(x, w, b, p, BOX, s)
+        assert cand.schedule == s
+        _check(out, x, w, b, p)
+
+
+def test_box_shapes_tile_the_output() -> None:
+    # vgg.3x3.256: 8 images of 56 x 56 -> 8 x 8 pixel boxes tile exactly; two images per 128-row box.
+    g = Geometry.of(_meta(8, 256, 256, (56, 56), 3, pad_before=1))
+    assert box_shapes(g, 128)[0] == (2, 8, 8) and box_waste(g, (2, 8, 8)) == 1.0
+    # A 1-D conv: one row per image, boxes run along the sequence.
+    g = Geometry.of(_meta(2, 64, 64, (1000,), 3, pad_before=1))
+    assert box_shapes(g, 128)[0] == (1, 1, 128)
+    # A 7 x 7 map at batch 32: 8 x 8 boxes waste 31%, a box of two whole images...does not exist; the best wastes
+    # less than an 8 x 8 one.
+    g = Geometry.of(_meta(32, 512, 512, (7, 7), 3, pad_before=1))
+    best = box_shapes(g, 128)[0]
+    assert box_waste(g, best) <= box_waste(g, (2, 8, 8))
+    for shapes in (box_shapes(g, 128), box_shapes(g, 64)):
+        assert shapes and all(bn * bh * bw in (64, 128) and max(bn, bh, bw) <= 256 for bn, bh, bw in shapes)
+
+
+def test_box_support_rules() -> None:
+    t = get_template(BOX)
+    assert t.supports(_meta(1, 64, 64, (16, 16), 3, pad_before=1))
+    assert t.supports(_meta(1, 64, 64, (16, 16), 3, pad_before=1, cl=False))  # copied to channels-last first
+    assert t.supports(_meta(1, 64, 64, (100,), 5, pad_before=2, dtype="bfloat16"))
+    x = torch.empty((1, 64, 16, 16), device="meta", dtype=torch.float16)
+    w = torch.empty((64, 16, 3, 3), device="meta", dtype=torch.float16)
+    refusals = {
+        "stride 1": _meta(1, 64, 64, (16, 16), 3, stride=2, pad_before=1),
+        "groups": ConvProblem.from_tensors(x, w, None, _params(2, pad_before=1, groups=4)),
+        "16 bytes": _meta(1, 12, 64, (16, 16), 3, pad_before=1),  # 12 fp16 channels = 24-byte rows
+        "16-bit": _meta(8, 256, 256, (28, 28), 3, dtype="float32", pad_before=1),
+        "3-D": _meta(1, 64, 64, (4, 8, 8), 3, pad_before=1),
+    }
+    for words, problem in refusals.items():
+        verdict = t.supports(problem)
+        assert not verdict and words in verdict.reason, (words, verdict.reason)
+
+
+def test_box_cubins_per_arch() -> None:
+    """sm_90 compiles the Gluon kernel: 4-D TMA boxes and wgmma with both operands in shared memory (descriptor
+    registers, not fragments), descriptors made on the device. sm_80 compiles the twin, with the same
+    parameters. The compile key follows the kernel each arch compiles."""
+    t = get_template(BOX)
+    problem = _meta(8, 256, 256, (56, 56), 3, pad_before=1)
+    (launch,) = t.launches(problem, t.heuristic_schedule(problem))
+    (sm90,) = compile_launches([launch], 90)
+    (sm80,) = compile_launches([launch], 80)
+    assert sm90.name.startswith("conv_box_kernel") and sm80.name.startswith("conv_box_portable_kernel")
+    assert "cp.async.bulk.tensor.4d" in sm90.ptx and sm90.global_scratch_size >= 2 * 128
+    operands = re.findall(r"wgmma\.mma_async[^\n]*\}, (%\w+), (%\w+),", sm90.ptx)
+    assert operands and all(a.startswith("%rd") and b.startswith("%rd") for a, b in operands)
+    assert "cp.async.bulk.tensor" not in sm80.ptx and "wgmma" not in sm80.ptx
+    assert sm90.param_types == sm80.param_types
+    assert compile_cache_key(launch, 90) != compile_cache_key(launch, 80)
