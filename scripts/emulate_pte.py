@@ -41,7 +41,14 @@ from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates.base import SCRATCH_ROLES, KernelLaunch, ScalarArg, Schedule, TensorArg  # noqa: E402
+from cuda_triton.conv.templates.base import (  # noqa: E402
+    SCRATCH_ROLES,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    TensorArg,
+    running_arch,
+)
 from cuda_triton.serialization.blob import (  # noqa: E402
     ConstantRef,
     DelegateBlob,
@@ -77,6 +84,7 @@ def fake_compile() -> Iterator[None]:
         out = {}
         for k, job in jobs.items():
             launch = get_template(job.template).launches(job.problem, job.schedule)[job.launch_index]
+            launch = launch.for_arch(job.arch)
             name = launch.name
             # A distinct "cubin" per distinct kernel (name + constexprs), so deduplication behaves as for real.
             cubin = repr((name, launch.constexprs, launch.num_warps, launch.num_stages)).encode()
@@ -207,10 +215,11 @@ def emulate_blob(
             )
         x_in = view(op.input).clone()
         for li, (rec, launch) in enumerate(zip(op.launches, derived, strict=True)):
-            kernel_names = {blob.kernels[k].name for k in rec.kernels.values()}
-            if kernel_names != {launch.name}:
+            kernel_names = {arch: blob.kernels[k].name for arch, k in rec.kernels.items()}
+            expected = {arch: launch.for_arch(arch).name for arch in rec.kernels}
+            if kernel_names != expected:
                 raise EmulationError(
-                    f"op {oi} launch {li}: kernels {kernel_names}, the template gives {launch.name}"
+                    f"op {oi} launch {li}: kernels {kernel_names}, the template gives {expected}"
                 )
             if tuple(rec.grid) != tuple(launch.grid):
                 raise EmulationError(
@@ -257,7 +266,7 @@ def emulate_blob(
                     actual.append(None)
                 else:
                     actual.append(ra.value)
-            fn = launch.fn  # the name was checked against the recorded kernels above
+            fn = launch.fn_for_arch(running_arch())  # the name was checked against the recorded kernels above
             fn[tuple(rec.grid)](*actual, **dict(launch.constexprs), num_warps=launch.num_warps,
                                 num_stages=launch.num_stages)  # fmt: skip
         # The ATen comparison needs the original weights: `run_program` does it with these (see _check_op...).

@@ -25,7 +25,7 @@ step num_part2 "${T_NUM2:-80}" python3 scripts/gpu_numerics.py --out "$o/num_par
 step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_part1" --families gemm,implicit_gemm --count 100 --time-limit 50
 # random shapes only (the schedule, split/copy, tail and F16 groups are num_part1/num_part2/num_f16's): with them,
 # the warm-up compiled ~1000 kernels and left time for 42 random cases (07:42 UTC)
-step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,depthwise,transposed --count "${NUM_COUNT:-220}" \
+step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,implicit_gemm_box,depthwise,transposed --count "${NUM_COUNT:-220}" \
   --schedule-cases 0 --split-copy-cases 0 --f16-cases 0 --suite-cases none --time-limit "${NUM_LIMIT:-80}"
 # every F16_MMA schedule (fp32 at TF32 precision on fp16 tensor cores) on fp32 cases far outside fp16's range
 step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm,transposed \

@@ -376,6 +376,23 @@ def gen_implicit_gemm_tma(rng: random.Random) -> Case:
     return case
 
 
+def gen_implicit_gemm_box(rng: random.Random) -> Case:
+    """Stride-1 dense 1-D/2-D 16-bit convs (the Gluon box template's domain): dilation, asymmetric padding
+    (boxes that leave the input on every side), both layouts, channel counts that leave a part-filled channel
+    block, batches and maps the boxes do not tile exactly."""
+    dims = rng.choice((1, 2, 2, 2))
+    geo = _pick_geometry(rng, dims)
+    geo["stride"] = (1,) * dims
+    case = _base(rng, dims)
+    case.update(geo)
+    case.update(
+        N=rng.choice((1, 2, 3, 5)), C=rng.choice((8, 16, 24, 64, 136, 256)), K=rng.choice((8, 40, 64, 128, 200))
+    )
+    case.update(groups=1, dtype=rng.choice(("float16", "bfloat16")))
+    case["spatial"] = _spatial_for(rng, dims, geo)
+    return case
+
+
 def gen_tail_waves(rng: random.Random) -> Case:
     """1-D convs whose 128-row tiles fill whole waves of 132 SMs plus a few rows (the tail-split regime):
     M = 132 * 128 * waves + a remainder, dilation and asymmetric padding, both layouts."""
@@ -405,6 +422,7 @@ CASE_GENERATORS: dict[str, Callable[[random.Random], Case]] = {
     "gemm": gen_gemm,
     "implicit_gemm": gen_implicit_gemm,
     "implicit_gemm_tma": gen_implicit_gemm_tma,
+    "implicit_gemm_box": gen_implicit_gemm_box,
     "depthwise": gen_depthwise,
     "transposed": gen_transposed,
 }

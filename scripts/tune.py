@@ -697,7 +697,7 @@ def warm_job(
 ) -> tuple[int, list[str]]:
     """Compile (JIT warm-up, no launch) the kernels of some schedules; fills Triton's on-disk cache."""
     from cuda_triton.conv.templates import get_template
-    from cuda_triton.conv.templates.base import Schedule, TensorArg
+    from cuda_triton.conv.templates.base import Schedule, TensorArg, running_arch
     from cuda_triton.conv.tuning import problem_from_spec
 
     problem = problem_from_spec(spec)
@@ -716,7 +716,7 @@ def warm_job(
                             args.append(_TORCH_DTYPE.get(a.dtype, problem.torch_dtype))
                     else:
                         args.append(a.value)
-                launch.fn.warmup(
+                launch.fn_for_arch(running_arch()).warmup(
                     *args,
                     grid=launch.grid,
                     num_warps=launch.num_warps,

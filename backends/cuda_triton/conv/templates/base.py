@@ -170,7 +170,7 @@ class KernelLaunch:
     def run(self, tensors: dict[str, torch.Tensor | None]) -> None:
         """Launch through Triton's JIT on the current stream (the op's CUDA body and GPU tests)."""
         _ensure_scratch_allocator()
-        fn = self.fn_for_arch(_running_arch())
+        fn = self.fn_for_arch(running_arch())
         fn[self.grid](
             *self.resolve(tensors),
             **dict(self.constexprs),
@@ -179,7 +179,7 @@ class KernelLaunch:
         )
 
 
-def _running_arch() -> int | None:
+def running_arch() -> int | None:
     """Compute capability kernels launched now run on: None under Triton's CPU interpreter."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         return None
