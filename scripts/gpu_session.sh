@@ -27,6 +27,10 @@ step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_par
 # the warm-up compiled ~1000 kernels and left time for 42 random cases (07:42 UTC)
 step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,implicit_gemm_box,depthwise,transposed --count "${NUM_COUNT:-220}" \
   --schedule-cases 0 --split-copy-cases 0 --f16-cases 0 --suite-cases none --time-limit "${NUM_LIMIT:-80}"
+# the Gluon box template: random shapes of its domain and every schedule on a few of them
+step num_box "${T_NUMBOX:-120}" python3 scripts/gpu_numerics.py --out "$o/num_box" --families implicit_gemm_box \
+  --count "${BOX_COUNT:-80}" --schedule-cases "${BOX_SCHEDULE_CASES:-3}" --split-copy-cases 0 --f16-cases 0 \
+  --suite-cases none --time-limit 90
 # every F16_MMA schedule (fp32 at TF32 precision on fp16 tensor cores) on fp32 cases far outside fp16's range
 step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm,transposed \
   --count 0 --suite-cases none --schedule-cases 0 --split-copy-cases 0 --f16-cases "${F16_CASES:-6}" --time-limit 90
@@ -36,7 +40,7 @@ step dw1d "${T_DW1D:-75}" python3 scripts/bench_depthwise1d.py --out "$o/dw1d" -
 # into the package table before the bench (the merged table comes back as sm90.merged.json)
 if [ -n "${RETUNE:-}" ]; then
   step retune "${T_RETUNE:-200}" python3 scripts/tune.py --out "$o/retune" --problems "$RETUNE" \
-    --dtypes "${RETUNE_DTYPES:-fp16,bf16,fp32}" --budget-s "${RETUNE_BUDGET:-170}"
+    --dtypes "${RETUNE_DTYPES:-fp16,bf16,fp32}" --budget-s "${RETUNE_BUDGET:-170}" ${RETUNE_EXTRA:-}
   step merge 60 python3 scripts/merge_tables.py backends/cuda_triton/conv/tuning/sm90.json "$o/retune/sm90.json" \
     --out backends/cuda_triton/conv/tuning/sm90.json --note "${RETUNE_NOTE:-re-tuned by gpu_session.sh}"
   cp backends/cuda_triton/conv/tuning/sm90.json "$o/sm90.merged.json"

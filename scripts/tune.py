@@ -1025,6 +1025,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="outside the public suite, try only this many schedules per template (nearest its heuristic)",
     )
+    ap.add_argument(
+        "--supported-by",
+        default=None,
+        help="measure only the convolutions this template supports (after adding or changing it)",
+    )
     ap.add_argument("--no-cudnn", action="store_true", help="do not time ATen/cuDNN")
     ap.add_argument("--limit", type=int, default=None, help="measure at most this many convolutions")
     ap.add_argument(
@@ -1091,15 +1096,16 @@ def main(argv: list[str] | None = None) -> int:
 
     records = read_logs([*args.resume, log_path])
 
-    from cuda_triton.conv.templates import registered_templates
+    from cuda_triton.conv.templates import get_template, registered_templates
     from cuda_triton.conv.tuning import table_key
 
     registered_templates()
+    only = get_template(args.supported_by) if args.supported_by else None
     todo: list[tuple[str, Any, list[str]]] = []
     by_key: dict[str, int] = {}
     for source, problem in collect_problems(args):
         key = json.dumps(list(table_key(problem, args.arch)))
-        if key in records:
+        if key in records or (only is not None and not only.supports(problem)):
             continue
         if key in by_key:
             todo[by_key[key]][2].append(source)
