@@ -126,3 +126,21 @@ def test_box_cubins_per_arch() -> None:
     assert "cp.async.bulk.tensor" not in sm80.ptx and "wgmma" not in sm80.ptx
     assert sm90.param_types == sm80.param_types
     assert compile_cache_key(launch, 90) != compile_cache_key(launch, 80)
+
+
+def test_box_schedules_transfer_only_where_they_fit() -> None:
+    """The tuning table's nearest-signature fallback hands a neighbour's box schedule on only with the new map's
+    best box and a full wave of programs."""
+    from cuda_triton.conv import tuning
+
+    t = get_template(BOX)
+    tuned = _meta(4, 512, 512, (28, 96), 3, pad_before=1)  # 4 x 7 x 3 boxes x 2 channel blocks
+    s = next(s for s in t.schedules(tuned) if s["BLOCK_N"] == 256)
+    assert (s["BOX_N"], s["BOX_H"], s["BOX_W"]) == (1, 4, 32)
+    entry = tuning.TuningEntry.from_problem(tuned, 90, BOX, s, 100.0, 130.0, 140.0)
+    table = tuning.TuningTable([entry], 90)
+    small = _meta(4, 512, 512, (28, 28), 3, pad_before=1)  # u.vgg.3x3.512: 56 programs of 128 x 256
+    assert s in t.schedules(small) and not t.transfers_to(s, small)
+    assert tuning.lookup(small, 90, table) is None
+    bigger = _meta(4, 512, 512, (28, 96), 3, pad_before=2, dilation=2)
+    assert t.transfers_to(s, bigger) and tuning.lookup(bigger, 90, table) == (BOX, s)

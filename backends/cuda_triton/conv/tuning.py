@@ -31,7 +31,8 @@ not), precision and layout, whose template supports the new problem, by the dist
 (a weighted L1 distance over log2 sizes, documented there; float16 and bfloat16 entries stand in for each
 other at an extra distance of PRECISION_PENALTY, as their kernels have the same shape). It returns that
 neighbour's schedule only if the template offers the same schedule for the new problem
-(``template.schedules(problem)``) and if tuning beat the heuristic on that neighbour by MIN_NEIGHBOUR_GAIN,
+(``template.schedules(problem)``) and agrees to run it there (``template.transfers_to``), and if tuning beat
+the heuristic on that neighbour by MIN_NEIGHBOUR_GAIN,
 trying up to MAX_NEIGHBOURS such neighbours nearest first; otherwise, and when nothing lies within
 ``MAX_DISTANCE``, it returns None so the template's own heuristic decides.
 
@@ -492,7 +493,7 @@ class TuningTable:
             tried += 1
             if not e.heuristic_us or e.heuristic_us < MIN_NEIGHBOUR_GAIN * e.time_us:
                 continue  # the heuristic was about as good there: it decides here too
-            if e.schedule in schedules:
+            if e.schedule in schedules and get_template(e.template).transfers_to(e.schedule, problem):
                 return Match(e, dist, False)
         return None
 

@@ -238,6 +238,11 @@ class ConvTemplate(ABC):
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
         """The schedule to use when no tuning table has ``problem``; one of `schedules(problem)`."""
 
+    def transfers_to(self, schedule: Schedule, problem: ConvProblem) -> bool:
+        """Whether ``schedule``, tuned on a neighbouring convolution, may run ``problem`` (the tuning table's
+        nearest-signature fallback; it already checks that `schedules(problem)` offers it). Default: yes."""
+        return True
+
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         """The weight laid out the way the kernels read it, as a contiguous tensor of any shape.
 
