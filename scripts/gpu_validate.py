@@ -97,6 +97,15 @@ SETS["f16_mma"] = [
     ("resnet18_fp32_b16", "resnet18", "fp32", ("--input-shape", "16,3,224,224"), "pass"),
     ("demo_fp32", "demo", "fp32", (), "pass"),
 ]
+# The Gluon box implicit GEMM in the C++ runtime (4-D TMA boxes, device-made descriptors, a channels-last copy
+# of the contiguous input): UNet's convolutions pinned to it by tables from `scripts/pin_table.py` (run
+# `prepare --set unet` first, then `pin_table.py build/gpu_validate_exports/unet_fp16.pte --template
+# implicit_gemm_box --out build/pin_box_unet.json`, and the same for unet_bf16_device into pin_box_unet_bf16.json).
+SETS["box"] = [
+    ("unet_fp16_box", "unet", "fp16", ("--tuning-table", "build/pin_box_unet.json"), "pass"),
+    ("unet_bf16_box_device", "unet", "bf16", ("--device-memory", "--tuning-table", "build/pin_box_unet_bf16.json"),
+     "pass"),
+]  # fmt: skip
 # One carry for a closing run: the core set plus ResNet-18 (BatchNorm folds, split-K and channels-last copies).
 SETS["final"] = [*SETS["core"], ("resnet18_fp16", "resnet18", "fp16", (), "pass")]
 # ResNet-50's weights (51 MB in fp16) do not fit beside the runtime libraries in one carry.

@@ -386,7 +386,9 @@ def gen_implicit_gemm_box(rng: random.Random) -> Case:
     case = _base(rng, dims)
     case.update(geo)
     case.update(
-        N=rng.choice((1, 2, 3, 5)), C=rng.choice((8, 16, 24, 64, 136, 256)), K=rng.choice((8, 40, 64, 128, 200))
+        N=rng.choice((1, 2, 3, 5)),
+        C=rng.choice((8, 16, 24, 64, 136, 256)),
+        K=rng.choice((8, 40, 64, 128, 200)),
     )
     case.update(groups=1, dtype=rng.choice(("float16", "bfloat16")))
     case["spatial"] = _spatial_for(rng, dims, geo)

@@ -101,9 +101,15 @@ def conv_box_kernel(
     a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=A_SWIZZLE, element_bitwidth=16, rank=4)
     b_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=B_SWIZZLE, element_bitwidth=16, rank=2)
     x_desc = tma.make_tensor_descriptor(
-        x_ptr, [BATCH, H, W, C_IN], [H * W * C_IN, W * C_IN, C_IN, 1], [BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout
+        x_ptr,
+        [BATCH, H, W, C_IN],
+        [H * W * C_IN, W * C_IN, C_IN, 1],
+        [BOX_N, BOX_H, BOX_W, BLOCK_K],
+        a_layout,
     )
-    w_desc = tma.make_tensor_descriptor(w_ptr, [KH * KW * CIN_P, COUT_P], [COUT_P, 1], [BLOCK_K, BLOCK_N], b_layout)
+    w_desc = tma.make_tensor_descriptor(
+        w_ptr, [KH * KW * CIN_P, COUT_P], [COUT_P, 1], [BLOCK_K, BLOCK_N], b_layout
+    )
     a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout)
     b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -129,7 +135,9 @@ def conv_box_kernel(
     for i in range(STEPS):
         slot = i % STAGES
         mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
-        acc = warpgroup_mma(a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True)
+        acc = warpgroup_mma(
+            a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
+        )
         # One group in flight: step i-1's wgmma has finished reading its slot, which the next copies refill.
         acc = warpgroup_mma_wait(1, deps=[acc])
         if i + STAGES - 1 < STEPS:
@@ -287,20 +295,27 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         if g.int64 or g.batch * max(g.spatial[1] * g.spatial[2], 1) * g.cin > INT32_LIMIT:
             return Support.no("tensors beyond 32-bit offsets")
         if not g.in_cl and problem.batch > 65535:
-            return Support.no("a contiguous input's channels-last copy launches one grid row per image (<= 65535)")
+            return Support.no(
+                "a contiguous input's channels-last copy launches one grid row per image (<= 65535)"
+            )
         return Support.yes()
 
     def worth_routing(self, problem: ConvProblem) -> bool:
         return bool(self.supports(problem))
 
     def _schedule(
-        self, problem: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int, box: tuple[int, int, int]
+        self,
+        problem: ConvProblem,
+        bm: int,
+        bn: int,
+        bk: int,
+        warps: int,
+        stages: int,
+        box: tuple[int, int, int],
     ) -> Schedule:
         g = Geometry.of(problem)
         bn, bk = fit_block(bn, g.cout), fit_block(bk, g.cin)
-        return Schedule.make(
-            warps, stages, BOX_N=box[0], BOX_H=box[1], BOX_W=box[2], BLOCK_N=bn, BLOCK_K=bk
-        )
+        return Schedule.make(warps, stages, BOX_N=box[0], BOX_H=box[1], BOX_W=box[2], BLOCK_N=bn, BLOCK_K=bk)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         g = Geometry.of(problem)
