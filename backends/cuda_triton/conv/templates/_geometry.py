@@ -140,6 +140,22 @@ def common_support_problems(problem: ConvProblem) -> str | None:
     return None
 
 
+def tma_tap_problems(problem: ConvProblem) -> str | None:
+    """The reasons shared by the TMA-fed templates (implicit_gemm_tma, implicit_gemm_box), or None: with stride 1,
+    one group and no negative padding every tap's A tile is one rectangle of the input, and a TMA row is a
+    whole number of 16-byte units."""
+    p = problem.params
+    if any(s != 1 for s in p.stride):
+        return "only stride 1 (a tap's input pixels must be one TMA rectangle)"
+    if p.groups != 1:
+        return "only groups == 1"
+    if any(v < 0 for v in (*p.padding_before, *p.padding_after)):
+        return "negative padding"
+    if problem.in_channels * problem.element_size % 16:
+        return "a TMA row must be a multiple of 16 bytes (input channels)"
+    return None
+
+
 def dot_precision(problem: ConvProblem) -> str:
     """``tl.dot`` input precision: TF32 for fp32 when allowed (PyTorch's conv default), else exact fp32."""
     if problem.dtype == "float32" and not problem.allow_tf32:

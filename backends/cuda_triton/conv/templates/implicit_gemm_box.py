@@ -46,7 +46,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ..problem import ConvProblem
 from ._cl_copy import copy_launch, input_cl
-from ._geometry import INT32_LIMIT, NUM_SMS, Geometry, common_support_problems, fit_block, next_pow2
+from ._geometry import (
+    INT32_LIMIT,
+    NUM_SMS,
+    Geometry,
+    common_support_problems,
+    fit_block,
+    next_pow2,
+    tma_tap_problems,
+)
 from .base import (
     TRITON_PTR_DTYPE,
     ConvTemplate,
@@ -278,19 +286,13 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         reason = common_support_problems(problem)
         if reason:
             return Support.no(reason)
-        p = problem.params
         if problem.dtype not in ("float16", "bfloat16"):
             return Support.no(f"dtype {problem.dtype} (the kernel's wgmma path is 16-bit only)")
         if problem.spatial_dims > 2:
             return Support.no("3-D convolutions (a box covers images, rows and columns)")
-        if any(s != 1 for s in p.stride):
-            return Support.no("only stride 1 (a tap's input pixels must be a box)")
-        if p.groups != 1:
-            return Support.no("only groups == 1")
-        if any(v < 0 for v in (*p.padding_before, *p.padding_after)):
-            return Support.no("negative padding")
-        if problem.in_channels * problem.element_size % 16:
-            return Support.no("a TMA row must be a multiple of 16 bytes (input channels)")
+        reason = tma_tap_problems(problem)
+        if reason:
+            return Support.no(reason)
         g = Geometry.of(problem)
         if g.int64 or g.batch * max(g.spatial[1] * g.spatial[2], 1) * g.cin > INT32_LIMIT:
             return Support.no("tensors beyond 32-bit offsets")

@@ -43,6 +43,7 @@ from ._geometry import (
     common_support_problems,
     dot_precision,
     fit_block,
+    tma_tap_problems,
     weight_k_major,
 )
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
@@ -152,21 +153,15 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
         reason = common_support_problems(problem)
         if reason:
             return Support.no(reason)
-        p = problem.params
-        if any(s != 1 for s in p.stride):
-            return Support.no("only stride 1 (a tap must be a constant row shift of the padded input)")
-        if p.groups != 1:
-            return Support.no("only groups == 1")
-        if any(v < 0 for v in (*p.padding_before, *p.padding_after)):
-            return Support.no("negative padding")
         if problem.dtype == "float32":
             # Triton 3.6 on the H200: fp32 TMA tiles (rounded to TF32 in registers) gave wrong results for most
             # schedules of the public suite (errors 3-80x the bound, 06:48 UTC re-tune), 128-byte rows included.
             return Support.no(
                 "float32 (its TMA kernels miscompute on Triton 3.6; fp32 runs the implicit GEMM)"
             )
-        if problem.in_channels * problem.element_size % 16:
-            return Support.no("a TMA row must be a multiple of 16 bytes (input channels)")
+        reason = tma_tap_problems(problem)
+        if reason:
+            return Support.no(reason)
         g = Geometry.of(problem)
         dp, hp, wp = padded_extent(g)
         padded = g.batch * dp * hp * wp * g.cin
