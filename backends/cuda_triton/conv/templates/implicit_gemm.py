@@ -580,6 +580,21 @@ class ImplicitGemmTemplate(ConvTemplate):
         )
 
     # -- weight and launches -------------------------------------------------------------------------------
+    @staticmethod
+    def tap_major_schedule(block_n: int, block_k: int) -> Schedule:
+        """A schedule whose prepared weight is the plain tap-major matrix [taps, CIN_P, COUT_P] (one group tile,
+        K not flattened) for these blocks: the weight the TMA-fed templates read (`prepare_weight`,
+        `prepared_shape`; their other keys do not change it)."""
+        return Schedule.make(
+            BLOCK_M=64,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            GROUP_M=_GROUP_M,
+            GROUP_TILE=1,
+            FLAT_K=0,
+            ROW_TILES=0,
+        )
+
     def prepared_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int, int]:
         g = Geometry.of(problem)
         gt = schedule["GROUP_TILE"]

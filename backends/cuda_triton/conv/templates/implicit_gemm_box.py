@@ -348,19 +348,8 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
 
     # -- weight and launches -------------------------------------------------------------------------------
     def _gemm_schedule(self, schedule: Schedule) -> Schedule:
-        """The implicit GEMM schedule whose prepared weight this one reads (one group tile, tap-major rows)."""
-        block_m = schedule["BOX_N"] * schedule["BOX_H"] * schedule["BOX_W"]
-        return Schedule.make(
-            schedule.num_warps,
-            schedule.num_stages,
-            BLOCK_M=block_m,
-            BLOCK_N=schedule["BLOCK_N"],
-            BLOCK_K=schedule["BLOCK_K"],
-            GROUP_M=1,
-            GROUP_TILE=1,
-            FLAT_K=0,
-            ROW_TILES=0,
-        )
+        """The implicit GEMM schedule whose prepared weight this one reads."""
+        return ImplicitGemmTemplate.tap_major_schedule(schedule["BLOCK_N"], schedule["BLOCK_K"])
 
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))

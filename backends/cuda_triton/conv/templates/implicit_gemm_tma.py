@@ -203,18 +203,8 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
 
     # -- weight and launches -------------------------------------------------------------------------------
     def _gemm_schedule(self, schedule: Schedule) -> Schedule:
-        """The implicit GEMM schedule whose prepared weight this one reads (one group tile, tap-major rows)."""
-        return Schedule.make(
-            schedule.num_warps,
-            schedule.num_stages,
-            BLOCK_M=schedule["BLOCK_M"],
-            BLOCK_N=schedule["BLOCK_N"],
-            BLOCK_K=schedule["BLOCK_K"],
-            GROUP_M=_GROUP_M,
-            GROUP_TILE=1,
-            FLAT_K=0,
-            ROW_TILES=0,
-        )
+        """The implicit GEMM schedule whose prepared weight this one reads."""
+        return ImplicitGemmTemplate.tap_major_schedule(schedule["BLOCK_N"], schedule["BLOCK_K"])
 
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
