@@ -377,9 +377,9 @@ def gen_implicit_gemm_tma(rng: random.Random) -> Case:
 
 
 def gen_implicit_gemm_box(rng: random.Random) -> Case:
-    """Stride-1 dense 1-D/2-D 16-bit convs (the Gluon box template's domain): dilation, asymmetric padding
-    (boxes that leave the input on every side), both layouts, channel counts that leave a part-filled channel
-    block, batches and maps the boxes do not tile exactly."""
+    """Stride-1 dense 1-D/2-D convs (the Gluon box template's domain; fp32 through its scaled fp16 copy):
+    dilation, asymmetric padding (boxes that leave the input on every side), both layouts, channel counts that
+    leave a part-filled channel block, batches and maps the boxes do not tile exactly."""
     dims = rng.choice((1, 2, 2, 2))
     geo = _pick_geometry(rng, dims)
     geo["stride"] = (1,) * dims
@@ -390,7 +390,10 @@ def gen_implicit_gemm_box(rng: random.Random) -> Case:
         C=rng.choice((8, 16, 24, 64, 136, 256)),
         K=rng.choice((8, 40, 64, 128, 200)),
     )
-    case.update(groups=1, dtype=rng.choice(("float16", "bfloat16")))
+    case.update(groups=1, dtype=rng.choice(("float16", "bfloat16", "float32")))
+    if case["dtype"] == "float32":
+        # fp32 runs on the scaled fp16 copy (F16_MMA=2): magnitudes outside fp16's range
+        case.update(x_scale=10.0 ** rng.uniform(-4, 7), w_scale=10.0 ** rng.uniform(-4, 4))
     case["spatial"] = _spatial_for(rng, dims, geo)
     return case
 

@@ -77,6 +77,7 @@ CASES = [
     # contiguous bf16 input (a channels-last copy first).
     ("implicit_gemm_box", _problem(8, 256, 256, (56, 56), 3, pad=1), True),
     ("implicit_gemm_box", _problem(2, 64, 96, (30, 50), 5, pad=2, dtype="bfloat16", cl=False), False),
+    ("implicit_gemm_box", _problem(8, 256, 256, (56, 56), 3, pad=1, dtype="float32"), False),  # F16_MMA=2
     ("implicit_gemm", _problem(4, 512, 512, (65, 65), 3, pad=2, dilation=2), False),
 ]
 

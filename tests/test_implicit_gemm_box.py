@@ -102,12 +102,54 @@ def test_box_support_rules() -> None:
         "stride 1": _meta(1, 64, 64, (16, 16), 3, stride=2, pad_before=1),
         "groups": ConvProblem.from_tensors(x, w, None, _params(2, pad_before=1, groups=4)),
         "16 bytes": _meta(1, 12, 64, (16, 16), 3, pad_before=1),  # 12 fp16 channels = 24-byte rows
-        "16-bit": _meta(8, 256, 256, (28, 28), 3, dtype="float32", pad_before=1),
+        "TF32": ConvProblem.from_tensors(  # exact fp32: no fp16 copy may stand in for it
+            torch.empty((1, 64, 8, 8), device="meta"),
+            torch.empty((64, 64, 3, 3), device="meta"),
+            None,
+            _params(2, pad_before=1),
+            allow_tf32=False,
+        ),
+        "16 bytes (input channels, 16-bit)": _meta(1, 12, 64, (16, 16), 3, dtype="float32", pad_before=1),
         "3-D": _meta(1, 64, 64, (4, 8, 8), 3, pad_before=1),
     }
     for words, problem in refusals.items():
         verdict = t.supports(problem)
         assert not verdict and words in verdict.reason, (words, verdict.reason)
+
+
+F32_CASES = [
+    # (n, c, k, spatial, kernel, params, channels_last, bias, input scale, weight scale): outside fp16's range
+    (2, 16, 24, (9, 11), 3, dict(pad_before=1), True, True, 1e6, 1.0),
+    (1, 24, 40, (7, 13), (3, 5), dict(pad_before=(2, 0), pad_after=(1, 3), dilation=(2, 1)), False, False, 1e-4, 30.0),
+    (2, 8, 16, (30,), 7, dict(pad_before=3), False, True, 1.0, 1e-5),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", F32_CASES, ids=[f"f32-{i}" for i in range(len(F32_CASES))])
+def test_box_fp32_runs_on_the_scaled_fp16_copy(case) -> None:
+    """fp32 with TF32 allowed: the partial maxima, the scaled fp16 copy (channels-last, transposing a contiguous
+    input), the 16-bit kernel on it, the scales undone in the epilogue; TF32's accuracy (test_f16_mma's bound)."""
+    from test_f16_mma import _check_tf32_accuracy
+
+    n, c, k, spatial, kernel, kw, cl, bias, xs, ws = case
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, 1, torch.float32, cl, bias, seed=61)
+    x, w = x * xs, w * ws
+    t = get_template(BOX)
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=True)
+    assert t.supports(problem), t.supports(problem).reason
+    s = t.heuristic_schedule(problem)
+    assert s["F16_MMA"] == 2 and all(x["F16_MMA"] == 2 for x in t.schedules(problem))
+    assert {x.role for x in t.scratch(problem, s)} == {"amax", "input_f16"}
+    copy = "scale_to_f16_kernel" if Geometry.of(problem).in_cl else "to_channels_last_kernel"
+    assert [launch.name for launch in t.launches(problem, s)] == [
+        "amax_partial_kernel",
+        copy,
+        "conv_box_kernel",
+    ]
+    out, cand = _run(x, w, b, p, BOX, s, exact=False)
+    assert cand.schedule == s and out.dtype == torch.float32
+    _check_tf32_accuracy(out, x, w, b, p)
 
 
 def test_box_cubins_per_arch() -> None:
@@ -126,6 +168,14 @@ def test_box_cubins_per_arch() -> None:
     assert "cp.async.bulk.tensor" not in sm80.ptx and "wgmma" not in sm80.ptx
     assert sm90.param_types == sm80.param_types
     assert compile_cache_key(launch, 90) != compile_cache_key(launch, 80)
+    # fp32 (F16_MMA=2): the same kernel on the fp16 copy, fp32 bias and output, the scales' pointer
+    f32 = _meta(8, 256, 256, (56, 56), 3, dtype="float32", pad_before=1)
+    *_, f32_launch = t.launches(f32, t.heuristic_schedule(f32))
+    (f32_sm90,) = compile_launches([f32_launch], 90)
+    assert (
+        "cp.async.bulk.tensor.4d" in f32_sm90.ptx
+        and "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in f32_sm90.ptx
+    )
 
 
 def test_box_schedules_transfer_only_where_they_fit() -> None:

@@ -581,10 +581,10 @@ class ImplicitGemmTemplate(ConvTemplate):
 
     # -- weight and launches -------------------------------------------------------------------------------
     @staticmethod
-    def tap_major_schedule(block_n: int, block_k: int) -> Schedule:
+    def tap_major_schedule(block_n: int, block_k: int, f16_mma: int = 0) -> Schedule:
         """A schedule whose prepared weight is the plain tap-major matrix [taps, CIN_P, COUT_P] (one group tile,
-        K not flattened) for these blocks: the weight the TMA-fed templates read (`prepare_weight`,
-        `prepared_shape`; their other keys do not change it)."""
+        K not flattened; with ``f16_mma`` scaled to fp16, then its trailer) for these blocks: the weight the
+        TMA-fed templates read (`prepare_weight`, `prepared_shape`; their other keys do not change it)."""
         return Schedule.make(
             BLOCK_M=64,
             BLOCK_N=block_n,
@@ -593,6 +593,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             GROUP_TILE=1,
             FLAT_K=0,
             ROW_TILES=0,
+            **({"F16_MMA": f16_mma} if f16_mma else {}),
         )
 
     def prepared_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int, int]:

@@ -1,4 +1,4 @@
-"""Implicit GEMM on TMA pixel boxes, written in Gluon, for stride-1 16-bit convolutions on Hopper (1-D/2-D).
+"""Implicit GEMM on TMA pixel boxes, written in Gluon, for stride-1 convolutions on Hopper (1-D/2-D).
 
 A program computes BOX_N images x BOX_H rows x BOX_W columns of output pixels (BLOCK_M = their product) by
 BLOCK_N output channels. With stride 1, the input pixels that tap (kh, kw) multiplies for those outputs are
@@ -19,12 +19,20 @@ Gluon kernels target one architecture and have no interpreter, so each launch ca
 the boxes. Triton's CPU interpreter runs the twin (CI checks the tiling, tap offsets and epilogue with it), and
 archs other than sm_90 compile it (`KernelLaunch.portable_fn`), so a multi-arch export still works.
 
-Kernel arguments (PTX order): x, w, bias, y pointers, int32 BATCH, H, W, OH, OW. x is the input if it is
-channels-last, else its channels-last copy ("input_cl", _cl_copy.py, a first launch). Grid:
+fp32 (with TF32 allowed) runs the same 16-bit kernel as an F16_MMA=2 schedule (_f16_mma.py): a first launch
+writes the input's partial maxima ("amax"), a second its copy scaled by a power of two to fp16, channels-last
+("input_f16": `scale_to_f16_kernel`, or the channels-last copy with SCALE_F16 for a contiguous input); the
+weight is prepared scaled to fp16 with its shift in a trailer, and the epilogue undoes both scales (exact) before
+the fp32 bias and store. TF32's precision, fp16's tensor-core rate, and boxes of half the bytes.
+
+Kernel arguments (PTX order): x, w, bias, y, amax pointers, int32 BATCH, H, W, OH, OW. x is the input if it is
+channels-last, else its channels-last copy ("input_cl", _cl_copy.py, a first launch), or for fp32 the scaled
+fp16 copy; amax is the partial maxima for fp32 and an unused pointer (the input) otherwise. Grid:
 (cdiv(BATCH, BOX_N) * cdiv(OH, BOX_H) * cdiv(OW, BOX_W), cdiv(C_OUT, BLOCK_N), 1). The TMA descriptors are
 made on the device: Triton's global scratch holds them (the C++ runtime allocates it from the metadata).
 
-Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P], CIN_P and COUT_P whole blocks); fp16/bf16 only.
+Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P], CIN_P and COUT_P whole blocks); for fp32 that
+matrix scaled to fp16 and flattened, then its shift (`prepare_f16_weight`).
 """
 
 from __future__ import annotations
@@ -46,6 +54,18 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ..problem import ConvProblem
 from ._cl_copy import copy_launch, input_cl
+from ._f16_mma import (
+    AMAX_PARTS,
+    MAX_SHIFT,
+    TOP_EXP,
+    amax_launch,
+    f16_mma_allowed,
+    f16_scratch,
+    input_scales,
+    scale_launch,
+    uses_f16_mma,
+    weight_unscale,
+)
 from ._geometry import (
     INT32_LIMIT,
     NUM_SMS,
@@ -90,12 +110,34 @@ def _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0
 
 
 @gluon.jit
+def _pow2(k):
+    """2^k as fp32 for an int32 |k| <= 126, from its exponent bits (`_f16_mma.pow2`, in Gluon)."""
+    return ((k + 127) << 23).to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _maximum(a, b):
+    return gl.maximum(a, b)
+
+
+@gluon.jit
+def _f16_unscale(amax_ptr, w_ptr, W_NUMEL: gl.constexpr, WARPS: gl.constexpr):
+    """2^-shift_x * 2^-shift_w of an F16_MMA conv (`_f16_mma.input_scales` and `weight_unscale`, in Gluon)."""
+    parts: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    amax = gl.reduce(gl.load(amax_ptr + gl.arange(0, AMAX_PARTS, layout=parts)), 0, _maximum)
+    exponent = ((amax.to(gl.int32, bitcast=True) >> 23) & 0xFF) - 127  # floor(log2(amax)); -127 for 0
+    shift_x = gl.minimum(gl.maximum(0 - (exponent - TOP_EXP), 0 - MAX_SHIFT), MAX_SHIFT)
+    shift_w = gl.load(w_ptr + W_NUMEL).to(gl.int32)
+    return _pow2(0 - shift_x - shift_w)
+
+
+@gluon.jit
 def conv_box_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr,
+    x_ptr, w_ptr, b_ptr, y_ptr, amax_ptr,
     BATCH, H, W, OH, OW,
     C_IN: gl.constexpr, C_OUT: gl.constexpr, CIN_P: gl.constexpr, COUT_P: gl.constexpr,
     KH: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
-    OUT_CL: gl.constexpr, HAS_BIAS: gl.constexpr, DOT_FP32: gl.constexpr,
+    OUT_CL: gl.constexpr, HAS_BIAS: gl.constexpr, DOT_FP32: gl.constexpr, F16_MMA: gl.constexpr, W_NUMEL: gl.constexpr,
     BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_SWIZZLE: gl.constexpr, B_SWIZZLE: gl.constexpr,
     STAGES: gl.constexpr, WARPS: gl.constexpr,
@@ -155,7 +197,9 @@ def conv_box_kernel(
     for s in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(s))
 
-    if HAS_BIAS:  # added in the accumulator's own layout, before the (half as wide) 16-bit copy is shuffled
+    if F16_MMA:  # fp32 on fp16 tensor cores: undo the inputs' and the weight's power-of-two scales (exact)
+        acc = acc * _f16_unscale(amax_ptr, w_ptr, W_NUMEL, WARPS)
+    if HAS_BIAS:  # added in the accumulator's own layout, before the (narrower) output copy is shuffled
         co_acc = co0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
         bias = gl.load(b_ptr + co_acc, mask=co_acc < C_OUT, other=0.0).to(gl.float32)
         acc = acc + gl.expand_dims(bias, 0)
@@ -164,7 +208,7 @@ def conv_box_kernel(
         out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
     else:
         out_layout: gl.constexpr = gl.BlockedLayout([4, 1], [32, 1], [1, WARPS], [0, 1])
-    out = gl.convert_layout(acc.to(dtype), out_layout)
+    out = gl.convert_layout(acc.to(y_ptr.dtype.element_ty), out_layout)
     r = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
     co = co0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
     n = n0 + r // (BOX_H * BOX_W)
@@ -182,11 +226,11 @@ def conv_box_kernel(
 # ---- the Triton-language twin (interpreter, other archs) -------------------------------------------------------
 @triton.jit
 def conv_box_portable_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr,
+    x_ptr, w_ptr, b_ptr, y_ptr, amax_ptr,
     BATCH, H, W, OH, OW,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr,
     KH: tl.constexpr, KW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr,
+    OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr, F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
     BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, A_SWIZZLE: tl.constexpr, B_SWIZZLE: tl.constexpr,
     STAGES: tl.constexpr, WARPS: tl.constexpr,
@@ -225,6 +269,9 @@ def conv_box_portable_kernel(
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc)
+    if F16_MMA:  # fp32 on fp16 tensor cores: undo the power-of-two scales (exact)
+        _, x_unscale = input_scales(amax_ptr)
+        acc = acc * (x_unscale * weight_unscale(w_ptr, W_NUMEL))
     m_ok = (n < BATCH) & (oh < OH) & (ow < OW)
     store_output(y_ptr, b_ptr, acc, n, oh * OW + ow, m_ok, offs_n, 0, C_OUT, C_OUT, OH * OW, HAS_BIAS, OUT_CL)
 
@@ -286,13 +333,18 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         reason = common_support_problems(problem)
         if reason:
             return Support.no(reason)
-        if problem.dtype not in ("float16", "bfloat16"):
-            return Support.no(f"dtype {problem.dtype} (the kernel's wgmma path is 16-bit only)")
+        if problem.dtype not in ("float16", "bfloat16") and not f16_mma_allowed(problem):
+            return Support.no(
+                f"dtype {problem.dtype} without TF32 on fp16 tensor cores (the kernel is 16-bit; fp32 runs on its "
+                "scaled fp16 copy, F16_MMA=2, which needs TF32 allowed)"
+            )
         if problem.spatial_dims > 2:
             return Support.no("3-D convolutions (a box covers images, rows and columns)")
         reason = tma_tap_problems(problem)
         if reason:
             return Support.no(reason)
+        if problem.in_channels % 8:  # fp32 too: the kernel reads 16-bit rows (the fp16 copy)
+            return Support.no("a TMA row must be a multiple of 16 bytes (input channels, 16-bit)")
         g = Geometry.of(problem)
         if g.int64 or g.batch * max(g.spatial[1] * g.spatial[2], 1) * g.cin > INT32_LIMIT:
             return Support.no("tensors beyond 32-bit offsets")
@@ -317,7 +369,10 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
     ) -> Schedule:
         g = Geometry.of(problem)
         bn, bk = fit_block(bn, g.cout), fit_block(bk, g.cin)
-        return Schedule.make(warps, stages, BOX_N=box[0], BOX_H=box[1], BOX_W=box[2], BLOCK_N=bn, BLOCK_K=bk)
+        f16 = {"F16_MMA": 2} if _f16_mode(problem) else {}
+        return Schedule.make(
+            warps, stages, BOX_N=box[0], BOX_H=box[1], BOX_W=box[2], BLOCK_N=bn, BLOCK_K=bk, **f16
+        )
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         g = Geometry.of(problem)
@@ -348,13 +403,17 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
 
     # -- weight and launches -------------------------------------------------------------------------------
     def _gemm_schedule(self, schedule: Schedule) -> Schedule:
-        """The implicit GEMM schedule whose prepared weight this one reads."""
-        return ImplicitGemmTemplate.tap_major_schedule(schedule["BLOCK_N"], schedule["BLOCK_K"])
+        """The implicit GEMM schedule whose prepared weight this one reads (F16_MMA: scaled fp16 + trailer)."""
+        return ImplicitGemmTemplate.tap_major_schedule(
+            schedule["BLOCK_N"], schedule["BLOCK_K"], uses_f16_mma(schedule)
+        )
 
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
+        if uses_f16_mma(schedule):  # the scaled fp16 copy (channels-last whatever the input's layout)
+            return f16_scratch(problem, 2)
         return [] if Geometry.of(problem).in_cl else [input_cl(problem)]
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
@@ -363,11 +422,14 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         _, h, w = g.spatial
         _, oh, ow = g.out_spatial
         dt = TRITON_PTR_DTYPE[problem.dtype]
+        f16 = uses_f16_mma(schedule)
+        mma_dt = "fp16" if f16 else dt  # what the kernel's TMA boxes and wgmma read
         args = (
-            TensorArg("input" if g.in_cl else "input_cl", dt),
-            TensorArg("weight", dt),
+            TensorArg("input_f16" if f16 else "input" if g.in_cl else "input_cl", mma_dt),
+            TensorArg("weight", mma_dt),
             TensorArg("bias", dt),
             TensorArg("output", dt),
+            TensorArg("amax", "fp32") if f16 else TensorArg("input", dt),  # unused without F16_MMA
             *(
                 ScalarArg(nm, "i32", v)
                 for nm, v in (("BATCH", g.batch), ("H", h), ("W", w), ("OH", oh), ("OW", ow))
@@ -389,13 +451,15 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
             ("DOT_FP32", _interpreting() and problem.dtype == "bfloat16"),
+            ("F16_MMA", bool(f16)),
+            ("W_NUMEL", taps * cin_p * cout_p),
             ("BOX_N", box[0]),
             ("BOX_H", box[1]),
             ("BOX_W", box[2]),
             ("BLOCK_N", bn),
             ("BLOCK_K", bk),
-            ("A_SWIZZLE", _swizzle(bk * problem.element_size)),
-            ("B_SWIZZLE", _swizzle(bn * problem.element_size)),
+            ("A_SWIZZLE", _swizzle(bk * 2)),
+            ("B_SWIZZLE", _swizzle(bn * 2)),
             ("STAGES", schedule.num_stages),
             ("WARPS", schedule.num_warps),
         )
@@ -410,7 +474,17 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             portable_fn=conv_box_portable_kernel,
             fn_archs=GLUON_ARCHS,
         )
+        if (
+            f16
+        ):  # the partial maxima, then the scaled fp16 copy (channels-last: the copy transposes if needed)
+            copy = scale_launch(problem) if g.in_cl else copy_launch(problem, scale_f16=True)
+            return [amax_launch(problem), copy, main]
         return [main] if g.in_cl else [copy_launch(problem), main]
+
+
+def _f16_mode(problem: ConvProblem) -> int:
+    """2 for fp32 (run on the scaled fp16 copy, F16_MMA=2: `supports` has checked it is allowed), else 0."""
+    return 2 if problem.dtype == "float32" else 0
 
 
 def _interpreting() -> bool:
