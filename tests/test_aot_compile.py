@@ -119,7 +119,9 @@ def _check_compiled(arch, labels, launches, compiled) -> None:
     for label, launch, ck in zip(labels, launches, compiled, strict=True):
         assert isinstance(ck, CompiledKernel), label
         assert ck.arch == arch and ck.cubin and ".entry" in ck.ptx, label
-        assert ck.num_warps == launch.num_warps, label
+        # A warp-specialised Gluon kernel adds a warpgroup for its copy partition (box template, WS=1).
+        ws = arch == 90 and bool(dict(launch.constexprs).get("WS"))
+        assert ck.num_warps == launch.num_warps + (4 if ws else 0), label
         assert ck.param_types == tuple("ptr" if isinstance(a, TensorArg) else a.type for a in launch.args)
         assert ck.shared <= 232448, f"{label}: {ck.shared} B of shared memory"
         assert ck.name == launch.for_arch(arch).name

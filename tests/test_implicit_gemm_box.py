@@ -168,6 +168,11 @@ def test_box_cubins_per_arch() -> None:
     assert "cp.async.bulk.tensor" not in sm80.ptx and "wgmma" not in sm80.ptx
     assert sm90.param_types == sm80.param_types
     assert compile_cache_key(launch, 90) != compile_cache_key(launch, 80)
+    # WS=1: a copy warp (its own warpgroup, registers handed back with setmaxnreg) beside the wgmma warps
+    (ws,) = [s for s in t.schedules(problem) if dict(s.params).get("WS") and s.num_stages == 4][:1]
+    (ws_sm90,) = compile_launches(t.launches(problem, ws), 90)
+    assert ws_sm90.num_warps == ws.num_warps + 4 and "setmaxnreg" in ws_sm90.ptx
+    assert "cp.async.bulk.tensor.4d" in ws_sm90.ptx and "mbarrier.arrive" in ws_sm90.ptx
     # fp32 (F16_MMA=2): the same kernel on the fp16 copy, fp32 bias and output, the scales' pointer
     f32 = _meta(8, 256, 256, (56, 56), 3, dtype="float32", pad_before=1)
     *_, f32_launch = t.launches(f32, t.heuristic_schedule(f32))

@@ -12,7 +12,10 @@ The shared-memory box [BOX_N, BOX_H, BOX_W, BLOCK_K] is, byte for byte, the [BLO
 Triton (3.6, 3.7) reshapes a box through registers instead; Gluon's ``memdesc`` reshape is a view, hence Gluon.
 The main loop is a STAGES-deep ring of TMA copies (an mbarrier per slot) feeding asynchronous ``wgmma`` with
 one group in flight. On the H200 this ran vgg.3x3.256 fp16 in 49.6 us against cuDNN's 48.5 us and the TMA
-template's 56.8 us (scripts/exp_gluon_box.py, 2026-12-03).
+template's 56.8 us (scripts/exp_gluon_box.py, 2026-12-03). WS=1 schedules split the loop across warps instead
+(`gl.warp_specialize`): one copy warp waits for a free slot and issues the TMA copies, the kernel's warpgroup
+waits for full slots, issues wgmma and releases each slot once the wgmma that read it has finished (a second
+ring of mbarriers); not yet measured.
 
 Gluon kernels target one architecture and have no interpreter, so each launch carries a Triton-language twin,
 ``conv_box_portable_kernel``: the same parameters, grid and results, with masked pointer loads in place of
@@ -116,6 +119,40 @@ def _pow2(k):
 
 
 @gluon.jit
+def _box_producer(x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0,
+                  STEPS: gl.constexpr, C_BLOCKS: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr,
+                  PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr, BLOCK_K: gl.constexpr,
+                  STAGES: gl.constexpr, NBYTES: gl.constexpr):  # fmt: skip
+    """WS=1, the copy partition (one warp): fills each ring slot once the MMA partition has released it.
+    mbarriers start as if their phase 1 had completed, so the first round's waits pass at once."""
+    for i in range(STEPS):
+        mbarrier.wait(empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
+        _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
+                         C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+
+
+@gluon.jit
+def _box_mma(a_ring, b_ring, ready, empty, STEPS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
+             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    """WS=1, the MMA partition (the kernel's own warps): one asynchronous wgmma group in flight; a slot is
+    released to the copy partition once the wgmma that read it has finished."""
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma)
+    for i in range(STEPS):
+        slot = i % STAGES
+        mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
+        acc = warpgroup_mma(
+            a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
+        )
+        acc = warpgroup_mma_wait(1, deps=[acc])
+        mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=i > 0)  # step i-1's slot
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    return (acc,)  # a tuple: Triton 3.6's warp_specialize takes only that
+
+
+@gluon.jit
 def _maximum(a, b):
     return gl.maximum(a, b)
 
@@ -140,7 +177,7 @@ def conv_box_kernel(
     OUT_CL: gl.constexpr, HAS_BIAS: gl.constexpr, DOT_FP32: gl.constexpr, F16_MMA: gl.constexpr, W_NUMEL: gl.constexpr,
     BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_SWIZZLE: gl.constexpr, B_SWIZZLE: gl.constexpr,
-    STAGES: gl.constexpr, WARPS: gl.constexpr,
+    STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr,
 ):  # fmt: skip
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     C_BLOCKS: gl.constexpr = CIN_P // BLOCK_K
@@ -177,23 +214,39 @@ def conv_box_kernel(
     mma: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
     )
-    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma)
-    for i in gl.static_range(STAGES - 1):  # prologue: fill all but one slot
-        if i < STEPS:
-            _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
-                             C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
-    for i in range(STEPS):
-        slot = i % STAGES
-        mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
-        acc = warpgroup_mma(
-            a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
-        )
-        # One group in flight: step i-1's wgmma has finished reading its slot, which the next copies refill.
-        acc = warpgroup_mma_wait(1, deps=[acc])
-        if i + STAGES - 1 < STEPS:
-            _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i + STAGES - 1, n0, oh0, ow0, co0,
-                             C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
-    acc = warpgroup_mma_wait(0, deps=[acc])
+    if WS:  # a copy warp fills the ring; the kernel's warps only wait, issue wgmma and release slots
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(empty.index(s), count=1)
+        (acc,) = gl.warp_specialize(
+            [
+                (_box_mma, (a_ring, b_ring, ready, empty, STEPS, STAGES, BLOCK_M, BLOCK_N, BLOCK_K, WARPS)),
+                (_box_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0, STEPS,
+                                 C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)),
+            ],
+            [1],
+            [24],
+        )  # fmt: skip
+        for s in gl.static_range(STAGES):
+            mbarrier.invalidate(empty.index(s))
+    else:  # software pipelined: the same warps issue the copies STAGES - 1 steps ahead
+        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma)
+        for i in gl.static_range(STAGES - 1):  # prologue: fill all but one slot
+            if i < STEPS:
+                _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
+                                 C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+        for i in range(STEPS):
+            slot = i % STAGES
+            mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
+            acc = warpgroup_mma(
+                a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
+            )
+            # One group in flight: step i-1's wgmma has finished reading its slot, which the next copies refill.
+            acc = warpgroup_mma_wait(1, deps=[acc])
+            if i + STAGES - 1 < STEPS:
+                _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i + STAGES - 1, n0, oh0, ow0, co0,
+                                 C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+        acc = warpgroup_mma_wait(0, deps=[acc])
     for s in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(s))
 
@@ -233,7 +286,7 @@ def conv_box_portable_kernel(
     OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr, F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
     BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, A_SWIZZLE: tl.constexpr, B_SWIZZLE: tl.constexpr,
-    STAGES: tl.constexpr, WARPS: tl.constexpr,
+    STAGES: tl.constexpr, WARPS: tl.constexpr, WS: tl.constexpr,
 ):  # fmt: skip
     """`conv_box_kernel` with masked loads: same tiles, same K steps, same epilogue (swizzles unused)."""
     BLOCK_M: tl.constexpr = BOX_N * BOX_H * BOX_W
@@ -286,6 +339,12 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 128, 64, 4, 4),
     (64, 64, 64, 4, 4),
 )
+# Warp-specialised (WS=1): one consumer warpgroup (128 x 128 accumulators need 128 registers a thread) plus a copy
+# warp; not measured yet (2026-12-03: written after the session's last GPU call; the tuner decides).
+_WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 128, 64, 4, 4),
+    (128, 128, 64, 4, 3),
+)
 _BOXES_PER_CONFIG = 2
 _MAX_BOX_DIM = 256  # a TMA box side has at most 256 elements
 
@@ -299,7 +358,8 @@ def box_waste(g: Geometry, box: tuple[int, int, int]) -> float:
 
 
 def box_shapes(g: Geometry, block_m: int) -> list[tuple[int, int, int]]:
-    """(BOX_N, BOX_H, BOX_W) of ``block_m`` pixels, least waste first (then wider, then taller boxes: longer TMA runs, fewer halo rows)."""
+    """(BOX_N, BOX_H, BOX_W) of ``block_m`` pixels, least waste first (then wider, then taller boxes: longer TMA
+    runs, fewer halo rows)."""
     _, oh, ow = g.out_spatial
     out = []
     powers = [1 << e for e in range(block_m.bit_length())]
@@ -366,20 +426,24 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         warps: int,
         stages: int,
         box: tuple[int, int, int],
+        ws: bool = False,
     ) -> Schedule:
         g = Geometry.of(problem)
         bn, bk = fit_block(bn, g.cout), fit_block(bk, g.cin)
-        f16 = {"F16_MMA": 2} if _f16_mode(problem) else {}
+        extra = {"F16_MMA": 2} if _f16_mode(problem) else {}
+        if ws:
+            extra["WS"] = 1
         return Schedule.make(
-            warps, stages, BOX_N=box[0], BOX_H=box[1], BOX_W=box[2], BLOCK_N=bn, BLOCK_K=bk, **f16
+            warps, stages, BOX_N=box[0], BOX_H=box[1], BOX_W=box[2], BLOCK_N=bn, BLOCK_K=bk, **extra
         )
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         g = Geometry.of(problem)
         out = [self.heuristic_schedule(problem)]
-        for bm, bn, bk, warps, stages in _CONFIGS:
-            for box in box_shapes(g, bm)[:_BOXES_PER_CONFIG]:
-                out.append(self._schedule(problem, bm, bn, bk, warps, stages, box))
+        for configs, ws in ((_CONFIGS, False), (_WS_CONFIGS, True)):
+            for bm, bn, bk, warps, stages in configs:
+                for box in box_shapes(g, bm)[:_BOXES_PER_CONFIG]:
+                    out.append(self._schedule(problem, bm, bn, bk, warps, stages, box, ws))
         return list(dict.fromkeys(out))
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
@@ -462,6 +526,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             ("B_SWIZZLE", _swizzle(bn * 2)),
             ("STAGES", schedule.num_stages),
             ("WARPS", schedule.num_warps),
+            ("WS", dict(schedule.params).get("WS", 0)),
         )
         grid = (cdiv(g.batch, box[0]) * cdiv(oh, box[1]) * cdiv(ow, box[2]), cdiv(g.cout, bn), 1)
         main = KernelLaunch(
