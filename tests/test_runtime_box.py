@@ -31,21 +31,22 @@ class _Conv(torch.nn.Module):
         return torch.relu(self.conv(x))
 
 
-@pytest.fixture(scope="module")
-def box_pte(tmp_path_factory):
+def _export(directory, ws: bool):
     from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
     from cuda_triton.conv.templates import get_template
     from cuda_triton.conv.tuning import TuningEntry, TuningTable
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.lowered_backend_module import LoweredBackendModule
 
-    directory = tmp_path_factory.mktemp("box")
     x = torch.randn(SHAPE, dtype=torch.float16)
     model = _Conv().eval().to(torch.float16)
     params = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
     problem = ConvProblem.from_tensors(x, model.conv.weight, model.conv.bias, params)
     template = get_template("implicit_gemm_box")
-    entry = TuningEntry.from_problem(problem, 90, template.name, template.heuristic_schedule(problem), 1.0)
+    schedule = template.heuristic_schedule(problem)
+    if ws:
+        schedule = next(s for s in template.schedules(problem) if dict(s.params).get("WS"))
+    entry = TuningEntry.from_problem(problem, 90, template.name, schedule, 1.0)
     table = directory / "pin_box.json"
     TuningTable([entry], 90, {"timing": "pinned"}).write(table)
 
@@ -66,6 +67,16 @@ def box_pte(tmp_path_factory):
     path = directory / "box.pte"
     path.write_bytes(lowered.to_executorch().buffer)
     return path, blobs
+
+
+@pytest.fixture(scope="module")
+def box_pte(tmp_path_factory):
+    return _export(tmp_path_factory.mktemp("box"), ws=False)
+
+
+@pytest.fixture(scope="module")
+def box_ws_pte(tmp_path_factory):
+    return _export(tmp_path_factory.mktemp("box_ws"), ws=True)
 
 
 def test_blob_records_the_gluon_kernel_and_its_twin(box_pte) -> None:
@@ -91,3 +102,19 @@ def test_runtime_launches_the_recorded_kernels(box_pte, tmp_path, cc: str, arch:
     r, log = _run(build, tmp_path, pte, counts, cc=cc,
                   args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0"))  # fmt: skip
     _check_launches(r, log, blobs, arch, 2, x.tobytes())
+
+
+def test_runtime_launches_the_warp_specialised_kernel(box_ws_pte, tmp_path) -> None:
+    """WS=1: the sm_90 kernel has a copy warpgroup beyond its schedule's warps; the blob records the compiled
+    count and the runner launches that many threads."""
+    build = ensure_built()
+    pte, blobs = box_ws_pte
+    (blob,) = [deserialize(b) for b in blobs]
+    *_, main = blob.ops[0].launches
+    assert blob.kernels[main.kernels[90]].num_warps == 8 and blob.kernels[main.kernels[80]].num_warps == 4
+    _, counts = _expected(blobs, 90)
+    x = np.random.default_rng(3).standard_normal(SHAPE).astype(np.float16)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    r, log = _run(build, tmp_path, pte, counts, cc="9.0",
+                  args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "1", "--warmup", "0"))  # fmt: skip
+    _check_launches(r, log, blobs, 90, 1, x.tobytes())
