@@ -98,14 +98,19 @@ SETS["f16_mma"] = [
     ("demo_fp32", "demo", "fp32", (), "pass"),
 ]
 # The Gluon box implicit GEMM in the C++ runtime (4-D TMA boxes, device-made descriptors, a channels-last copy
-# of the contiguous input): UNet's convolutions pinned to it by tables from `scripts/pin_table.py` (run
-# `prepare --set unet` first, then `pin_table.py build/gpu_validate_exports/unet_fp16.pte --template
-# implicit_gemm_box --out build/pin_box_unet.json`, and the same for unet_bf16_device into pin_box_unet_bf16.json).
+# of the contiguous input): every UNet convolution the template supports pinned to it. ``--pin-template T`` is
+# this script's flag, not export_pte's: `prepare` exports the model once as it is, writes a table pinning its
+# convolutions to T (`scripts/pin_table.py`) and exports again with that table.
 SETS["box"] = [
-    ("unet_fp16_box", "unet", "fp16", ("--tuning-table", "build/pin_box_unet.json"), "pass"),
-    ("unet_bf16_box_device", "unet", "bf16", ("--device-memory", "--tuning-table", "build/pin_box_unet_bf16.json"),
-     "pass"),
-]  # fmt: skip
+    ("unet_fp16_box", "unet", "fp16", ("--pin-template", "implicit_gemm_box"), "pass"),
+    (
+        "unet_bf16_box_device",
+        "unet",
+        "bf16",
+        ("--device-memory", "--pin-template", "implicit_gemm_box"),
+        "pass",
+    ),
+]
 # One carry for a closing run: the core set plus ResNet-18 (BatchNorm folds, split-K and channels-last copies).
 SETS["final"] = [*SETS["core"], ("resnet18_fp16", "resnet18", "fp16", (), "pass")]
 # ResNet-50's weights (51 MB in fp16) do not fit beside the runtime libraries in one carry.
@@ -148,10 +153,15 @@ def prepare(args: argparse.Namespace) -> int:
             continue
         cached = EXPORT_CACHE / f"{name}.pte"
         out = EXPORTS / f"{name}.pte"
-        cmd = [sys.executable, str(ROOT / "scripts" / "export_pte.py"), "--model", model, "--dtype", dtype,
-               "--out", str(cached), *(flags if "--archs" in flags else ("--archs", args.archs, *flags))]  # fmt: skip
+        export_flags, pin = _split_pin(flags)
         t0 = time.perf_counter()
         if args.fresh or not (EXPORT_CACHE / f"{name}.io.json").exists():
+            if pin is not None:
+                export_flags += [
+                    "--tuning-table",
+                    str(_pin_table(name, model, dtype, export_flags, pin, args, env)),
+                ]
+            cmd = _export_cmd(model, dtype, cached, export_flags, args.archs)
             print(f"[prepare] {name}: {' '.join(cmd[1:])}", flush=True)
             r = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if r.returncode != 0:
@@ -160,7 +170,7 @@ def prepare(args: argparse.Namespace) -> int:
                 return 1
         else:
             print(f"[prepare] {name}: reusing {cached} (--fresh re-exports)", flush=True)
-            r = subprocess.CompletedProcess(cmd, 0, "", "")
+            r = subprocess.CompletedProcess([], 0, "", "")
         for f in EXPORT_CACHE.glob(f"{name}.*"):
             shutil.copy2(f, EXPORTS / f.name)
         report = [ln for ln in r.stdout.splitlines() if ln.startswith(("kernels:", "sizes:", "time:"))]
@@ -185,6 +195,41 @@ def prepare(args: argparse.Namespace) -> int:
     print("\nOn the GPU machine (device tool, carry ['.carry/gpu_validate']):\n")
     print(f"    {DEVICE_COMMAND}\n")
     return 0
+
+
+def _export_cmd(model: str, dtype: str, out: Path, flags: list[str], archs: str) -> list[str]:
+    return [sys.executable, str(ROOT / "scripts" / "export_pte.py"), "--model", model, "--dtype", dtype,
+            "--out", str(out), *(flags if "--archs" in flags else ("--archs", archs, *flags))]  # fmt: skip
+
+
+def _split_pin(flags: tuple[str, ...]) -> tuple[list[str], str | None]:
+    """(export_pte flags, the template of this script's own ``--pin-template`` flag or None)."""
+    out = list(flags)
+    if "--pin-template" not in out:
+        return out, None
+    i = out.index("--pin-template")
+    template = out[i + 1]
+    del out[i : i + 2]
+    return out, template
+
+
+def _pin_table(
+    name: str, model: str, dtype: str, flags: list[str], template: str, args: Any, env: dict
+) -> Path:
+    """Export the model as it is (beside the cache, not carried), then pin its convolutions to ``template``."""
+    base = EXPORT_CACHE / "unpinned" / f"{name}.pte"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    table = EXPORT_CACHE / "unpinned" / f"{name}.pin.json"
+    for cmd in (
+        _export_cmd(model, dtype, base, flags, args.archs),
+        [sys.executable, str(ROOT / "scripts" / "pin_table.py"), str(base), "--template", template, "--out", str(table)],
+    ):  # fmt: skip
+        print(f"[prepare] {name}: {' '.join(cmd[1:])}", flush=True)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"[prepare] {name}: failed\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        print("    " + (r.stdout.strip().splitlines() or [""])[-1], flush=True)
+    return table
 
 
 # ---- run (GPU machine) --------------------------------------------------------------------------------------
