@@ -3,7 +3,9 @@
 ``compile_launch(launch, arch)`` builds ``triton.compile(ASTSource(fn, signature, constexprs, attrs),
 target=GPUTarget("cuda", arch, 32), options={num_warps, num_stages})`` from the launch's own argument list, so
 the compiled kernel's parameters are exactly ``launch.args`` (then Triton's two trailing scratch pointers), and
-checks that against the PTX ``.entry`` before returning. ``compile_cache_key(launch, arch)`` identifies the
+checks that against the PTX ``.entry`` before returning. A Gluon kernel (``@gluon.jit``) is compiled from a
+``GluonASTSource`` instead; a launch that carries one compiles it only for its archs and its Triton-language twin
+for the others (`KernelLaunch.for_arch`). ``compile_cache_key(launch, arch)`` identifies the
 generated code, so callers can compile each distinct kernel once.
 
 Specialisation hints (``tt.divisibility`` 16) are given where they are guaranteed: every pointer (PyTorch
