@@ -87,7 +87,7 @@ def fake_compile() -> Iterator[None]:
             launch = launch.for_arch(job.arch)
             name = launch.name
             # A distinct "cubin" per distinct kernel (name + constexprs), so deduplication behaves as for real.
-            cubin = repr((name, launch.constexprs, launch.num_warps, launch.num_stages)).encode()
+            cubin = repr((name, launch.constexprs, sorted(launch.compile_options().items()))).encode()
             out[k] = CompiledKernel(
                 name=name, arch=job.arch, cubin=cubin, ptx="", num_warps=launch.num_warps, num_ctas=1, shared=0,
                 global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0, profile_scratch_align=1,
@@ -266,9 +266,8 @@ def emulate_blob(
                     actual.append(None)
                 else:
                     actual.append(ra.value)
-            fn = launch.fn_for_arch(running_arch())  # the name was checked against the recorded kernels above
-            fn[tuple(rec.grid)](*actual, **dict(launch.constexprs), num_warps=launch.num_warps,
-                                num_stages=launch.num_stages)  # fmt: skip
+            target = launch.for_arch(running_arch())  # the name was checked against the recorded kernels above
+            target.fn[tuple(rec.grid)](*actual, **dict(target.constexprs), **target.compile_options())
         # The ATen comparison needs the original weights: `run_program` does it with these (see _check_op...).
         _LAST_OP_IO.append((op, problem, x_in, view(op.output).clone()))
     outs: list[torch.Tensor | None] = [None] * blob.num_outputs

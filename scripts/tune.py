@@ -724,12 +724,12 @@ def warm_job(
                             args.append(_TORCH_DTYPE.get(a.dtype, problem.torch_dtype))
                     else:
                         args.append(a.value)
-                launch.fn_for_arch(running_arch()).warmup(
+                target = launch.for_arch(running_arch())
+                target.fn.warmup(
                     *args,
-                    grid=launch.grid,
-                    num_warps=launch.num_warps,
-                    num_stages=launch.num_stages,
-                    **dict(launch.constexprs),
+                    grid=target.grid,
+                    **target.compile_options(),
+                    **dict(target.constexprs),
                 )
             done += 1
         except Exception as e:
@@ -976,7 +976,12 @@ def print_plan(todo: list[tuple[str, Any, list[str]]], max_schedules: int | None
             for sched in candidate_schedules(t, problem, schedule_limit(sources, max_schedules)):
                 row[1] += 1
                 for launch in t.launches(problem, sched):
-                    k = (launch.name, launch.constexprs, launch.num_warps, launch.num_stages, problem.dtype)
+                    k = (
+                        launch.name,
+                        launch.constexprs,
+                        tuple(launch.compile_options().items()),
+                        problem.dtype,
+                    )
                     if k not in kernels:
                         kernels.add(k)
                         row[2] += 1

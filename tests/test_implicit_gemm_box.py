@@ -173,6 +173,13 @@ def test_box_cubins_per_arch() -> None:
     (ws_sm90,) = compile_launches(t.launches(problem, ws), 90)
     assert ws_sm90.num_warps == ws.num_warps + 4 and "setmaxnreg" in ws_sm90.ptx
     assert "cp.async.bulk.tensor.4d" in ws_sm90.ptx and "mbarrier.arrive" in ws_sm90.ptx
+    # 128 x 256 on two wgmma warpgroups: 12 warps, so at most 168 registers a thread at launch (65536 / 384)
+    (ws8,) = [s for s in t.schedules(problem) if dict(s.params).get("WS") and s.num_warps == 8][:1]
+    (ws8_launch,) = t.launches(problem, ws8)
+    (ws8_sm90,) = compile_launches([ws8_launch], 90)
+    assert ws8_launch.maxnreg == 168 and ws8_sm90.num_warps == 12 and ".maxnreg 168" in ws8_sm90.ptx
+    (ws8_sm80,) = compile_launches([ws8_launch], 80)  # the twin: no register cap
+    assert ws8_sm80.num_warps == 8 and ".maxnreg" not in ws8_sm80.ptx
     # fp32 (F16_MMA=2): the same kernel on the fp16 copy, fp32 bias and output, the scales' pointer
     f32 = _meta(8, 256, 256, (56, 56), 3, dtype="float32", pad_before=1)
     *_, f32_launch = t.launches(f32, t.heuristic_schedule(f32))

@@ -185,8 +185,7 @@ def compile_cache_key(launch: KernelLaunch, arch: int) -> str:
             sorted(signature.items()),
             sorted(constexprs.items()),
             sorted(attrs.items()),
-            launch.num_warps,
-            launch.num_stages,
+            sorted(launch.compile_options().items()),
             int(arch),
         )
     )
@@ -244,7 +243,7 @@ def _compile_here(launch: KernelLaunch, arch: int) -> CompiledKernel:
     kinds = abi_types(launch)
     source_type = GluonASTSource if isinstance(fn, GluonJITFunction) else ASTSource
     src = source_type(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    options = {"num_warps": launch.num_warps, "num_stages": launch.num_stages}
+    options = launch.compile_options()
     try:
         compiled = triton.compile(src, target=GPUTarget("cuda", int(arch), 32), options=options)
     except Exception as e:  # the Triton compiler raises many types; name the kernel and the arch
@@ -291,6 +290,7 @@ def _launch_spec(launch: KernelLaunch) -> dict[str, Any]:
         "grid": launch.grid,
         "num_warps": launch.num_warps,
         "num_stages": launch.num_stages,
+        "maxnreg": launch.maxnreg,
     }
 
 

@@ -140,6 +140,17 @@ class KernelLaunch:
     # (``portable_fn``): Triton's CPU interpreter runs the twin, and every other arch compiles it.
     portable_fn: Any = None
     fn_archs: tuple[int, ...] | None = None  # None: ``fn`` compiles for every arch
+    # Triton's ``maxnreg`` for ``fn`` (registers per thread; the twin compiles without it): a warp-specialised
+    # kernel's extra warps must fit the register file at launch (its partitions then trade registers with
+    # setmaxnreg). None: the compiler's choice.
+    maxnreg: int | None = None
+
+    def compile_options(self) -> dict[str, int]:
+        """The Triton options every compile and launch of this kernel passes (JIT, warm-up, AOT)."""
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.maxnreg is not None:
+            options["maxnreg"] = self.maxnreg
+        return options
 
     @property
     def name(self) -> str:
@@ -158,7 +169,8 @@ class KernelLaunch:
         fn = self.fn_for_arch(arch)
         if fn is self.fn and self.portable_fn is None:
             return self
-        return replace(self, fn=fn, portable_fn=None, fn_archs=None)
+        maxnreg = self.maxnreg if fn is self.fn else None
+        return replace(self, fn=fn, portable_fn=None, fn_archs=None, maxnreg=maxnreg)
 
     def resolve(self, tensors: dict[str, torch.Tensor | None]) -> list[Any]:
         """Positional JIT arguments: tensors by role, scalars by value."""
@@ -170,13 +182,8 @@ class KernelLaunch:
     def run(self, tensors: dict[str, torch.Tensor | None]) -> None:
         """Launch through Triton's JIT on the current stream (the op's CUDA body and GPU tests)."""
         _ensure_scratch_allocator()
-        fn = self.fn_for_arch(running_arch())
-        fn[self.grid](
-            *self.resolve(tensors),
-            **dict(self.constexprs),
-            num_warps=self.num_warps,
-            num_stages=self.num_stages,
-        )
+        launch = self.for_arch(running_arch())
+        launch.fn[self.grid](*self.resolve(tensors), **dict(self.constexprs), **launch.compile_options())
 
 
 def running_arch() -> int | None:

@@ -339,12 +339,15 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 128, 64, 4, 4),
     (64, 64, 64, 4, 4),
 )
-# Warp-specialised (WS=1): one consumer warpgroup (128 x 128 accumulators need 128 registers a thread) plus a copy
-# warp; not measured yet (2026-12-03: written after the session's last GPU call; the tuner decides).
+# Warp-specialised (WS=1): the wgmma warpgroup(s) plus a copy warp: 128 x 128 tiles on one warpgroup (128 fp32
+# accumulators a thread), 128 x 256 on two (`_ws_maxnreg`); not measured yet (2026-12-03: written after the
+# session's last GPU call; the tuner decides).
 _WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (128, 128, 64, 4, 4),
     (128, 128, 64, 4, 3),
+    (128, 256, 64, 8, 3),
 )
+_REGISTERS_PER_SM = 65536
 _BOXES_PER_CONFIG = 2
 _MAX_BOX_DIM = 256  # a TMA box side has at most 256 elements
 
@@ -376,6 +379,16 @@ def _programs(g: Geometry, schedule: Schedule) -> int:
     _, oh, ow = g.out_spatial
     boxes = cdiv(g.batch, schedule["BOX_N"]) * cdiv(oh, schedule["BOX_H"]) * cdiv(ow, schedule["BOX_W"])
     return boxes * cdiv(g.cout, schedule["BLOCK_N"])
+
+
+def _ws_maxnreg(schedule: Schedule) -> int | None:
+    """A warp-specialised kernel runs its schedule's warps plus a warpgroup for the copy warp; at launch every
+    thread holds ``maxnreg`` registers (the partitions trade them with setmaxnreg afterwards), so with 8 MMA warps
+    the 12 must fit the register file: at most 168 each. None where the compiler's own limit fits."""
+    if not dict(schedule.params).get("WS"):
+        return None
+    limit = _REGISTERS_PER_SM // ((schedule.num_warps + 4) * 32) // 8 * 8
+    return limit if limit < 255 else None
 
 
 def _swizzle(row_bytes: int) -> int:
@@ -538,6 +551,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             schedule.num_stages,
             portable_fn=conv_box_portable_kernel,
             fn_archs=GLUON_ARCHS,
+            maxnreg=_ws_maxnreg(schedule),
         )
         if (
             f16
