@@ -54,16 +54,13 @@ def _export(directory, ws: bool):
     options = CudaTritonOptions(archs=(80, 90), tuning_table=str(table))
     lowered = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner(options)])
     gm = lowered.exported_program().graph_module
-    blobs = [
-        bytes(getattr(gm, n.args[0].target).processed_bytes)
+    delegates = [
+        getattr(gm, n.args[0].target)
         for n in gm.graph.nodes
         if n.op == "call_function" and "executorch_call_delegate" in str(n.target)
     ]
-    assert blobs and all(
-        isinstance(getattr(gm, n.args[0].target), LoweredBackendModule)
-        for n in gm.graph.nodes
-        if n.op == "call_function" and "executorch_call_delegate" in str(n.target)
-    )
+    assert delegates and all(isinstance(d, LoweredBackendModule) for d in delegates)
+    blobs = [bytes(d.processed_bytes) for d in delegates]
     path = directory / "box.pte"
     path.write_bytes(lowered.to_executorch().buffer)
     return path, blobs

@@ -182,13 +182,21 @@ class KernelLaunch:
     def run(self, tensors: dict[str, torch.Tensor | None]) -> None:
         """Launch through Triton's JIT on the current stream (the op's CUDA body and GPU tests)."""
         _ensure_scratch_allocator()
-        launch = self.for_arch(running_arch())
+        launch = self if self.portable_fn is None else self.for_arch(running_arch())  # no device query else
         launch.fn[self.grid](*self.resolve(tensors), **dict(self.constexprs), **launch.compile_options())
+
+
+def interpreting() -> bool:
+    """Whether kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)."""
+    try:
+        return bool(triton.knobs.runtime.interpret)
+    except AttributeError:  # older Triton
+        return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def running_arch() -> int | None:
     """Compute capability kernels launched now run on: None under Triton's CPU interpreter."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if interpreting():
         return None
     major, minor = torch.cuda.get_device_capability()
     return major * 10 + minor
@@ -199,7 +207,7 @@ _allocator_set = False
 
 def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     """Triton's global scratch (device-side TMA descriptors) from PyTorch's caching allocator (256-B aligned)."""
-    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    device = "cpu" if interpreting() else "cuda"
     return torch.empty(size, dtype=torch.int8, device=device)
 
 

@@ -41,7 +41,7 @@ matrix scaled to fp16 and flattened, then its shift (`prepare_f16_weight`).
 from __future__ import annotations
 
 import itertools
-import os
+import math
 
 import torch
 import triton
@@ -88,6 +88,7 @@ from .base import (
     Support,
     TensorArg,
     cdiv,
+    interpreting,
 )
 from .implicit_gemm import ImplicitGemmTemplate, store_output
 
@@ -352,12 +353,15 @@ _BOXES_PER_CONFIG = 2
 _MAX_BOX_DIM = 256  # a TMA box side has at most 256 elements
 
 
+def box_count(g: Geometry, box: tuple[int, int, int]) -> int:
+    """How many (BOX_N, BOX_H, BOX_W) boxes cover the output: the grid's first axis."""
+    _, oh, ow = g.out_spatial
+    return cdiv(g.batch, box[0]) * cdiv(oh, box[1]) * cdiv(ow, box[2])
+
+
 def box_waste(g: Geometry, box: tuple[int, int, int]) -> float:
     """Pixels the boxes cover over pixels the output has (1.0: the boxes tile the output exactly)."""
-    bn, bh, bw = box
-    _, oh, ow = g.out_spatial
-    covered = cdiv(g.batch, bn) * bn * cdiv(oh, bh) * bh * cdiv(ow, bw) * bw
-    return covered / (g.batch * oh * ow)
+    return box_count(g, box) * math.prod(box) / g.m
 
 
 def box_shapes(g: Geometry, block_m: int) -> list[tuple[int, int, int]]:
@@ -374,11 +378,8 @@ def box_shapes(g: Geometry, block_m: int) -> list[tuple[int, int, int]]:
     return sorted(out, key=lambda b: (box_waste(g, b), -b[2], -b[1]))
 
 
-def _programs(g: Geometry, schedule: Schedule) -> int:
-    """The launch grid's size: output boxes x channel blocks."""
-    _, oh, ow = g.out_spatial
-    boxes = cdiv(g.batch, schedule["BOX_N"]) * cdiv(oh, schedule["BOX_H"]) * cdiv(ow, schedule["BOX_W"])
-    return boxes * cdiv(g.cout, schedule["BLOCK_N"])
+def _box_of(schedule: Schedule) -> tuple[int, int, int]:
+    return (schedule["BOX_N"], schedule["BOX_H"], schedule["BOX_W"])
 
 
 def _ws_maxnreg(schedule: Schedule) -> int | None:
@@ -475,8 +476,9 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         programs: its box was fitted to another map, and a grid under one wave idles SMs. (u.vgg.3x3.512 at batch 4
         took a 64 x 64 map's 128 x 256 schedule: 56 programs, 48 us against the heuristic's 38 us, 2026-12-03.)"""
         g = Geometry.of(problem)
-        box = (schedule["BOX_N"], schedule["BOX_H"], schedule["BOX_W"])
-        return box == box_shapes(g, box[0] * box[1] * box[2])[0] and _programs(g, schedule) >= NUM_SMS
+        box = _box_of(schedule)
+        programs = box_count(g, box) * cdiv(g.cout, schedule["BLOCK_N"])
+        return box == box_shapes(g, math.prod(box))[0] and programs >= NUM_SMS
 
     # -- weight and launches -------------------------------------------------------------------------------
     def _gemm_schedule(self, schedule: Schedule) -> Schedule:
@@ -512,7 +514,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
                 for nm, v in (("BATCH", g.batch), ("H", h), ("W", w), ("OH", oh), ("OW", ow))
             ),
         )
-        box = (schedule["BOX_N"], schedule["BOX_H"], schedule["BOX_W"])
+        box = _box_of(schedule)
         bn, bk = schedule["BLOCK_N"], schedule["BLOCK_K"]
         constexprs = (
             ("C_IN", g.cin),
@@ -527,7 +529,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             ("DW", g.dilation[2]),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
-            ("DOT_FP32", _interpreting() and problem.dtype == "bfloat16"),
+            ("DOT_FP32", interpreting() and problem.dtype == "bfloat16"),
             ("F16_MMA", bool(f16)),
             ("W_NUMEL", taps * cin_p * cout_p),
             ("BOX_N", box[0]),
@@ -541,7 +543,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             ("WARPS", schedule.num_warps),
             ("WS", dict(schedule.params).get("WS", 0)),
         )
-        grid = (cdiv(g.batch, box[0]) * cdiv(oh, box[1]) * cdiv(ow, box[2]), cdiv(g.cout, bn), 1)
+        grid = (box_count(g, box), cdiv(g.cout, bn), 1)
         main = KernelLaunch(
             conv_box_kernel,
             args,
@@ -564,10 +566,6 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
 def _f16_mode(problem: ConvProblem) -> int:
     """2 for fp32 (run on the scaled fp16 copy, F16_MMA=2: `supports` has checked it is allowed), else 0."""
     return 2 if problem.dtype == "float32" else 0
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 _IMPLICIT_GEMM = ImplicitGemmTemplate()
