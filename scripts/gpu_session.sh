@@ -42,7 +42,7 @@ if [ -n "${RETUNE:-}" ]; then
   step retune "${T_RETUNE:-200}" python3 scripts/tune.py --out "$o/retune" --problems "$RETUNE" \
     --dtypes "${RETUNE_DTYPES:-fp16,bf16,fp32}" --budget-s "${RETUNE_BUDGET:-170}" ${RETUNE_EXTRA:-}
   step merge 60 python3 scripts/merge_tables.py backends/cuda_triton/conv/tuning/sm90.json "$o/retune/sm90.json" \
-    --out backends/cuda_triton/conv/tuning/sm90.json --note "${RETUNE_NOTE:-re-tuned by gpu_session.sh}"
+    --out backends/cuda_triton/conv/tuning/sm90.json --note "${RETUNE_NOTE:-re-tuned by gpu_session.sh}" ${MERGE_EXTRA:-}
   cp backends/cuda_triton/conv/tuning/sm90.json "$o/sm90.merged.json"
 fi
 # ours with the shipped tuning table vs cuDNN vs Inductor (max-autotune, every dtype), then the heuristics alone

@@ -546,6 +546,7 @@ def measure_problem(
     deadline: float | None,
     cudnn: bool,
     max_schedules: int | None = None,
+    templates: set[str] | None = None,
 ) -> ProblemResult:
     from cuda_triton.conv.templates import registered_templates
     from cuda_triton.conv.tuning import problem_spec, table_key
@@ -556,6 +557,8 @@ def measure_problem(
     nrot = len(ops.inputs)
     supporting = []
     for t in registered_templates():
+        if templates is not None and t.name not in templates:
+            continue
         try:
             if t.supports(problem):
                 supporting.append(t)
@@ -748,14 +751,14 @@ class Precompiler:
         self.pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
         self.futures: dict[str, list[Any]] = {}
 
-    def submit(self, key: str, problem, limit: int | None = None) -> None:
+    def submit(self, key: str, problem, limit: int | None = None, templates: set[str] | None = None) -> None:
         from cuda_triton.conv.templates import registered_templates
         from cuda_triton.conv.tuning import problem_spec
 
         spec = problem_spec(problem)
         futs = []
         for t in registered_templates():
-            if not t.supports(problem):
+            if (templates is not None and t.name not in templates) or not t.supports(problem):
                 continue
             scheds = [s.as_dict() for s in candidate_schedules(t, problem, limit)]
             for i in range(0, len(scheds), 4):
@@ -961,7 +964,11 @@ def write_summary(path: Path, records: dict[str, dict[str, Any]], meta: dict[str
     os.replace(tmp, path)
 
 
-def print_plan(todo: list[tuple[str, Any, list[str]]], max_schedules: int | None = None) -> None:
+def print_plan(
+    todo: list[tuple[str, Any, list[str]]],
+    max_schedules: int | None = None,
+    templates: set[str] | None = None,
+) -> None:
     """Convolutions, candidates and distinct kernels (what compiling costs) per source, without a GPU."""
     from cuda_triton.conv.templates import registered_templates
 
@@ -971,7 +978,7 @@ def print_plan(todo: list[tuple[str, Any, list[str]]], max_schedules: int | None
         row = rows.setdefault(sources[0].split(":")[0] + ":" + problem.dtype, [0, 0, 0])
         row[0] += 1
         for t in registered_templates():
-            if not t.supports(problem):
+            if (templates is not None and t.name not in templates) or not t.supports(problem):
                 continue
             for sched in candidate_schedules(t, problem, schedule_limit(sources, max_schedules)):
                 row[1] += 1
@@ -1042,6 +1049,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--supported-by",
         default=None,
         help="measure only the convolutions this template supports (after adding or changing it)",
+    )
+    ap.add_argument(
+        "--templates",
+        type=_csv,
+        default=None,
+        help="measure only these templates' schedules (merge the result with --keep-faster: the table's other "
+        "templates were not tried)",
     )
     ap.add_argument("--no-cudnn", action="store_true", help="do not time ATen/cuDNN")
     ap.add_argument("--limit", type=int, default=None, help="measure at most this many convolutions")
@@ -1114,6 +1128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     registered_templates()
     only = get_template(args.supported_by) if args.supported_by else None
+    only_templates = None if args.templates is None else {get_template(n).name for n in args.templates}
     todo: list[tuple[str, Any, list[str]]] = []
     by_key: dict[str, int] = {}
     for source, problem in collect_problems(args):
@@ -1128,7 +1143,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         todo = todo[: args.limit]
     if args.dry_run:
-        print_plan(todo, args.max_schedules)
+        print_plan(todo, args.max_schedules, only_templates)
         return 0
     table_path.parent.mkdir(parents=True, exist_ok=True)
     if args.resume:  # carry the resumed records into this run's log, so the new log is complete on its own
@@ -1165,7 +1180,7 @@ def main(argv: list[str] | None = None) -> int:
     pre = Precompiler(jobs) if (cuda and jobs > 0 and todo) else None
     if pre is not None:
         for key, problem, sources in todo:
-            pre.submit(key, problem, schedule_limit(sources, args.max_schedules))
+            pre.submit(key, problem, schedule_limit(sources, args.max_schedules), only_templates)
 
     def _terminate(signum, frame):  # `timeout` sends SIGTERM: stop like Ctrl-C, writing the table
         raise KeyboardInterrupt
@@ -1184,7 +1199,13 @@ def main(argv: list[str] | None = None) -> int:
                     pre.wait(key, deadline)
                 try:
                     res = measure_problem(
-                        problem, sources, env, deadline, not args.no_cudnn, args.max_schedules
+                        problem,
+                        sources,
+                        env,
+                        deadline,
+                        not args.no_cudnn,
+                        args.max_schedules,
+                        only_templates,
                     )
                 except BudgetExceeded:
                     stopped = "budget"
