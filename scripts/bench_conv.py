@@ -93,16 +93,13 @@ def roofline_us(case: nc.Case, problem) -> float:
 # CUDA-graph timing settings (command line: --graph-ms, --graph-calls, --warm-ms). Single kernels under ~20 us
 # moved up to 2x between runs with the defaults (docs/performance.md, session 6); longer graphs and a warm-up
 # burn before the timed replays are there to test what steadies them.
-TIMING = {"graph_ms": 2.0, "graph_calls": 200, "warm_ms": 0.0}
+TIMING = {"graph_ms": 2.0, "graph_calls": 500, "warm_ms": 20.0}
 
 
-def time_gpu_us(fn, reps: int = 30, target_ms: float | None = None) -> tuple[float, str]:
-    """Median GPU time per call in microseconds, CUDA-graph replays (fallback: eager calls).
-
-    A graph holds enough calls for ``target_ms`` (default TIMING["graph_ms"]), at most TIMING["graph_calls"]
-    (each call of ours or cuDNN allocates its output from the graph's pool, so the cap bounds that memory); with
-    TIMING["warm_ms"] > 0 the graph is replayed for that long before the timed replays."""
-    target_ms = TIMING["graph_ms"] if target_ms is None else target_ms
+def _graph_of(fn, target_ms: float) -> tuple[Any, int, str]:
+    """(run, calls per run, mode): a CUDA graph of enough calls of ``fn`` for ``target_ms``, at most
+    TIMING["graph_calls"] (each call of ours or cuDNN allocates its output from the graph's pool, so the cap bounds
+    that memory); eager calls where capture fails."""
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -123,7 +120,7 @@ def time_gpu_us(fn, reps: int = 30, target_ms: float | None = None) -> tuple[flo
             for _ in range(inner):
                 fn()
         graph.replay()
-        run, mode = graph.replay, "cuda-graph"
+        return graph.replay, inner, "cuda-graph"
     except Exception:
         torch.cuda.synchronize()
 
@@ -131,23 +128,50 @@ def time_gpu_us(fn, reps: int = 30, target_ms: float | None = None) -> tuple[flo
             for _ in range(inner):
                 fn()
 
-        mode = "eager"
-    if TIMING["warm_ms"] > 0:  # keep the GPU busy (clocks up) before timing
-        start.record()
-        while True:
+        return run, inner, "eager"
+
+
+def _burn(runs: list[Any], ms: float) -> None:
+    """Replay the graphs in turn for ``ms`` (GPU clocks up before the timed replays)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    while True:
+        for run in runs:
+            run()
+        end.record()
+        end.synchronize()
+        if start.elapsed_time(end) >= ms:
+            return
+
+
+def time_side_by_side(
+    fns: dict[str, Any], reps: int = 30, target_ms: float | None = None
+) -> dict[str, tuple[float, str]]:
+    """Median GPU time per call (us) and timing mode of each contender, measured in interleaved rounds.
+
+    Each round replays every contender's graph once, so drift of the GPU's clocks or of the machine's load during
+    a case affects all contenders alike (timed one after the other, ours on small kernels moved up to 3.6x between
+    runs while cuDNN's times held within 10%: 2026-12-03 13:46 against 11:17)."""
+    target_ms = TIMING["graph_ms"] if target_ms is None else target_ms
+    graphs = {k: _graph_of(fn, target_ms) for k, fn in fns.items()}
+    if TIMING["warm_ms"] > 0:
+        _burn([g[0] for g in graphs.values()], TIMING["warm_ms"])
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, (run, inner, _) in graphs.items():
+            start.record()
             run()
             end.record()
             end.synchronize()
-            if start.elapsed_time(end) >= TIMING["warm_ms"]:
-                break
-    times = []
-    for _ in range(reps):
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / inner)
-    return statistics.median(times), mode
+            times[k].append(start.elapsed_time(end) * 1e3 / inner)
+    return {k: (statistics.median(times[k]), graphs[k][2]) for k in fns}
+
+
+def time_gpu_us(fn, reps: int = 30, target_ms: float | None = None) -> tuple[float, str]:
+    """Median GPU time per call in microseconds, CUDA-graph replays (fallback: eager calls); see
+    `time_side_by_side` (this is it with one contender)."""
+    return time_side_by_side({"fn": fn}, reps, target_ms)["fn"]
 
 
 # ---- contenders -----------------------------------------------------------------------------------------
@@ -309,11 +333,11 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
         floor_us=roofline_us(case, problem),
         tf32=problem.allow_tf32,
     )
-    # cuDNN
-    fn = cudnn_call(case, x, w, b)
-    rec["cudnn_check"] = check(case, fn, x, w, b)
-    rec["cudnn_us"], _ = time_gpu_us(fn, args.reps)
-    # ours
+    # cuDNN, ours (tuning table) and ours with the heuristic alone (table off: how fast shapes outside the table
+    # run), checked one by one, then timed side by side in interleaved rounds.
+    cudnn_fn = cudnn_call(case, x, w, b)
+    rec["cudnn_check"] = check(case, cudnn_fn, x, w, b)
+    contenders = {"cudnn": cudnn_fn}
     try:
         from cuda_triton.conv.dispatch import tuning_lookup
 
@@ -322,22 +346,32 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
     except NoTemplateError as e:
         rec["ours_us"], rec["ours_error"] = None, f"no template: {e}"
         cand = None
+    fn = ours_call(case, x, w, b)
     if cand is not None:
-        fn = ours_call(case, x, w, b)
         rec["ours_check"] = check(case, fn, x, w, b)
-        rec["ours_us"], rec["timing_mode"] = time_gpu_us(fn, args.reps)
-        # The heuristic alone (tuning table off), side by side: how fast shapes outside the table run.
+        contenders["ours"] = fn
         heur = select_candidate(problem, None)
         rec["heuristic"] = {"template": heur.template.name, "schedule": heur.schedule.as_dict()}
-        if (heur.template.name, heur.schedule) == (cand.template.name, cand.schedule):
-            rec["heuristic_us"] = rec["ours_us"]
-        else:
+        if (heur.template.name, heur.schedule) != (cand.template.name, cand.schedule):
             try:
                 with force_conv_candidate(heur.template.name, heur.schedule):
                     rec["heuristic_check"] = check(case, fn, x, w, b)
-                    rec["heuristic_us"], _ = time_gpu_us(fn, args.reps)
+
+                def heur_fn(h=heur) -> Any:
+                    with force_conv_candidate(h.template.name, h.schedule):
+                        return fn()
+
+                contenders["heuristic"] = heur_fn
             except Exception as e:
                 rec["heuristic_us"], rec["heuristic_error"] = None, f"{type(e).__name__}: {e}"[:300]
+    timed = time_side_by_side(contenders, args.reps)
+    rec["cudnn_us"] = timed["cudnn"][0]
+    if "ours" in timed:
+        rec["ours_us"], rec["timing_mode"] = timed["ours"]
+        rec["heuristic_us"] = (
+            timed["heuristic"][0] if "heuristic" in timed else rec.get("heuristic_us", rec["ours_us"])
+        )
+    if cand is not None:
         if args.tune and case["dtype"] in set((args.tune_dtypes or args.dtypes).split(",")):
             tuned = []
             ref = nc.reference(case, x, w, b)

@@ -68,6 +68,8 @@ def _expected(blobs: list[bytes], arch: int) -> tuple[list[tuple], dict[str, int
 def _parse_log(path) -> list[tuple]:
     rows = []
     for line in path.read_text().splitlines():
+        if line == "WAIT":  # a stream fence (see _check_launches)
+            continue
         parts = dict(p.split("=", 1) for p in line.split()[2:])
         rows.append((line.split()[1], parts["grid"], parts["block"], parts["shared"], parts["cluster"],
                      parts["params"].split(",") if parts["params"] else []))  # fmt: skip
@@ -100,11 +102,21 @@ def device_planned(tmp_path_factory):
     return export_tiny(tmp_path_factory.mktemp("pte_dev"), device_memory=True)
 
 
-def _check_launches(r, log, blobs, arch, executions, input_bytes):
+def _check_launches(r, log, blobs, arch, executions, input_bytes, waits=0):
+    """The launches of ``executions`` runs, as the blobs record them; ``waits`` fences (cuStreamWaitEvent) open
+    each delegate call: 2 (the legacy and per-thread default streams) when its input lives in device memory,
+    which an et_copy H2D on a default stream wrote just before."""
     assert r.returncode == 0, r.stderr[-3000:]
     expected, _ = _expected(blobs, arch)
     rows = _parse_log(log)
     assert len(rows) == executions * len(expected)
+    kinds = ["WAIT" if line == "WAIT" else "LAUNCH" for line in log.read_text().splitlines()]
+    per_run: list[str] = []
+    for i, row in enumerate(expected):  # each delegate call fences once, before its first launch
+        if i == 0 or row[7] is not expected[i - 1][7]:
+            per_run += ["WAIT"] * waits
+        per_run.append("LAUNCH")
+    assert kinds == per_run * executions, " ".join(k[0] for k in kinds)
     for i, row in enumerate(rows):
         name, grid, block, shared, cluster, params, _, _ = expected[i % len(expected)]
         assert row[:5] == (name, grid, block, shared, cluster), (i, row, expected[i % len(expected)][:5])
@@ -143,7 +155,7 @@ def test_device_planned_program_runs_on_fake_driver(build, tmp_path, device_plan
     (tmp_path / "in.bin").write_bytes(x.tobytes())
     r, log = _run(build, tmp_path, pte, counts, cc="8.0",
                   args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0"))  # fmt: skip
-    _check_launches(r, log, blobs, 80, 2, x.tobytes())
+    _check_launches(r, log, blobs, 80, 2, x.tobytes(), waits=2)
 
 
 def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:

@@ -82,6 +82,7 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
                                            std::to_string(major * 10 + minor) + "]).");
   }
   CT_RETURN_IF_ERROR(Stream::create(&p->stream_));
+  CT_RETURN_IF_ERROR(Event::create(&p->inputs_ready_));
 
   p->kernels_.resize(b.kernels.size());
   std::vector<bool> needed(b.kernels.size(), false);
@@ -256,6 +257,7 @@ DelegateProgram::~DelegateProgram() {
     (void)stream_.synchronize();
   }
   launches_.clear();
+  inputs_ready_ = Event();
   global_scratch_ = DeviceBuffer();
   profile_scratch_ = DeviceBuffer();
   values_.clear();
@@ -287,6 +289,7 @@ Status DelegateProgram::prepare_value(size_t v, EValue* ev, bool is_output) {
   }
   ValueState& vs = values_[v];
   vs.host = nullptr;
+  vs.in_caller_device_memory = false;
   if (vr.storage_bytes == 0) {
     vs.address = 0;
     return Status::Ok();
@@ -305,6 +308,7 @@ Status DelegateProgram::prepare_value(size_t v, EValue* ev, bool is_output) {
   }
   if (on_device) {
     vs.address = reinterpret_cast<CUdeviceptr>(data);
+    vs.in_caller_device_memory = true;
     return Status::Ok();
   }
   // Host-planned: stage through pinned memory (allocated on first use, kept for later executions).
@@ -342,6 +346,17 @@ Status DelegateProgram::execute(Span<EValue*> args) {
     } else if (vr.kind == ValueKind::kOutput) {
       CT_RETURN_IF_ERROR(prepare_value(v, args[b.num_inputs + vr.index], true));
     }
+  }
+
+  // Our stream does not synchronize with the default streams. A device-planned input was written just before
+  // this call by ExecuTorch's et_copy H2D (a cudaMemcpy, which for pageable host memory may return before its DMA
+  // has landed) or by the caller: wait for that work before any kernel reads it.
+  bool device_inputs = false;
+  for (size_t v = 0; v < b.values.size(); ++v) {
+    device_inputs |= b.values[v].kind == ValueKind::kInput && values_[v].in_caller_device_memory;
+  }
+  if (device_inputs) {
+    CT_RETURN_IF_ERROR(stream_.wait_for_default_streams(inputs_ready_.get()));
   }
 
   uint32_t checked_op = UINT32_MAX;

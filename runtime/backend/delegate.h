@@ -51,6 +51,7 @@ class DelegateProgram {
     PinnedBuffer pinned;   // host staging for host-planned inputs/outputs
     CUdeviceptr address = 0;
     void* host = nullptr;  // host tensor data to copy back (outputs), set per execute
+    bool in_caller_device_memory = false;  // set per execute: the tensor's own device memory is used in place
   };
 
   Status prepare_value(size_t v, executorch::runtime::EValue* ev, bool is_output);
@@ -59,6 +60,7 @@ class DelegateProgram {
   uint32_t arch_ = 0;
   PrimaryContext context_;
   Stream stream_;
+  Event inputs_ready_;  // fence: device-resident inputs written on a default stream before execute()
   std::vector<LoadedKernel> kernels_;  // indexed like blob_.kernels; only the device's arch is loaded
   std::vector<DeviceBuffer> constants_;
   std::vector<ValueState> values_;

@@ -44,7 +44,11 @@ namespace cuda_triton {
   X(cuPointerGetAttribute)              \
   X(cuStreamCreate)                     \
   X(cuStreamDestroy)                    \
-  X(cuStreamSynchronize)
+  X(cuStreamSynchronize)                \
+  X(cuStreamWaitEvent)                  \
+  X(cuEventCreate)                      \
+  X(cuEventDestroy)                     \
+  X(cuEventRecord)
 
 // The function table. `ok()` is false when libcuda could not be loaded, a symbol is missing or cuInit
 // failed; `error()` then says why in one sentence.

@@ -97,6 +97,30 @@ Status Stream::synchronize() const {
   return check_cu(Driver::get().cuStreamSynchronize(s_), "cuStreamSynchronize");
 }
 
+Status Stream::wait_for_default_streams(CUevent marker) const {
+  const Driver& d = Driver::get();
+  for (CUstream source : {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {
+    CT_RETURN_IF_ERROR(check_cu(d.cuEventRecord(marker, source), "cuEventRecord (default stream)"));
+    CT_RETURN_IF_ERROR(check_cu(d.cuStreamWaitEvent(s_, marker, 0), "cuStreamWaitEvent"));
+  }
+  return Status::Ok();
+}
+
+Status Event::create(Event* out) {
+  CT_RETURN_IF_ERROR(need_driver());
+  Event e;
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuEventCreate(&e.e_, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+void Event::reset() {
+  if (e_ != nullptr) {
+    Driver::get().cuEventDestroy(e_);
+    e_ = nullptr;
+  }
+}
+
 void Stream::reset() {
   if (s_ != nullptr) {
     Driver::get().cuStreamDestroy(s_);

@@ -62,6 +62,34 @@ class ScopedContext {
   Status status_;
 };
 
+// A CUevent without timing (a fence between streams).
+class Event {
+ public:
+  Event() = default;
+  ~Event() {
+    reset();
+  }
+  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  Event& operator=(Event&& o) noexcept {
+    if (this != &o) {
+      reset();
+      e_ = std::exchange(o.e_, nullptr);
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  static Status create(Event* out);
+  CUevent get() const {
+    return e_;
+  }
+
+ private:
+  void reset();
+  CUevent e_ = nullptr;
+};
+
 class Module {
  public:
   Module() = default;
@@ -109,6 +137,9 @@ class Stream {
 
   static Status create(Stream* out);
   Status synchronize() const;
+  // Makes this (non-blocking) stream wait for the work queued so far on the device's default streams, legacy and
+  // per-thread, using ``marker`` (an Event of this stream's context) as the fence.
+  Status wait_for_default_streams(CUevent marker) const;
   CUstream get() const {
     return s_;
   }

@@ -11,6 +11,7 @@
 //   FAKE_CUDA_PARAMS=k:n,...    number of kernel parameters per kernel name (for the launch log)
 //   FAKE_CUDA_LOG=path          append one line per launch:
 //       LAUNCH <name> grid=x,y,z block=x,y,z shared=S cluster=C params=<p0>,<p1>,...
+//     and WAIT for each cuStreamWaitEvent (a stream waiting on a fence, e.g. for device-resident inputs)
 //     each param is N (zero), D<hash> (an address inside a fake device allocation; hash of the first 16 bytes
 //     there) or X<hex of the 8-byte slot>.
 #include <cuda.h>
@@ -292,5 +293,24 @@ CUresult CUDAAPI cuStreamDestroy(CUstream s) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent e, unsigned int) {
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (const char* path = std::getenv("FAKE_CUDA_LOG")) {
+    if (FILE* fp = std::fopen(path, "a")) {
+      std::fprintf(fp, "WAIT\n");
+      std::fclose(fp);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) {
+  *e = reinterpret_cast<CUevent>(new int(3));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy(CUevent e) {
+  delete reinterpret_cast<int*>(e);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream) { return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 
 }  // extern "C"
