@@ -41,6 +41,7 @@ from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
+from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
 from cuda_triton.conv.templates.base import (  # noqa: E402
     SCRATCH_ROLES,
     KernelLaunch,
@@ -58,6 +59,9 @@ from cuda_triton.serialization.blob import (  # noqa: E402
     ValueRef,
     deserialize,
 )
+
+if os.environ.get("TRITON_INTERPRET") == "1":  # bf16 kernels are emulated too (see _interpreter.py)
+    patch_interpreter_bf16_dot()
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
 PROBLEM_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
@@ -266,7 +270,9 @@ def emulate_blob(
                     actual.append(None)
                 else:
                     actual.append(ra.value)
-            target = launch.for_arch(running_arch())  # the name was checked against the recorded kernels above
+            target = launch.for_arch(
+                running_arch()
+            )  # the name was checked against the recorded kernels above
             target.fn[tuple(rec.grid)](*actual, **dict(target.constexprs), **target.compile_options())
         # The ATen comparison needs the original weights: `run_program` does it with these (see _check_op...).
         _LAST_OP_IO.append((op, problem, x_in, view(op.output).clone()))

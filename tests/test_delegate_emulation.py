@@ -72,6 +72,24 @@ def test_tiny_1d_3d_transposed_pad_model() -> None:
     assert len(run.op_errors) == 4
 
 
+def test_bf16_blob_matches_eager() -> None:
+    """bf16 through the emulator: conv + BatchNorm (folded) + ReLU + conv, implicit GEMM (tensor-core dots, which
+    the interpreter can only run with `patch_interpreter_bf16_dot`: without it this read 1e10 relative error)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(16, 32, 3, padding=1, bias=False),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 8, 3, padding=1),
+    ).eval()
+    model[1].running_mean.uniform_(-0.1, 0.1)
+    model[1].running_var.uniform_(0.5, 1.5)
+    model = model.to(torch.bfloat16)
+    err, run = E.check_model(model, (torch.randn(1, 16, 12, 12).to(torch.bfloat16),), verbose=False)
+    _assert_ok(run, err, 5e-2)
+    assert len(run.op_errors) == 2
+
+
 def test_saved_pte_memory_plan_needs_inputs_every_execution(tmp_path: Path) -> None:
     """The runner bug: ExecuTorch reuses a dead input's planned bytes, so inputs must be set before each run."""
     from cuda_triton import CudaTritonOptions, CudaTritonPartitioner

@@ -13,44 +13,20 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel module is im
 
 import math  # noqa: E402
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv import ConvParams, ConvProblem  # noqa: E402
 from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import force_conv_candidate, get_template, select_candidate  # noqa: E402
+from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
 from cuda_triton.conv.templates.base import Schedule  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cpu" if INTERPRET else "cuda"
 
 
-def _fix_interpreter_bf16_dot() -> None:
-    """Triton's interpreter stores bf16 as uint16 and multiplies the raw bits in tl.dot; widen them first."""
-    if not INTERPRET:
-        return
-    import triton.language as tl
-    from triton.runtime import interpreter
-
-    builder_cls = type(interpreter.interpreter_builder)
-    original = builder_cls.create_dot
-    if getattr(original, "_bf16_fixed", False):
-        return
-
-    def widen(handle):
-        if handle.dtype.scalar == tl.bfloat16:
-            bits = handle.data.astype(np.uint32) << 16
-            return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
-        return handle
-
-    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
-
-    create_dot._bf16_fixed = True
-    builder_cls.create_dot = create_dot
-
-
-_fix_interpreter_bf16_dot()
+if INTERPRET:  # the interpreter's tl.dot reads bf16 as raw integer bits (see _interpreter.py)
+    patch_interpreter_bf16_dot()
 
 # Output rounding allowance, relative. bf16 gets 2^-6: the interpreter converts fp32 -> bf16 by truncation
 # (error up to 2^-7), not round-to-nearest as the GPU does (2^-8).
