@@ -168,6 +168,34 @@ def time_side_by_side(
     return {k: (statistics.median(times[k]), graphs[k][2]) for k in fns}
 
 
+_GPU_STATE_FIELDS = (
+    "clocks.sm",
+    "clocks.mem",
+    "temperature.gpu",
+    "power.draw",
+    "clocks_throttle_reasons.active",
+)
+
+
+def gpu_state() -> dict[str, str]:
+    """The GPU's clocks, temperature, power and active throttle reasons now (nvidia-smi), recorded beside each
+    case's times: small kernels of ours moved 2-4x between runs while cuDNN's held (session 8), and this is what
+    tells clocks apart from other causes (GPU fields are absent where nvidia-smi is missing or slow)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={','.join(_GPU_STATE_FIELDS)}", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    state = dict(zip(_GPU_STATE_FIELDS, (v.strip() for v in out.split(",")), strict=False)) if out else {}
+    # CPU load too: the slow runs coincided with runs that compiled their kernels first (a cold Triton cache)
+    state["host.loadavg1"] = f"{os.getloadavg()[0]:.1f}"
+    return state
+
+
 def time_gpu_us(fn, reps: int = 30, target_ms: float | None = None) -> tuple[float, str]:
     """Median GPU time per call in microseconds, CUDA-graph replays (fallback: eager calls); see
     `time_side_by_side` (this is it with one contender)."""
@@ -365,6 +393,7 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
             except Exception as e:
                 rec["heuristic_us"], rec["heuristic_error"] = None, f"{type(e).__name__}: {e}"[:300]
     timed = time_side_by_side(contenders, args.reps)
+    rec["gpu_state"] = gpu_state()
     rec["cudnn_us"] = timed["cudnn"][0]
     if "ours" in timed:
         rec["ours_us"], rec["timing_mode"] = timed["ours"]
@@ -698,6 +727,7 @@ def main() -> None:
             "triton": triton.__version__,
             "host": platform.node(),
             "timing": dict(TIMING),
+            "gpu_state_at_start": gpu_state(),
             "command": "PYTHONPATH=backends python scripts/bench_conv.py "
             + " ".join(map(shlex.quote, sys.argv[1:])),
             "peaks": {"flops": PEAK_FLOPS, "bytes_per_s": PEAK_BYTES_PER_S},

@@ -26,6 +26,28 @@
 
 namespace {
 
+// One line appended to FAKE_CUDA_LOG (when set).
+void append_to_log(const std::string& line) {
+  if (const char* path = std::getenv("FAKE_CUDA_LOG")) {
+    if (FILE* fp = std::fopen(path, "a")) {
+      std::fprintf(fp, "%s\n", line.c_str());
+      std::fclose(fp);
+    }
+  }
+}
+
+// Streams and events are opaque heap cells tagged with a number; only their identity matters.
+template <typename Handle>
+CUresult new_handle(Handle* out, int tag) {
+  *out = reinterpret_cast<Handle>(new int(tag));
+  return CUDA_SUCCESS;
+}
+template <typename Handle>
+CUresult delete_handle(Handle h) {
+  delete reinterpret_cast<int*>(h);
+  return CUDA_SUCCESS;
+}
+
 std::mutex g_mu;
 std::map<uintptr_t, size_t> g_allocs;  // base -> size
 long g_alloc_calls = 0;
@@ -99,12 +121,7 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
     }
     line += (i ? "," : "") + std::string(buf);
   }
-  if (const char* path = std::getenv("FAKE_CUDA_LOG")) {
-    if (FILE* fp = std::fopen(path, "a")) {
-      std::fprintf(fp, "%s\n", line.c_str());
-      std::fclose(fp);
-    }
-  }
+  append_to_log(line);
   return CUDA_SUCCESS;
 }
 
@@ -284,33 +301,16 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdevi
   *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
-  *s = reinterpret_cast<CUstream>(new int(2));
-  return CUDA_SUCCESS;
-}
-CUresult CUDAAPI cuStreamDestroy(CUstream s) {
-  delete reinterpret_cast<int*>(s);
-  return CUDA_SUCCESS;
-}
+CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) { return new_handle(s, 2); }
+CUresult CUDAAPI cuStreamDestroy(CUstream s) { return delete_handle(s); }
 CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent e, unsigned int) {
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (const char* path = std::getenv("FAKE_CUDA_LOG")) {
-    if (FILE* fp = std::fopen(path, "a")) {
-      std::fprintf(fp, "WAIT\n");
-      std::fclose(fp);
-    }
-  }
+  append_to_log("WAIT");
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) {
-  *e = reinterpret_cast<CUevent>(new int(3));
-  return CUDA_SUCCESS;
-}
-CUresult CUDAAPI cuEventDestroy(CUevent e) {
-  delete reinterpret_cast<int*>(e);
-  return CUDA_SUCCESS;
-}
+CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) { return new_handle(e, 3); }
+CUresult CUDAAPI cuEventDestroy(CUevent e) { return delete_handle(e); }
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream) { return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 
 }  // extern "C"
