@@ -18,6 +18,7 @@ step() {  # step NAME SECONDS CMD...
   tail -n "${TAIL:-15}" "$o/$name.log"
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nvidia-smi -q -d PERFORMANCE,CLOCK > "$o/gpu_state_start.txt" 2>&1  # clocks and throttle reasons (timing noise)
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 step layout "${T_LAYOUT:-60}" python3 scripts/check_layout_gpu.py --out "$o/layout"
 step validate "${T_VALIDATE:-200}" python3 scripts/gpu_validate.py run --out "$o/validate" --corruptions 20
@@ -45,6 +46,12 @@ if [ -n "${RETUNE:-}" ]; then
     --out backends/cuda_triton/conv/tuning/sm90.json --note "${RETUNE_NOTE:-re-tuned by gpu_session.sh}" ${MERGE_EXTRA:-}
   cp backends/cuda_triton/conv/tuning/sm90.json "$o/sm90.merged.json"
 fi
+# BENCH_WARMUP=1: one suite pass without Inductor first, not the record: small kernels of ours read 2-4x slower in
+# the first minutes of some device calls while cuDNN held (docs/performance.md, session 8)
+if [ -n "${BENCH_WARMUP:-}" ]; then
+  step bench_warmup "${T_BENCH_WARMUP:-120}" python3 scripts/bench_conv.py --out "$o/bench_warmup" --all-cases \
+    --no-inductor --workers 15
+fi
 # ours with the shipped tuning table vs cuDNN vs Inductor (max-autotune, every dtype), then the heuristics alone
 step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --all-cases --workers 15 --md \
   --inductor-dtypes "${INDUCTOR_DTYPES:-float16,bfloat16,float32}" --inductor-timeout "${INDUCTOR_TIMEOUT:-30}" \
@@ -65,6 +72,7 @@ if [ -n "${NOISE:-}" ]; then
 fi
 CUDA_TRITON_TUNING=0 step bench_heur "${T_BENCH_HEUR:-120}" python3 scripts/bench_conv.py --out "$o/bench_heur" \
   --all-cases --no-inductor --workers 15 ${BENCH_HEUR_EXTRA:-}
+nvidia-smi -q -d PERFORMANCE,CLOCK > "$o/gpu_state_end.txt" 2>&1
 # files under 2 MB only (the device tool returns at most ~20 MB; runner outputs of big models are larger)
 (cd "$o" && find . -type f -size -2M -print0 | tar czf "$OUT/session.tgz" --null -T -)
 ls -la "$OUT"
