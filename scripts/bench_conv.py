@@ -349,6 +349,19 @@ def inductor_cannot_compile(problem) -> str | None:
     return reason(problem)
 
 
+def table_times(problem) -> dict[str, Any] | None:
+    """The tuning table's exact entry for ``problem``: the schedule and the times `tune.py` measured for it and
+    for cuDNN (rotating operands, cold L2). Beside this run's times it separates noise of the run (ours moved
+    against the tuner on the same schedule) from cuDNN's gain from a warm L2 (cuDNN faster here than there)."""
+    from cuda_triton.conv.tuning import lookup_match
+
+    m = lookup_match(problem)
+    if m is None or not m.exact:
+        return None
+    e = m.entry
+    return {"template": e.template, "schedule": e.schedule.as_dict(), "us": e.time_us, "cudnn_us": e.cudnn_us}
+
+
 def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]:
     from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, select_candidate
 
@@ -371,6 +384,7 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
 
         cand = select_candidate(problem, tuning_lookup)
         rec["template"], rec["schedule"] = cand.template.name, cand.schedule.as_dict()
+        rec["table"] = table_times(problem)
     except NoTemplateError as e:
         rec["ours_us"], rec["ours_error"] = None, f"no template: {e}"
         cand = None
@@ -493,6 +507,28 @@ def fmt_x(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
+def against_table(rows: list[dict]) -> dict[str, Any] | None:
+    """This run's times over `tune.py`'s for the cases that ran the table's own schedule: ours near 1.0x says the
+    run is steady; ours well above it with cuDNN near 1.0x is this run's noise (session 8); cuDNN below 1.0x is
+    its gain from a warm L2 (the tuner rotates operands)."""
+    pairs = [
+        (r["label"], r["ours_us"] / r["table"]["us"], r["cudnn_us"] / r["table"]["cudnn_us"])
+        for r in rows
+        if r.get("table") and r.get("ours_us") and r.get("cudnn_us") and r["table"].get("cudnn_us")
+        and (r["table"]["template"], r["table"]["schedule"]) == (r.get("template"), r.get("schedule"))
+    ]  # fmt: skip
+    if not pairs:
+        return None
+    worst = max(pairs, key=lambda p: p[1])
+    return {
+        "n": len(pairs),
+        "ours_gmean": math.exp(statistics.fmean(math.log(p[1]) for p in pairs)),
+        "cudnn_gmean": math.exp(statistics.fmean(math.log(p[2]) for p in pairs)),
+        "ours_worst": worst[1],
+        "ours_worst_case": worst[0],
+    }
+
+
 def render(results: dict[str, Any], out: Path, md: bool) -> str:
     rows = results["cases"]
     lines = [
@@ -545,9 +581,18 @@ def render(results: dict[str, Any], out: Path, md: bool) -> str:
             f"  {fam:10} {dtype:9} ours {f['gmean']:.2f}x (min {f['min']:.2f}x {f['min_case']}), heuristic "
             f"{f['gmean_heuristic']:.2f}x, n={f['n']}"
         )
+    consistency = against_table(rows)
+    if consistency:
+        lines.append("")
+        lines.append(
+            f"Against tune.py on the table's schedule ({consistency['n']} cases): ours here / there "
+            f"{consistency['ours_gmean']:.2f}x (worst {consistency['ours_worst']:.2f}x {consistency['ours_worst_case']}), "
+            f"cuDNN here / there {consistency['cudnn_gmean']:.2f}x"
+        )
     text = "\n".join(lines)
     results["summary"] = summary
     results["families"] = {f"{k[0]}/{k[1]}": v for k, v in families.items()}
+    results["against_table"] = consistency
     (out / "bench.txt").write_text(text + "\n")
     plot(rows, out / "speedup.png")
     if md:
