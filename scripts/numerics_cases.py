@@ -377,24 +377,27 @@ def gen_implicit_gemm_tma(rng: random.Random) -> Case:
 
 
 def gen_implicit_gemm_box(rng: random.Random) -> Case:
-    """Stride-1 dense 1-D/2-D convs (the Gluon box template's domain; fp32 through its scaled fp16 copy):
-    dilation, asymmetric padding (boxes that leave the input on every side), both layouts, channel counts that
-    leave a part-filled channel block, batches and maps the boxes do not tile exactly."""
+    """Dense 1-D/2-D convs of the Gluon box template's domain (fp32 through its scaled fp16 copy): dilation,
+    asymmetric padding (boxes that leave the input on every side), both layouts, channel counts that leave a
+    part-filled channel block, batches and maps the boxes do not tile exactly; a third strided (2 or 3 per dim,
+    read through the strided view: sizes divisible by the stride, C_in % 16 == 0)."""
     dims = rng.choice((1, 2, 2, 2))
     geo = _pick_geometry(rng, dims)
-    geo["stride"] = (1,) * dims
+    strided = rng.random() < 1 / 3
+    geo["stride"] = tuple(rng.choice((2, 2, 3)) for _ in range(dims)) if strided else (1,) * dims
     case = _base(rng, dims)
     case.update(geo)
     case.update(
         N=rng.choice((1, 2, 3, 5)),
-        C=rng.choice((8, 16, 24, 64, 136, 256)),
+        C=rng.choice((16, 32, 48, 64, 144, 256) if strided else (8, 16, 24, 64, 136, 256)),
         K=rng.choice((8, 40, 64, 128, 200)),
     )
     case.update(groups=1, dtype=rng.choice(("float16", "bfloat16", "float32")))
     if case["dtype"] == "float32":
         # fp32 runs on the scaled fp16 copy (F16_MMA=2): magnitudes outside fp16's range
         case.update(x_scale=10.0 ** rng.uniform(-4, 7), w_scale=10.0 ** rng.uniform(-4, 4))
-    case["spatial"] = _spatial_for(rng, dims, geo)
+    spatial = _spatial_for(rng, dims, geo)
+    case["spatial"] = tuple(-(-size // s) * s for size, s in zip(spatial, geo["stride"], strict=True))
     return case
 
 

@@ -96,10 +96,12 @@ def test_box_support_rules() -> None:
     assert t.supports(_meta(1, 64, 64, (16, 16), 3, pad_before=1))
     assert t.supports(_meta(1, 64, 64, (16, 16), 3, pad_before=1, cl=False))  # copied to channels-last first
     assert t.supports(_meta(1, 64, 64, (100,), 5, pad_before=2, dtype="bfloat16"))
+    assert t.supports(_meta(32, 64, 128, (56, 56), 3, stride=2, pad_before=1))  # r18.l2: the strided view
     x = torch.empty((1, 64, 16, 16), device="meta", dtype=torch.float16)
     w = torch.empty((64, 16, 3, 3), device="meta", dtype=torch.float16)
     refusals = {
-        "stride 1": _meta(1, 64, 64, (16, 16), 3, stride=2, pad_before=1),
+        "divisible by the stride": _meta(1, 64, 64, (15, 16), 3, stride=2, pad_before=1),
+        "C_in % 16": _meta(1, 24, 64, (16, 16), 3, stride=2, pad_before=1),
         "groups": ConvProblem.from_tensors(x, w, None, _params(2, pad_before=1, groups=4)),
         "16 bytes": _meta(1, 12, 64, (16, 16), 3, pad_before=1),  # 12 fp16 channels = 24-byte rows
         "TF32": ConvProblem.from_tensors(  # exact fp32: no fp16 copy may stand in for it
@@ -115,6 +117,89 @@ def test_box_support_rules() -> None:
     for words, problem in refusals.items():
         verdict = t.supports(problem)
         assert not verdict and words in verdict.reason, (words, verdict.reason)
+
+
+STRIDED_CASES = [
+    # (n, c, k, spatial, kernel, params, channels_last, dtype, bias): parities of rows and columns, padding that
+    # reaches a row before the image, odd padding, dilation with stride, 1-D, and C_in not a power of two
+    (2, 32, 24, (10, 12), 3, dict(stride=2, pad_before=1), True, torch.float16, True),
+    (1, 16, 40, (8, 12), (3, 5), dict(stride=(2, 3), pad_before=(1, 3), pad_after=(0, 1)), False, torch.bfloat16, False),
+    (2, 48, 16, (12, 8), 3, dict(stride=2, pad_before=2, dilation=2), True, torch.float16, True),
+    (2, 16, 16, (40,), 4, dict(stride=4, pad_before=0), False, torch.bfloat16, True),
+    (3, 16, 20, (4, 6), 1, dict(stride=2), True, torch.float16, False),  # 1x1 strided (a downsample)
+    (1, 32, 32, (6, 8), 2, dict(stride=2), True, torch.float32, True),  # fp32 on the scaled fp16 copy
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", STRIDED_CASES, ids=[f"strided-{i}" for i in range(len(STRIDED_CASES))])
+def test_box_strided_matches_aten(case) -> None:
+    """Strided convs through the 5-D view (module docstring): the twin with the strided tap offsets, against
+    ATen, on every schedule the template offers for the case."""
+    n, c, k, spatial, kernel, kw, cl, dtype, bias = case
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, 1, dtype, cl, bias, seed=61)
+    t = get_template(BOX)
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=dtype == torch.float32)
+    assert t.supports(problem), t.supports(problem).reason
+    g = Geometry.of(problem)
+    for s in t.schedules(problem)[:4]:
+        assert g.cin % s["BLOCK_K"] == 0  # whole channel blocks: none reaches the next parity's channels
+        out, cand = _run(x, w, b, p, BOX, s, exact=dtype != torch.float32)
+        assert cand.schedule == s
+        if dtype == torch.float32:
+            from test_f16_mma import _check_tf32_accuracy
+
+            _check_tf32_accuracy(out, x, w, b, p)
+        else:
+            _check(out, x, w, b, p)
+
+
+def _tma_box(view: torch.Tensor, coords: list[int], box: list[int]) -> torch.Tensor:
+    """What a TMA tiled copy of ``box`` at ``coords`` reads from ``view``: zeros wherever an index leaves its dim."""
+    out = torch.zeros(box, dtype=view.dtype)
+    src = [slice(max(c, 0), min(c + b, size)) for c, b, size in zip(coords, box, view.shape, strict=True)]
+    dst = [slice(s.start - c, s.stop - c) for s, c in zip(src, coords, strict=True)]
+    if all(s.stop > s.start for s in src):
+        out[tuple(dst)] = view[tuple(src)]
+    return out
+
+
+@pytest.mark.parametrize(
+    "sh,sw,ph,pw,dh,dw,kh,kw", [(2, 2, 1, 1, 1, 1, 3, 3), (2, 3, 0, 4, 2, 1, 2, 4), (1, 2, 3, 2, 1, 2, 5, 3)]
+)
+def test_box_strided_view_coordinates(sh, sw, ph, pw, dh, dw, kh, kw) -> None:
+    """The Gluon kernel's strided tap coordinates (`_issue_box_loads`, written out here the same way) read, from
+    the view [N, H/SH, SH, W/SW, SW*C] with TMA's zero fill, exactly the input pixels of a strided conv tap."""
+    n, h, w, c, bk = 2, 6 * sh, 5 * sw, 32, 16
+    x = torch.randn(n, h, w, c)
+    view = x.as_strided((n, h // sh, sh, w // sw, sw * c), (h * w * c, sh * w * c, w * c, sw * c, 1))
+    oh_n, ow_n = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    off_h, off_w = -(-ph // sh) * sh, -(-pw // sw) * sw
+    box_n, box_h, box_w = 2, 4, 4
+    for oh0 in range(0, oh_n, box_h):
+        for ow0 in range(0, ow_n, box_w):
+            for tap in range(kh * kw):
+                for c0 in range(0, c, bk):
+                    dh_ = (tap // kw) * dh - ph + off_h
+                    dw_ = (tap % kw) * dw - pw + off_w
+                    coords = [0, oh0 + dh_ // sh - off_h // sh, dh_ % sh, ow0 + dw_ // sw - off_w // sw]
+                    coords.append(dw_ % sw * c + c0)
+                    got = _tma_box(view, coords, [box_n, box_h, 1, box_w, bk])[:, :, 0]
+                    want = torch.zeros(box_n, box_h, box_w, bk)
+                    for j in range(box_h):
+                        for k in range(box_w):
+                            ih = (oh0 + j) * sh + (tap // kw) * dh - ph
+                            iw = (ow0 + k) * sw + (tap % kw) * dw - pw
+                            if 0 <= ih < h and 0 <= iw < w:
+                                want[:, j, k] = x[:, ih, iw, c0 : c0 + bk]
+                    assert torch.equal(got, want), (oh0, ow0, tap, c0)
+
+
+def test_box_strided_is_not_borrowed() -> None:
+    """A strided conv runs the box template only from its own (measured) table entry: the fallback refuses."""
+    t = get_template(BOX)
+    strided = _meta(32, 64, 128, (56, 56), 3, stride=2, pad_before=1)
+    assert not t.transfers_to(t.heuristic_schedule(strided), strided)
 
 
 F32_CASES = [
@@ -188,6 +273,13 @@ def test_box_cubins_per_arch() -> None:
         "cp.async.bulk.tensor.4d" in f32_sm90.ptx
         and "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in f32_sm90.ptx
     )
+    # strided (r18.l2.3x3s2): 5-D boxes of the view [N, H/2, 2, W/2, 2C], both operands still in shared memory
+    strided = _meta(32, 64, 128, (56, 56), 3, stride=2, pad_before=1)
+    (strided_launch,) = t.launches(strided, t.heuristic_schedule(strided))
+    (strided_sm90,) = compile_launches([strided_launch], 90)
+    assert "cp.async.bulk.tensor.5d" in strided_sm90.ptx and "cp.async.bulk.tensor.4d" not in strided_sm90.ptx
+    operands = re.findall(r"wgmma\.mma_async[^\n]*\}, (%\w+), (%\w+),", strided_sm90.ptx)
+    assert operands and all(a.startswith("%rd") and b.startswith("%rd") for a, b in operands)
 
 
 def test_box_schedules_transfer_only_where_they_fit() -> None:

@@ -140,12 +140,12 @@ def common_support_problems(problem: ConvProblem) -> str | None:
     return None
 
 
-def tma_tap_problems(problem: ConvProblem) -> str | None:
+def tma_tap_problems(problem: ConvProblem, strided: bool = False) -> str | None:
     """The reasons shared by the TMA-fed templates (implicit_gemm_tma, implicit_gemm_box), or None: with stride 1,
     one group and no negative padding every tap's A tile is one rectangle of the input, and a TMA row is a
-    whole number of 16-byte units."""
+    whole number of 16-byte units. ``strided``: the caller reads strided taps itself (the box template's view)."""
     p = problem.params
-    if any(s != 1 for s in p.stride):
+    if not strided and any(s != 1 for s in p.stride):
         return "only stride 1 (a tap's input pixels must be one TMA rectangle)"
     if p.groups != 1:
         return "only groups == 1"

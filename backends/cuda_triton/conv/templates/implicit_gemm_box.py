@@ -1,4 +1,4 @@
-"""Implicit GEMM on TMA pixel boxes, written in Gluon, for stride-1 convolutions on Hopper (1-D/2-D).
+"""Implicit GEMM on TMA pixel boxes, written in Gluon, for 1-D/2-D convolutions on Hopper.
 
 A program computes BOX_N images x BOX_H rows x BOX_W columns of output pixels (BLOCK_M = their product) by
 BLOCK_N output channels. With stride 1, the input pixels that tap (kh, kw) multiplies for those outputs are
@@ -6,6 +6,15 @@ again a box: rows oh0 + kh*DH - PH .. + BOX_H, columns ow0 + kw*DW - PW .. + BOX
 input [N, H, W, C]. One 4-D TMA copy moves that box (BLOCK_K channels) into shared memory, and the copy engine
 writes zeros wherever the box leaves the tensor: the convolution's padding, the last images and channels past
 C_in. So the input is read as it is, with no padded copy (implicit_gemm_tma.py's 11 us on vgg) and no masks.
+
+Strided convolutions (strides SH, SW; H % SH == W % SW == 0, C_in % 16 == 0) read the same input through a
+5-D view [N, H/SH, SH, W/SW, SW*C_in] (strides N: H*W*C, H/SH: SH*W*C, SH: W*C, W/SW: SW*C, SW*C: 1): input row
+oh*SH + dh is view row oh + floor(dh/SH) of parity dh mod SH, and column ow*SW + dw is view column
+ow + floor(dw/SW), its parity selecting channels (dw mod SW)*C_in.. of the merged last dim. So each tap is again
+one box [BOX_N, BOX_H, 1, BOX_W, BLOCK_K] of the view, zero-filled exactly where the input row or column is
+outside the tensor (a parity never leaves it; channel blocks divide C_in so none reaches the next parity).
+Written after the last GPU call of 2026-12-03: CPU-checked (twin, sm_90 compile), not measured, and used only
+where a tuning-table entry of the conv itself names it (`transfers_to` refuses strided convs).
 
 The shared-memory box [BOX_N, BOX_H, BOX_W, BLOCK_K] is, byte for byte, the [BLOCK_M, BLOCK_K] A operand
 (the rows are the box's pixels in row-major order), so ``wgmma`` can read it from shared memory in place. Plain
@@ -100,14 +109,30 @@ GLUON_ARCHS = (90,)
 @gluon.jit
 def _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
                      C_BLOCKS: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr,
-                     DH: gl.constexpr, DW: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-                     NBYTES: gl.constexpr):  # fmt: skip
+                     DH: gl.constexpr, DW: gl.constexpr, SH: gl.constexpr, SW: gl.constexpr, C_IN: gl.constexpr,
+                     BLOCK_K: gl.constexpr, STAGES: gl.constexpr, NBYTES: gl.constexpr):  # fmt: skip
     """TMA copies of K step i (tap i // C_BLOCKS, channel block i % C_BLOCKS) into ring slot i % STAGES."""
     slot = i % STAGES
     tap = i // C_BLOCKS
     bar = ready.index(slot)
     mbarrier.expect(bar, NBYTES)
-    box = [n0, oh0 + (tap // KW) * DH - PH, ow0 + (tap % KW) * DW - PW, (i % C_BLOCKS) * BLOCK_K]
+    if SH * SW == 1:
+        box = [n0, oh0 + (tap // KW) * DH - PH, ow0 + (tap % KW) * DW - PW, (i % C_BLOCKS) * BLOCK_K]
+    else:
+        # Strided (module docstring): input row oh*SH + dh is view row oh + dh // SH, parity dh % SH; the column
+        # likewise, its parity selecting a C_IN-wide slice of the merged channels. dh + OFF_H >= 0, so // and %
+        # are floor division and modulo on non-negative values.
+        OFF_H: gl.constexpr = (PH + SH - 1) // SH * SH
+        OFF_W: gl.constexpr = (PW + SW - 1) // SW * SW
+        dh = (tap // KW) * DH - PH + OFF_H
+        dw = (tap % KW) * DW - PW + OFF_W
+        box = [
+            n0,
+            oh0 + dh // SH - OFF_H // SH,
+            dh % SH,
+            ow0 + dw // SW - OFF_W // SW,
+            dw % SW * C_IN + (i % C_BLOCKS) * BLOCK_K,
+        ]
     tma.async_copy_global_to_shared(x_desc, box, bar, a_ring.index(slot))
     # Weight row i * BLOCK_K is tap * CIN_P + channel block: the prepared matrix is [taps, CIN_P] rows.
     tma.async_copy_global_to_shared(w_desc, [i * BLOCK_K, co0], bar, b_ring.index(slot))
@@ -122,14 +147,14 @@ def _pow2(k):
 @gluon.jit
 def _box_producer(x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0,
                   STEPS: gl.constexpr, C_BLOCKS: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr,
-                  PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STAGES: gl.constexpr, NBYTES: gl.constexpr):  # fmt: skip
+                  PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr, SH: gl.constexpr, SW: gl.constexpr,
+                  C_IN: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, NBYTES: gl.constexpr):  # fmt: skip
     """WS=1, the copy partition (one warp): fills each ring slot once the MMA partition has released it.
     mbarriers start as if their phase 1 had completed, so the first round's waits pass at once."""
     for i in range(STEPS):
         mbarrier.wait(empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
         _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
-                         C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+                         C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
 
 
 @gluon.jit
@@ -175,6 +200,7 @@ def conv_box_kernel(
     BATCH, H, W, OH, OW,
     C_IN: gl.constexpr, C_OUT: gl.constexpr, CIN_P: gl.constexpr, COUT_P: gl.constexpr,
     KH: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
+    SH: gl.constexpr, SW: gl.constexpr,
     OUT_CL: gl.constexpr, HAS_BIAS: gl.constexpr, DOT_FP32: gl.constexpr, F16_MMA: gl.constexpr, W_NUMEL: gl.constexpr,
     BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_SWIZZLE: gl.constexpr, B_SWIZZLE: gl.constexpr,
@@ -186,19 +212,34 @@ def conv_box_kernel(
     NBYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2  # 16-bit elements only
     dtype: gl.constexpr = x_ptr.dtype.element_ty
 
-    a_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=A_SWIZZLE, element_bitwidth=16, rank=4)
     b_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=B_SWIZZLE, element_bitwidth=16, rank=2)
-    x_desc = tma.make_tensor_descriptor(
-        x_ptr,
-        [BATCH, H, W, C_IN],
-        [H * W * C_IN, W * C_IN, C_IN, 1],
-        [BOX_N, BOX_H, BOX_W, BLOCK_K],
-        a_layout,
-    )
+    if SH * SW == 1:
+        a_layout: gl.constexpr = gl.NVMMASharedLayout(
+            swizzle_byte_width=A_SWIZZLE, element_bitwidth=16, rank=4
+        )
+        x_desc = tma.make_tensor_descriptor(
+            x_ptr,
+            [BATCH, H, W, C_IN],
+            [H * W * C_IN, W * C_IN, C_IN, 1],
+            [BOX_N, BOX_H, BOX_W, BLOCK_K],
+            a_layout,
+        )
+        a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout)
+    else:  # the strided view [N, H / SH, SH, W / SW, SW * C_IN] (module docstring): one parity
+        a_layout: gl.constexpr = gl.NVMMASharedLayout(
+            swizzle_byte_width=A_SWIZZLE, element_bitwidth=16, rank=5
+        )
+        x_desc = tma.make_tensor_descriptor(
+            x_ptr,
+            [BATCH, H // SH, SH, W // SW, SW * C_IN],
+            [H * W * C_IN, SH * W * C_IN, W * C_IN, SW * C_IN, 1],
+            [BOX_N, BOX_H, 1, BOX_W, BLOCK_K],
+            a_layout,
+        )
+        a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, 1, BOX_W, BLOCK_K], a_layout)
     w_desc = tma.make_tensor_descriptor(
         w_ptr, [KH * KW * CIN_P, COUT_P], [COUT_P, 1], [BLOCK_K, BLOCK_N], b_layout
     )
-    a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout)
     b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
@@ -223,7 +264,7 @@ def conv_box_kernel(
             [
                 (_box_mma, (a_ring, b_ring, ready, empty, STEPS, STAGES, BLOCK_M, BLOCK_N, BLOCK_K, WARPS)),
                 (_box_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0, STEPS,
-                                 C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)),
+                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)),
             ],
             [1],
             [24],
@@ -235,7 +276,7 @@ def conv_box_kernel(
         for i in gl.static_range(STAGES - 1):  # prologue: fill all but one slot
             if i < STEPS:
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
-                                 C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
         for i in range(STEPS):
             slot = i % STAGES
             mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
@@ -246,7 +287,7 @@ def conv_box_kernel(
             acc = warpgroup_mma_wait(1, deps=[acc])
             if i + STAGES - 1 < STEPS:
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i + STAGES - 1, n0, oh0, ow0, co0,
-                                 C_BLOCKS, KW, PH, PW, DH, DW, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
         acc = warpgroup_mma_wait(0, deps=[acc])
     for s in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(s))
@@ -284,6 +325,7 @@ def conv_box_portable_kernel(
     BATCH, H, W, OH, OW,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr,
     KH: tl.constexpr, KW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    SH: tl.constexpr, SW: tl.constexpr,
     OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr, F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
     BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, A_SWIZZLE: tl.constexpr, B_SWIZZLE: tl.constexpr,
@@ -309,8 +351,8 @@ def conv_box_portable_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for i in range(KH * KW * C_BLOCKS):
         tap = i // C_BLOCKS
-        ih = oh + (tap // KW) * DH - PH
-        iw = ow + (tap % KW) * DW - PW
+        ih = oh * SH + (tap // KW) * DH - PH
+        iw = ow * SW + (tap % KW) * DW - PW
         c = (i % C_BLOCKS) * BLOCK_K + offs_k
         inside = (n < BATCH) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         a = tl.load(
@@ -378,6 +420,11 @@ def box_shapes(g: Geometry, block_m: int) -> list[tuple[int, int, int]]:
     return sorted(out, key=lambda b: (box_waste(g, b), -b[2], -b[1]))
 
 
+def _strided(g: Geometry) -> bool:
+    """Whether the kernel reads the strided view (module docstring)."""
+    return g.stride[1] * g.stride[2] > 1
+
+
 def _box_of(schedule: Schedule) -> tuple[int, int, int]:
     return (schedule["BOX_N"], schedule["BOX_H"], schedule["BOX_W"])
 
@@ -414,12 +461,23 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             )
         if problem.spatial_dims > 2:
             return Support.no("3-D convolutions (a box covers images, rows and columns)")
-        reason = tma_tap_problems(problem)
+        reason = tma_tap_problems(problem, strided=True)
         if reason:
             return Support.no(reason)
         if problem.in_channels % 8:  # fp32 too: the kernel reads 16-bit rows (the fp16 copy)
             return Support.no("a TMA row must be a multiple of 16 bytes (input channels, 16-bit)")
         g = Geometry.of(problem)
+        if _strided(g):
+            if any(size % s for size, s in zip(g.spatial[1:], g.stride[1:], strict=True)):
+                return Support.no(
+                    "a strided conv needs input rows and columns divisible by the stride (the TMA view "
+                    "[N, H/SH, SH, W/SW, SW*C])"
+                )
+            if g.cin % 16:
+                return Support.no(
+                    "a strided conv needs C_in % 16 == 0 (a channel block must not reach the next parity's "
+                    "channels in the view)"
+                )
         if g.int64 or g.batch * max(g.spatial[1] * g.spatial[2], 1) * g.cin > INT32_LIMIT:
             return Support.no("tensors beyond 32-bit offsets")
         if not g.in_cl and problem.batch > 65535:
@@ -444,6 +502,8 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
     ) -> Schedule:
         g = Geometry.of(problem)
         bn, bk = fit_block(bn, g.cout), fit_block(bk, g.cin)
+        while _strided(g) and g.cin % bk:  # strided: whole channel blocks (`supports`: C_in % 16 == 0)
+            bk //= 2
         extra = {"F16_MMA": 2} if _f16_mode(problem) else {}
         if ws:
             extra["WS"] = 1
@@ -476,6 +536,8 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         programs: its box was fitted to another map, and a grid under one wave idles SMs. (u.vgg.3x3.512 at batch 4
         took a 64 x 64 map's 128 x 256 schedule: 56 programs, 48 us against the heuristic's 38 us, 2026-12-03.)"""
         g = Geometry.of(problem)
+        if _strided(g):  # strided schedules run only where measured (their own table entry)
+            return False
         box = _box_of(schedule)
         programs = box_count(g, box) * cdiv(g.cout, schedule["BLOCK_N"])
         return box == box_shapes(g, math.prod(box))[0] and programs >= NUM_SMS
@@ -527,6 +589,8 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             ("PW", g.pad[2]),
             ("DH", g.dilation[1]),
             ("DW", g.dilation[2]),
+            ("SH", g.stride[1]),
+            ("SW", g.stride[2]),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
             ("DOT_FP32", interpreting() and problem.dtype == "bfloat16"),
