@@ -600,6 +600,10 @@ def render(results: dict[str, Any], out: Path, md: bool) -> str:
     return text
 
 
+# The plot's speed-up axis: Inductor's depthwise convs (0.001x) would squash everything else; they sit on its edge.
+_PLOT_RANGE = (0.08, 150.0)
+
+
 def plot(rows: list[dict], path: Path) -> None:
     try:
         import matplotlib
@@ -613,20 +617,38 @@ def plot(rows: list[dict], path: Path) -> None:
     names = list(dict.fromkeys(r["case"]["name"] for r in rows))
     fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.55), 4.5))
     width = 0.8 / max(1, len(dtypes))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, d in enumerate(dtypes):
-        ys = []
-        for n in names:
+        xs, ys, ind_x, ind_y, roof_x, roof_y = [], [], [], [], [], []
+        for j, n in enumerate(names):
             r = next((r for r in rows if r["case"]["name"] == n and r["case"]["dtype"] == d), None)
+            x = j + i * width
+            xs.append(x)
             ys.append(r["cudnn_us"] / r["ours_us"] if r and r.get("ours_us") else 0.0)
-        ax.bar([j + i * width for j in range(len(names))], ys, width, label=d)
+            if r and r.get("inductor_us"):  # Inductor, where its Triton template compiles the case
+                ind_x.append(x)  # (below the axis: drawn on its lower edge)
+                ind_y.append(max(r["cudnn_us"] / r["inductor_us"], _PLOT_RANGE[0] * 1.05))
+            if r and r.get("floor_us") and r["floor_us"] == r["floor_us"]:  # the roofline: the most possible
+                roof_x.append(x)
+                roof_y.append(r["cudnn_us"] / r["floor_us"])
+        color = colors[i % len(colors)]
+        ax.bar(xs, ys, width, label=f"ours, {d}", color=color)
+        ax.scatter(ind_x, ind_y, marker="v", s=14, color=color, edgecolors="black", linewidths=0.4, zorder=3,
+                   label=f"Inductor, {d}")  # fmt: skip
+        ax.scatter(roof_x, roof_y, marker="_", s=40, color=color, zorder=3)
+    ax.scatter([], [], marker="_", color="gray", label="roofline floor (cuDNN / floor)")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    ax.set_ylim(*_PLOT_RANGE)
+    ax.yaxis.set_major_locator(
+        matplotlib.ticker.FixedLocator([0.1, 0.2, 0.5, 0.8, 1, 2, 5, 10, 20, 50, 100])
+    )
     ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))])
     ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
     ax.set_ylabel("speed-up over cuDNN (higher is better)")
-    ax.legend()
+    ax.legend(fontsize=7, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
