@@ -68,40 +68,37 @@ ScopedContext::~ScopedContext() {
 Status Module::load(const void* image, Module* out) {
   CT_RETURN_IF_ERROR(need_driver());
   Module m;
-  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuModuleLoadData(&m.mod_, image), "cuModuleLoadData"));
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuModuleLoadData(&m.h_, image), "cuModuleLoadData"));
   *out = std::move(m);
   return Status::Ok();
 }
 
 Status Module::function(const char* name, CUfunction* out) const {
-  return check_cu(Driver::get().cuModuleGetFunction(out, mod_, name),
+  return check_cu(Driver::get().cuModuleGetFunction(out, h_, name),
                   (std::string("cuModuleGetFunction(") + name + ")").c_str());
 }
 
-void Module::reset() {
-  if (mod_ != nullptr) {
-    Driver::get().cuModuleUnload(mod_);
-    mod_ = nullptr;
-  }
+void Module::release(CUmodule m) {
+  Driver::get().cuModuleUnload(m);
 }
 
 Status Stream::create(Stream* out) {
   CT_RETURN_IF_ERROR(need_driver());
   Stream s;
-  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuStreamCreate(&s.s_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuStreamCreate(&s.h_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   *out = std::move(s);
   return Status::Ok();
 }
 
 Status Stream::synchronize() const {
-  return check_cu(Driver::get().cuStreamSynchronize(s_), "cuStreamSynchronize");
+  return check_cu(Driver::get().cuStreamSynchronize(h_), "cuStreamSynchronize");
 }
 
 Status Stream::wait_for_default_streams(CUevent marker) const {
   const Driver& d = Driver::get();
   for (CUstream source : {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {
     CT_RETURN_IF_ERROR(check_cu(d.cuEventRecord(marker, source), "cuEventRecord (default stream)"));
-    CT_RETURN_IF_ERROR(check_cu(d.cuStreamWaitEvent(s_, marker, 0), "cuStreamWaitEvent"));
+    CT_RETURN_IF_ERROR(check_cu(d.cuStreamWaitEvent(h_, marker, 0), "cuStreamWaitEvent"));
   }
   return Status::Ok();
 }
@@ -109,23 +106,17 @@ Status Stream::wait_for_default_streams(CUevent marker) const {
 Status Event::create(Event* out) {
   CT_RETURN_IF_ERROR(need_driver());
   Event e;
-  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuEventCreate(&e.e_, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuEventCreate(&e.h_, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
   *out = std::move(e);
   return Status::Ok();
 }
 
-void Event::reset() {
-  if (e_ != nullptr) {
-    Driver::get().cuEventDestroy(e_);
-    e_ = nullptr;
-  }
+void Event::release(CUevent e) {
+  Driver::get().cuEventDestroy(e);
 }
 
-void Stream::reset() {
-  if (s_ != nullptr) {
-    Driver::get().cuStreamDestroy(s_);
-    s_ = nullptr;
-  }
+void Stream::release(CUstream s) {
+  Driver::get().cuStreamDestroy(s);
 }
 
 Status DeviceBuffer::allocate(size_t bytes, DeviceBuffer* out) {

@@ -62,91 +62,73 @@ class ScopedContext {
   Status status_;
 };
 
-// A CUevent without timing (a fence between streams).
-class Event {
+// Owns one driver handle H (a pointer type): move-only, and released by the static `Derived::release(H)` when
+// dropped. Module, Stream and Event are this plus their factory and operations.
+template <typename Derived, typename H>
+class UniqueHandle {
  public:
-  Event() = default;
-  ~Event() {
+  UniqueHandle() = default;
+  ~UniqueHandle() {
     reset();
   }
-  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  Event& operator=(Event&& o) noexcept {
+  UniqueHandle(UniqueHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  UniqueHandle& operator=(UniqueHandle&& o) noexcept {
     if (this != &o) {
       reset();
-      e_ = std::exchange(o.e_, nullptr);
+      h_ = std::exchange(o.h_, nullptr);
     }
     return *this;
   }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
+  UniqueHandle(const UniqueHandle&) = delete;
+  UniqueHandle& operator=(const UniqueHandle&) = delete;
 
-  static Status create(Event* out);
-  CUevent get() const {
-    return e_;
+  H get() const {
+    return h_;
   }
+
+ protected:
+  H h_ = nullptr;
 
  private:
-  void reset();
-  CUevent e_ = nullptr;
+  void reset() {
+    if (h_ != nullptr) {
+      Derived::release(h_);
+      h_ = nullptr;
+    }
+  }
 };
 
-class Module {
+// A CUevent without timing (a fence between streams).
+class Event : public UniqueHandle<Event, CUevent> {
  public:
-  Module() = default;
-  ~Module() {
-    reset();
-  }
-  Module(Module&& o) noexcept : mod_(std::exchange(o.mod_, nullptr)) {}
-  Module& operator=(Module&& o) noexcept {
-    if (this != &o) {
-      reset();
-      mod_ = std::exchange(o.mod_, nullptr);
-    }
-    return *this;
-  }
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
+  static Status create(Event* out);
 
+ private:
+  friend class UniqueHandle<Event, CUevent>;
+  static void release(CUevent e);
+};
+
+class Module : public UniqueHandle<Module, CUmodule> {
+ public:
   static Status load(const void* image, Module* out);
   Status function(const char* name, CUfunction* out) const;
-  CUmodule get() const {
-    return mod_;
-  }
 
  private:
-  void reset();
-  CUmodule mod_ = nullptr;
+  friend class UniqueHandle<Module, CUmodule>;
+  static void release(CUmodule m);
 };
 
-class Stream {
+class Stream : public UniqueHandle<Stream, CUstream> {
  public:
-  Stream() = default;
-  ~Stream() {
-    reset();
-  }
-  Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-  Stream& operator=(Stream&& o) noexcept {
-    if (this != &o) {
-      reset();
-      s_ = std::exchange(o.s_, nullptr);
-    }
-    return *this;
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-
   static Status create(Stream* out);
   Status synchronize() const;
   // Makes this (non-blocking) stream wait for the work queued so far on the device's default streams, legacy and
   // per-thread, using ``marker`` (an Event of this stream's context) as the fence.
   Status wait_for_default_streams(CUevent marker) const;
-  CUstream get() const {
-    return s_;
-  }
 
  private:
-  void reset();
-  CUstream s_ = nullptr;
+  friend class UniqueHandle<Stream, CUstream>;
+  static void release(CUstream s);
 };
 
 // Device memory from cuMemAlloc (256-byte aligned).
