@@ -241,9 +241,10 @@ class ConvTemplate(ABC):
     def supports(self, problem: ConvProblem) -> Support:
         """Whether this family computes ``problem`` exactly (dims, layouts, dtypes, index ranges)."""
 
-    @abstractmethod
     def worth_routing(self, problem: ConvProblem) -> bool:
-        """Whether routing ``problem`` here is expected to beat the platform's own convolution."""
+        """Whether routing ``problem`` here is expected to beat the platform's own convolution: every family
+        so far says yes wherever it is exact (transposed convs, for one, Inductor cannot compile at all)."""
+        return bool(self.supports(problem))
 
     @abstractmethod
     def schedules(self, problem: ConvProblem) -> list[Schedule]:

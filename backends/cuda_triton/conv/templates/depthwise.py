@@ -687,9 +687,6 @@ class DepthwiseTemplate(ConvTemplate):
             return Support.no("the launch grid would exceed 2^31 programs")
         return Support.yes()
 
-    def worth_routing(self, problem: ConvProblem) -> bool:
-        return bool(self.supports(problem))
-
     # -- schedules --------------------------------------------------------------------------------------------
     @staticmethod
     def _channels_last(problem: ConvProblem) -> bool:

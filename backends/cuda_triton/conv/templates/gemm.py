@@ -169,9 +169,6 @@ class GemmTemplate(ConvTemplate):
                 return Support.no("only 1x1 and kernel == stride (patchify) convolutions are plain GEMMs")
         return Support.yes()
 
-    def worth_routing(self, problem: ConvProblem) -> bool:
-        return bool(self.supports(problem))
-
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         g = Geometry.of(problem)
         fp32 = problem.dtype == "float32"

@@ -403,9 +403,6 @@ class ImplicitGemmTemplate(ConvTemplate):
             return Support.no("more than 65535 groups")
         return Support.yes()
 
-    def worth_routing(self, problem: ConvProblem) -> bool:
-        return bool(self.supports(problem))
-
     # -- schedules -----------------------------------------------------------------------------------------
     def _tile_channels(self, g: Geometry, group_tile: int) -> tuple[int, int]:
         return g.cin_g * group_tile, g.cout_g * group_tile

@@ -158,6 +158,20 @@ def _box_producer(x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co
 
 
 @gluon.jit
+def _mma_step(
+    a_ring, b_ring, ready, acc, i, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr
+):
+    """K step i: wait for its ring slot, issue its asynchronous wgmma (the A box viewed as [BLOCK_M, BLOCK_K]) and
+    keep one group in flight, so step i-1's wgmma has finished reading its slot when this returns."""
+    slot = i % STAGES
+    mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
+    acc = warpgroup_mma(
+        a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
+    )
+    return warpgroup_mma_wait(1, deps=[acc])
+
+
+@gluon.jit
 def _box_mma(a_ring, b_ring, ready, empty, STEPS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
     """WS=1, the MMA partition (the kernel's own warps): one asynchronous wgmma group in flight; a slot is
@@ -167,12 +181,7 @@ def _box_mma(a_ring, b_ring, ready, empty, STEPS: gl.constexpr, STAGES: gl.const
     )
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma)
     for i in range(STEPS):
-        slot = i % STAGES
-        mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
-        acc = warpgroup_mma(
-            a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
-        )
-        acc = warpgroup_mma_wait(1, deps=[acc])
+        acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K)
         mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=i > 0)  # step i-1's slot
     acc = warpgroup_mma_wait(0, deps=[acc])
     return (acc,)  # a tuple: Triton 3.6's warp_specialize takes only that
@@ -278,14 +287,8 @@ def conv_box_kernel(
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
                                  C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
         for i in range(STEPS):
-            slot = i % STAGES
-            mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
-            acc = warpgroup_mma(
-                a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
-            )
-            # One group in flight: step i-1's wgmma has finished reading its slot, which the next copies refill.
-            acc = warpgroup_mma_wait(1, deps=[acc])
-            if i + STAGES - 1 < STEPS:
+            acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K)
+            if i + STAGES - 1 < STEPS:  # step i-1's slot is free: refill it
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i + STAGES - 1, n0, oh0, ow0, co0,
                                  C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
         acc = warpgroup_mma_wait(0, deps=[acc])
@@ -485,9 +488,6 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
                 "a contiguous input's channels-last copy launches one grid row per image (<= 65535)"
             )
         return Support.yes()
-
-    def worth_routing(self, problem: ConvProblem) -> bool:
-        return bool(self.supports(problem))
 
     def _schedule(
         self,

@@ -169,9 +169,6 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
             return Support.no("tensors beyond 32-bit offsets")
         return Support.yes()
 
-    def worth_routing(self, problem: ConvProblem) -> bool:
-        return bool(self.supports(problem))
-
     def _schedule(
         self,
         problem: ConvProblem,

@@ -324,10 +324,6 @@ class TransposedTemplate(ConvTemplate):
             return Support.no("more than 4096 output phases (product of the strides)")
         return Support.yes()
 
-    def worth_routing(self, problem: ConvProblem) -> bool:
-        # Inductor cannot compile transposed convs at all; the phase GEMM is competitive with cuDNN.
-        return bool(self.supports(problem))
-
     # -- schedules --------------------------------------------------------------------------------------------
     @staticmethod
     def _in_cl(problem: ConvProblem) -> bool:
