@@ -12,7 +12,9 @@ tolerance (scripts/numerics_cases.py):
   3. every schedule of every template on ``--schedule-cases`` random cases of its family (force_conv_candidate);
   4. every split-K and channels-last-copy schedule of the GEMM templates on ``--split-copy-cases`` random
      few-tile, long-K cases (``numerics_cases.gen_few_tiles_long_k``), and every tail-split schedule on as many
-     cases of whole waves plus a few rows (``numerics_cases.gen_tail_waves``).
+     cases of whole waves plus a few rows (``numerics_cases.gen_tail_waves``);
+  5. every F16_MMA schedule (implicit GEMM, transposed) on ``--f16-cases`` fp32 cases scaled far outside fp16's
+     range, and 6. every TF32 schedule of the box template (fp32 boxes, A rounded in registers) on as many.
 Writes OUT/numerics.json and OUT/numerics.txt; exits non-zero on any failure.
 """
 
@@ -82,7 +84,7 @@ def main() -> None:
         "--f16-cases",
         type=int,
         default=6,
-        help="fp32 cases (inputs scaled far outside fp16's range) whose F16_MMA schedules all run",
+        help="fp32 cases (inputs scaled far outside fp16's range) whose F16_MMA (and box TF32) schedules all run",
     )
     ap.add_argument("--suite", type=Path, default=bench_conv.DEFAULT_SUITE)
     ap.add_argument("--workers", type=int, default=14)
@@ -170,6 +172,15 @@ def main() -> None:
                 args.f16_cases,
                 lambda s: bool(dict(s.params).get("F16_MMA")),
             )
+    # 6. every TF32 schedule of the box template (fp32 boxes, A rounded in registers) on fp32 cases, same ranges
+    if not args.families or "implicit_gemm_box" in args.families.split(","):
+        every_schedule(
+            "tf32",
+            "implicit_gemm_box",
+            functools.partial(nc.gen_f16_mma, family="implicit_gemm_box"),
+            args.f16_cases,
+            lambda s: "F16_MMA" not in dict(s.params),
+        )
 
     t0 = time.time()
     status: dict[str, str] | None = None

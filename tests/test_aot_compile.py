@@ -77,7 +77,10 @@ CASES = [
     # contiguous bf16 input (a channels-last copy first).
     ("implicit_gemm_box", _problem(8, 256, 256, (56, 56), 3, pad=1), True),
     ("implicit_gemm_box", _problem(2, 64, 96, (30, 50), 5, pad=2, dtype="bfloat16", cl=False), False),
-    ("implicit_gemm_box", _problem(8, 256, 256, (56, 56), 3, pad=1, dtype="float32"), False),  # F16_MMA=2
+    # fp32: F16_MMA=2 (the scaled fp16 copy) and TF32 schedules (fp32 boxes, A rounded in registers), every one;
+    # strided fp32 (r18.l2: the 5-D view) too.
+    ("implicit_gemm_box", _problem(8, 256, 256, (56, 56), 3, pad=1, dtype="float32"), True),
+    ("implicit_gemm_box", _problem(32, 64, 128, (56, 56), 3, stride=2, pad=1, dtype="float32"), True),
     ("implicit_gemm", _problem(4, 512, 512, (65, 65), 3, pad=2, dilation=2), False),
 ]
 

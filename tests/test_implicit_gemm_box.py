@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv import ConvProblem  # noqa: E402
 from cuda_triton.conv.aot import compile_cache_key, compile_launches  # noqa: E402
+from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._geometry import Geometry  # noqa: E402
 from cuda_triton.conv.templates.implicit_gemm_box import box_shapes, box_waste  # noqa: E402
@@ -224,7 +225,7 @@ def test_box_fp32_runs_on_the_scaled_fp16_copy(case) -> None:
     problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=True)
     assert t.supports(problem), t.supports(problem).reason
     s = t.heuristic_schedule(problem)
-    assert s["F16_MMA"] == 2 and all(x["F16_MMA"] == 2 for x in t.schedules(problem))
+    assert s["F16_MMA"] == 2 and any(x["F16_MMA"] == 2 for x in t.schedules(problem))
     assert {x.role for x in t.scratch(problem, s)} == {"amax", "input_f16"}
     copy = "scale_to_f16_kernel" if Geometry.of(problem).in_cl else "to_channels_last_kernel"
     assert [launch.name for launch in t.launches(problem, s)] == [
@@ -235,6 +236,61 @@ def test_box_fp32_runs_on_the_scaled_fp16_copy(case) -> None:
     out, cand = _run(x, w, b, p, BOX, s, exact=False)
     assert cand.schedule == s and out.dtype == torch.float32
     _check_tf32_accuracy(out, x, w, b, p)
+
+
+TF32_CASES = F32_CASES + [
+    # strided (the 5-D view) and a 1x1, channels-last
+    (2, 16, 32, (12, 10), 3, dict(stride=2, pad_before=1), True, True, 1.0, 1.0),
+    (1, 32, 8, (6, 8), 1, dict(), True, False, 3.0, 0.5),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", TF32_CASES, ids=[f"tf32-{i}" for i in range(len(TF32_CASES))])
+def test_box_tf32_schedules_round_to_nearest(case) -> None:
+    """fp32 with TF32, the TF32 schedules (no F16_MMA key): fp32 boxes, the K-major weight, the A tile rounded to
+    the nearest TF32 in the kernel. The result is the exact conv of the TF32-rounded operands up to fp32
+    accumulation (truncated operands would miss that bound by ~2^-11 of each product)."""
+    from cuda_triton.conv.tf32 import round_to_tf32
+
+    n, c, k, spatial, kernel, kw, cl, bias, xs, ws = case
+    p = _params(len(spatial), **kw)
+    x, w, b = _tensors(n, c, k, spatial, kernel, 1, torch.float32, cl, bias, seed=67)
+    x, w = x * xs, w * ws
+    t = get_template(BOX)
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=True)
+    tf32 = [s for s in t.schedules(problem) if "F16_MMA" not in dict(s.params)]
+    assert tf32 and all(s["BLOCK_K"] <= 32 for s in tf32)
+    in_cl = Geometry.of(problem).in_cl
+    rounded = reference_convolution(round_to_tf32(x).double(), round_to_tf32(w).double(), None, p)
+    if b is not None:
+        rounded = rounded + b.double().reshape(1, -1, *([1] * len(spatial)))
+    magnitude = reference_convolution(x.double().abs(), w.double().abs(), None, p)
+    tol = 2.0**-20 * magnitude + 2.0**-22 * rounded.abs() + 1e-300
+    for s in tf32[:2]:
+        names = [launch.name for launch in t.launches(problem, s)]
+        assert names == (["conv_box_kernel"] if in_cl else ["to_channels_last_kernel", "conv_box_kernel"])
+        assert not t.scratch(problem, s) if in_cl else {x.role for x in t.scratch(problem, s)} == {"input_cl"}
+        out, cand = _run(x, w, b, p, BOX, s, exact=False)
+        assert cand.schedule == s and out.dtype == torch.float32
+        err = (out.double() - rounded).abs()
+        assert not (~(err <= tol)).any(), f"worst ratio {float((err / tol).max()):.3g}"
+
+
+def test_box_fp32_needs_tf32() -> None:
+    """Exact fp32 (TF32 off) has no wgmma: the box template refuses it; with TF32 allowed but fp16 tensor cores
+    switched off (tf32_on_fp16=0) only the TF32 schedules remain."""
+    from cuda_triton.conv.templates._f16_mma import f16_mma_policy
+
+    x, w, _ = _tensors(1, 16, 16, (8, 8), 3, 1, torch.float32, True, False, seed=71)
+    p = _params(2, pad_before=1)
+    t = get_template(BOX)
+    assert not t.supports(ConvProblem.from_tensors(x, w, None, p, allow_tf32=False))
+    problem = ConvProblem.from_tensors(x, w, None, p, allow_tf32=True)
+    with f16_mma_policy(False):
+        assert t.supports(problem)
+        space = t.schedules(problem)
+        assert space and all("F16_MMA" not in dict(s.params) for s in space)
+        assert "F16_MMA" not in dict(t.heuristic_schedule(problem).params)
 
 
 def test_box_cubins_per_arch() -> None:
@@ -273,6 +329,18 @@ def test_box_cubins_per_arch() -> None:
         "cp.async.bulk.tensor.4d" in f32_sm90.ptx
         and "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in f32_sm90.ptx
     )
+    # fp32 as TF32 (r18.l1 at batch 1): fp32 boxes, the A tile through registers (rounded with cvt.rna), the
+    # K-major weight from shared memory, one wgmma group kept in flight
+    tf32 = _meta(1, 64, 64, (56, 56), 3, dtype="float32", pad_before=1)
+    tf32_s = next(s for s in t.schedules(tf32) if "F16_MMA" not in dict(s.params))
+    (tf32_launch,) = t.launches(tf32, tf32_s)
+    (tf32_sm90,) = compile_launches([tf32_launch], 90)
+    ops = re.findall(r"wgmma\.mma_async[^\n]*tf32\.tf32 \{[^}]*\}, \{[^}]*\}, (%\w+),", tf32_sm90.ptx)
+    assert ops and all(b.startswith("%rd") for b in ops)  # A a register fragment, B a descriptor
+    assert "cp.async.bulk.tensor.4d" in tf32_sm90.ptx and "wgmma.wait_group.sync.aligned 1" in tf32_sm90.ptx
+    assert "cvt.rna.tf32.f32" in tf32_sm90.ptx or os.environ.get("TRITON_INTERPRET") == "1"
+    (tf32_sm80,) = compile_launches([tf32_launch], 80)
+    assert tf32_sm80.name.startswith("conv_box_portable_kernel")
     # strided (r18.l2.3x3s2): 5-D boxes of the view [N, H/2, 2, W/2, 2C], both operands still in shared memory
     strided = _meta(32, 64, 128, (56, 56), 3, stride=2, pad_before=1)
     (strided_launch,) = t.launches(strided, t.heuristic_schedule(strided))

@@ -36,15 +36,20 @@ writes the input's partial maxima ("amax"), a second its copy scaled by a power 
 ("input_f16": `scale_to_f16_kernel`, or the channels-last copy with SCALE_F16 for a contiguous input); the
 weight is prepared scaled to fp16 with its shift in a trailer, and the epilogue undoes both scales (exact) before
 the fp32 bias and store. TF32's precision, fp16's tensor-core rate, and boxes of half the bytes.
+fp32 also runs as TF32 itself (TF32=1: schedules without an F16_MMA key, 32-channel K steps): fp32 boxes, the
+weight prepared K-major ([COUT_P, taps * CIN_P], TF32 wgmma reads shared operands only K-major) and rounded to
+nearest TF32, and each A box loaded from shared memory into registers, rounded to nearest TF32 (ROUND_TF32, the
+`_tf32.py` mode) and fed to wgmma from there. One launch for a channels-last input, where F16_MMA=2 takes three:
+for small layers (r18.l1 at batch 1: 49 programs) the two extra launches cost more than the halved MMA work.
 
 Kernel arguments (PTX order): x, w, bias, y, amax pointers, int32 BATCH, H, W, OH, OW. x is the input if it is
-channels-last, else its channels-last copy ("input_cl", _cl_copy.py, a first launch), or for fp32 the scaled
-fp16 copy; amax is the partial maxima for fp32 and an unused pointer (the input) otherwise. Grid:
+channels-last, else its channels-last copy ("input_cl", _cl_copy.py, a first launch), or for F16_MMA the scaled
+fp16 copy; amax is the partial maxima for F16_MMA and an unused pointer (the input) otherwise. Grid:
 (cdiv(BATCH, BOX_N) * cdiv(OH, BOX_H) * cdiv(OW, BOX_W), cdiv(C_OUT, BLOCK_N), 1). The TMA descriptors are
 made on the device: Triton's global scratch holds them (the C++ runtime allocates it from the metadata).
 
-Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P], CIN_P and COUT_P whole blocks); for fp32 that
-matrix scaled to fp16 and flattened, then its shift (`prepare_f16_weight`).
+Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P], CIN_P and COUT_P whole blocks); for F16_MMA that
+matrix scaled to fp16 and flattened, then its shift (`prepare_f16_weight`); for TF32 its K-major transpose.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ from ._geometry import (
     next_pow2,
     tma_tap_problems,
 )
+from ._tf32 import round_to_tf32, tf32_rounding
 from .base import (
     TRITON_PTR_DTYPE,
     ConvTemplate,
@@ -110,7 +116,7 @@ GLUON_ARCHS = (90,)
 def _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
                      C_BLOCKS: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr,
                      DH: gl.constexpr, DW: gl.constexpr, SH: gl.constexpr, SW: gl.constexpr, C_IN: gl.constexpr,
-                     BLOCK_K: gl.constexpr, STAGES: gl.constexpr, NBYTES: gl.constexpr):  # fmt: skip
+                     BLOCK_K: gl.constexpr, STAGES: gl.constexpr, NBYTES: gl.constexpr, TF32: gl.constexpr):  # fmt: skip
     """TMA copies of K step i (tap i // C_BLOCKS, channel block i % C_BLOCKS) into ring slot i % STAGES."""
     slot = i % STAGES
     tap = i // C_BLOCKS
@@ -134,8 +140,12 @@ def _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0
             dw % SW * C_IN + (i % C_BLOCKS) * BLOCK_K,
         ]
     tma.async_copy_global_to_shared(x_desc, box, bar, a_ring.index(slot))
-    # Weight row i * BLOCK_K is tap * CIN_P + channel block: the prepared matrix is [taps, CIN_P] rows.
-    tma.async_copy_global_to_shared(w_desc, [i * BLOCK_K, co0], bar, b_ring.index(slot))
+    # Weight row i * BLOCK_K is tap * CIN_P + channel block: the prepared matrix is [taps, CIN_P] rows (TF32: its
+    # K-major transpose, [COUT_P, taps * CIN_P], so that column).
+    if TF32:
+        tma.async_copy_global_to_shared(w_desc, [co0, i * BLOCK_K], bar, b_ring.index(slot))
+    else:
+        tma.async_copy_global_to_shared(w_desc, [i * BLOCK_K, co0], bar, b_ring.index(slot))
 
 
 @gluon.jit
@@ -148,40 +158,69 @@ def _pow2(k):
 def _box_producer(x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0,
                   STEPS: gl.constexpr, C_BLOCKS: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr,
                   PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr, SH: gl.constexpr, SW: gl.constexpr,
-                  C_IN: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, NBYTES: gl.constexpr):  # fmt: skip
+                  C_IN: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr, NBYTES: gl.constexpr,
+                  TF32: gl.constexpr):  # fmt: skip
     """WS=1, the copy partition (one warp): fills each ring slot once the MMA partition has released it.
     mbarriers start as if their phase 1 had completed, so the first round's waits pass at once."""
     for i in range(STEPS):
         mbarrier.wait(empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
         _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
-                         C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+                         C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)  # fmt: skip
 
 
 @gluon.jit
-def _mma_step(
-    a_ring, b_ring, ready, acc, i, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr
-):
+def _round_tf32(x, MODE: gl.constexpr):
+    """fp32 -> nearest TF32 value as fp32 (`_tf32.round_to_tf32`, in Gluon): MODE 2 the hardware conversion, 1
+    the integer rounding (inf and NaN kept), 0 none (the tensor core truncates; for timing only)."""
+    if MODE == 2:
+        return gl.inline_asm_elementwise(
+            "{ .reg .b32 t; cvt.rna.tf32.f32 t, $1; and.b32 $0, t, 0xFFFFE000; }",
+            "=r,r",
+            [x],
+            dtype=gl.float32,
+            is_pure=True,
+            pack=1,
+        )
+    elif MODE == 1:
+        bits = x.to(gl.uint32, bitcast=True)
+        rounded = ((bits + 0x1000) >> 13) << 13
+        finite = (bits & 0x7F800000) != 0x7F800000
+        return gl.where(finite, rounded, bits).to(gl.float32, bitcast=True)
+    else:
+        return x
+
+
+@gluon.jit
+def _mma_step(a_ring, b_ring, ready, acc, i, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
+              MMA: gl.constexpr, TF32: gl.constexpr, ROUND_TF32: gl.constexpr):  # fmt: skip
     """K step i: wait for its ring slot, issue its asynchronous wgmma (the A box viewed as [BLOCK_M, BLOCK_K]) and
-    keep one group in flight, so step i-1's wgmma has finished reading its slot when this returns."""
+    keep one group in flight, so step i-1's wgmma has finished reading its slot when this returns.
+
+    TF32: the weight tile is K-major (TF32 wgmma reads shared operands only K-major) and viewed transposed; with
+    ROUND_TF32 the A tile goes through registers, rounded to nearest TF32 (_tf32.py: the tensor core would
+    truncate), and wgmma reads it from there: the copy into shared memory stays asynchronous."""
     slot = i % STAGES
     mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
-    acc = warpgroup_mma(
-        a_ring.index(slot).reshape([BLOCK_M, BLOCK_K]), b_ring.index(slot), acc, is_async=True
-    )
+    a = a_ring.index(slot).reshape([BLOCK_M, BLOCK_K])
+    if TF32:
+        b = b_ring.index(slot).permute((1, 0))
+        if ROUND_TF32:
+            a = _round_tf32(a.load(gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)), ROUND_TF32)
+    else:
+        b = b_ring.index(slot)
+    acc = warpgroup_mma(a, b, acc, is_async=True)
     return warpgroup_mma_wait(1, deps=[acc])
 
 
 @gluon.jit
 def _box_mma(a_ring, b_ring, ready, empty, STEPS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
-             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, MMA: gl.constexpr, TF32: gl.constexpr,
+             ROUND_TF32: gl.constexpr):  # fmt: skip
     """WS=1, the MMA partition (the kernel's own warps): one asynchronous wgmma group in flight; a slot is
     released to the copy partition once the wgmma that read it has finished."""
-    mma: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, mma)
+    acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, MMA)
     for i in range(STEPS):
-        acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K)
+        acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K, MMA, TF32, ROUND_TF32)
         mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=i > 0)  # step i-1's slot
     acc = warpgroup_mma_wait(0, deps=[acc])
     return (acc,)  # a tuple: Triton 3.6's warp_specialize takes only that
@@ -211,6 +250,7 @@ def conv_box_kernel(
     KH: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
     SH: gl.constexpr, SW: gl.constexpr,
     OUT_CL: gl.constexpr, HAS_BIAS: gl.constexpr, DOT_FP32: gl.constexpr, F16_MMA: gl.constexpr, W_NUMEL: gl.constexpr,
+    TF32: gl.constexpr, ROUND_TF32: gl.constexpr,
     BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_SWIZZLE: gl.constexpr, B_SWIZZLE: gl.constexpr,
     STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr,
@@ -218,13 +258,18 @@ def conv_box_kernel(
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     C_BLOCKS: gl.constexpr = CIN_P // BLOCK_K
     STEPS: gl.constexpr = KH * KW * C_BLOCKS
-    NBYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2  # 16-bit elements only
+    EBITS: gl.constexpr = (
+        32 if TF32 else 16
+    )  # TF32: fp32 tiles; otherwise fp16/bf16 (or the scaled fp16 copy)
+    NBYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (EBITS // 8)
     dtype: gl.constexpr = x_ptr.dtype.element_ty
 
-    b_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=B_SWIZZLE, element_bitwidth=16, rank=2)
+    b_layout: gl.constexpr = gl.NVMMASharedLayout(
+        swizzle_byte_width=B_SWIZZLE, element_bitwidth=EBITS, rank=2
+    )
     if SH * SW == 1:
         a_layout: gl.constexpr = gl.NVMMASharedLayout(
-            swizzle_byte_width=A_SWIZZLE, element_bitwidth=16, rank=4
+            swizzle_byte_width=A_SWIZZLE, element_bitwidth=EBITS, rank=4
         )
         x_desc = tma.make_tensor_descriptor(
             x_ptr,
@@ -236,7 +281,7 @@ def conv_box_kernel(
         a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout)
     else:  # the strided view [N, H / SH, SH, W / SW, SW * C_IN] (module docstring): one parity
         a_layout: gl.constexpr = gl.NVMMASharedLayout(
-            swizzle_byte_width=A_SWIZZLE, element_bitwidth=16, rank=5
+            swizzle_byte_width=A_SWIZZLE, element_bitwidth=EBITS, rank=5
         )
         x_desc = tma.make_tensor_descriptor(
             x_ptr,
@@ -246,10 +291,16 @@ def conv_box_kernel(
             a_layout,
         )
         a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, 1, BOX_W, BLOCK_K], a_layout)
-    w_desc = tma.make_tensor_descriptor(
-        w_ptr, [KH * KW * CIN_P, COUT_P], [COUT_P, 1], [BLOCK_K, BLOCK_N], b_layout
-    )
-    b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_layout)
+    if TF32:  # the K-major weight [COUT_P, taps * CIN_P]
+        w_desc = tma.make_tensor_descriptor(
+            w_ptr, [COUT_P, KH * KW * CIN_P], [KH * KW * CIN_P, 1], [BLOCK_N, BLOCK_K], b_layout
+        )
+        b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_layout)
+    else:
+        w_desc = tma.make_tensor_descriptor(
+            w_ptr, [KH * KW * CIN_P, COUT_P], [COUT_P, 1], [BLOCK_K, BLOCK_N], b_layout
+        )
+        b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
@@ -263,7 +314,7 @@ def conv_box_kernel(
     co0 = gl.program_id(1) * BLOCK_N
 
     mma: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 256 // EBITS]
     )
     if WS:  # a copy warp fills the ring; the kernel's warps only wait, issue wgmma and release slots
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -271,9 +322,10 @@ def conv_box_kernel(
             mbarrier.init(empty.index(s), count=1)
         (acc,) = gl.warp_specialize(
             [
-                (_box_mma, (a_ring, b_ring, ready, empty, STEPS, STAGES, BLOCK_M, BLOCK_N, BLOCK_K, WARPS)),
+                (_box_mma, (a_ring, b_ring, ready, empty, STEPS, STAGES, BLOCK_M, BLOCK_N, BLOCK_K, mma, TF32,
+                            ROUND_TF32)),
                 (_box_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0, STEPS,
-                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)),
+                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)),
             ],
             [1],
             [24],
@@ -285,12 +337,12 @@ def conv_box_kernel(
         for i in gl.static_range(STAGES - 1):  # prologue: fill all but one slot
             if i < STEPS:
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
-                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)  # fmt: skip
         for i in range(STEPS):
-            acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K)
+            acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K, mma, TF32, ROUND_TF32)
             if i + STAGES - 1 < STEPS:  # step i-1's slot is free: refill it
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i + STAGES - 1, n0, oh0, ow0, co0,
-                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES)  # fmt: skip
+                                 C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)  # fmt: skip
         acc = warpgroup_mma_wait(0, deps=[acc])
     for s in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(s))
@@ -330,6 +382,7 @@ def conv_box_portable_kernel(
     KH: tl.constexpr, KW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
     SH: tl.constexpr, SW: tl.constexpr,
     OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr, F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
+    TF32: tl.constexpr, ROUND_TF32: tl.constexpr,
     BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, A_SWIZZLE: tl.constexpr, B_SWIZZLE: tl.constexpr,
     STAGES: tl.constexpr, WARPS: tl.constexpr, WS: tl.constexpr,
@@ -363,7 +416,13 @@ def conv_box_portable_kernel(
             mask=inside[:, None] & (c < C_IN)[None, :],
             other=0.0,
         )
-        b = tl.load(w_ptr + (i * BLOCK_K + offs_k)[:, None] * COUT_P + offs_n[None, :])  # padded: in bounds
+        k_rows = i * BLOCK_K + offs_k  # the prepared weight is padded: always in bounds
+        if TF32:  # K-major [COUT_P, taps * CIN_P]; A rounded to nearest TF32 as in the Gluon kernel
+            b = tl.load(w_ptr + offs_n[None, :] * (KH * KW * CIN_P) + k_rows[:, None])
+            if ROUND_TF32:
+                a = round_to_tf32(a, ROUND_TF32)
+        else:
+            b = tl.load(w_ptr + k_rows[:, None] * COUT_P + offs_n[None, :])
         if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
             a = a.to(tl.float32)
             b = b.to(tl.float32)
@@ -388,6 +447,16 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
 # Warp-specialised (WS=1): the wgmma warpgroup(s) plus a copy warp: 128 x 128 tiles on one warpgroup (128 fp32
 # accumulators a thread), 128 x 256 on two (`_ws_maxnreg`); not measured yet (2026-12-03: written after the
 # session's last GPU call; the tuner decides).
+# fp32 with TF32 (the A tile through registers, rounded): 32 channels a K step (128-byte rows); small tiles too, for
+# the small fp32 layers (r18.l1 at batch 1: 49 programs of 64 x 64) where the F16_MMA copy's two extra launches
+# cost more than the conv.
+_TF32_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 128, 32, 8, 3),
+    (128, 64, 32, 4, 4),
+    (64, 128, 32, 4, 4),
+    (64, 64, 32, 4, 4),
+    (64, 32, 32, 4, 4),
+)
 _WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (128, 128, 64, 4, 4),
     (128, 128, 64, 4, 3),
@@ -457,17 +526,17 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         reason = common_support_problems(problem)
         if reason:
             return Support.no(reason)
-        if problem.dtype not in ("float16", "bfloat16") and not f16_mma_allowed(problem):
+        if problem.dtype not in ("float16", "bfloat16") and not problem.allow_tf32:
             return Support.no(
-                f"dtype {problem.dtype} without TF32 on fp16 tensor cores (the kernel is 16-bit; fp32 runs on its "
-                "scaled fp16 copy, F16_MMA=2, which needs TF32 allowed)"
+                f"dtype {problem.dtype} without TF32 (wgmma has no exact fp32; fp32 runs as TF32 or on its scaled "
+                "fp16 copy, F16_MMA=2)"
             )
         if problem.spatial_dims > 2:
             return Support.no("3-D convolutions (a box covers images, rows and columns)")
         reason = tma_tap_problems(problem, strided=True)
         if reason:
             return Support.no(reason)
-        if problem.in_channels % 8:  # fp32 too: the kernel reads 16-bit rows (the fp16 copy)
+        if problem.in_channels % 8:  # fp32 too: F16_MMA schedules read 16-bit rows (the fp16 copy)
             return Support.no("a TMA row must be a multiple of 16 bytes (input channels, 16-bit)")
         g = Geometry.of(problem)
         if _strided(g):
@@ -499,12 +568,13 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         stages: int,
         box: tuple[int, int, int],
         ws: bool = False,
+        f16: int = 0,
     ) -> Schedule:
         g = Geometry.of(problem)
         bn, bk = fit_block(bn, g.cout), fit_block(bk, g.cin)
         while _strided(g) and g.cin % bk:  # strided: whole channel blocks (`supports`: C_in % 16 == 0)
             bk //= 2
-        extra = {"F16_MMA": 2} if _f16_mode(problem) else {}
+        extra = {"F16_MMA": f16} if f16 else {}
         if ws:
             extra["WS"] = 1
         return Schedule.make(
@@ -512,12 +582,20 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         )
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        """16-bit: the pipelined and warp-specialised tile configs. fp32: the same on the scaled fp16 copy
+        (F16_MMA=2, where allowed) and the TF32 configs (fp32 tiles, A rounded in registers)."""
         g = Geometry.of(problem)
         out = [self.heuristic_schedule(problem)]
-        for configs, ws in ((_CONFIGS, False), (_WS_CONFIGS, True)):
+        spaces: list[tuple[tuple[tuple[int, int, int, int, int], ...], bool, int]] = []
+        if problem.dtype != "float32" or f16_mma_allowed(problem):
+            f16 = _f16_mode(problem)
+            spaces += [(_CONFIGS, False, f16), (_WS_CONFIGS, True, f16)]
+        if problem.dtype == "float32":
+            spaces.append((_TF32_CONFIGS, False, 0))
+        for configs, ws, f16 in spaces:
             for bm, bn, bk, warps, stages in configs:
                 for box in box_shapes(g, bm)[:_BOXES_PER_CONFIG]:
-                    out.append(self._schedule(problem, bm, bn, bk, warps, stages, box, ws))
+                    out.append(self._schedule(problem, bm, bn, bk, warps, stages, box, ws, f16))
         return list(dict.fromkeys(out))
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
@@ -527,9 +605,11 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         bn = 128 if g.cout >= 128 else 64
         best = box_shapes(g, 128)[0]
         tiles = cdiv(g.m, 128) * cdiv(g.cout, bn)
+        f16 = _f16_mode(problem)
+        bk = 64 if f16 or problem.dtype != "float32" else 32  # fp32 without F16_MMA: TF32, 128-byte rows
         if tiles < NUM_SMS // 2 or box_waste(g, best) > 1.25:
-            return self._schedule(problem, 64, bn, 64, 4, 4, box_shapes(g, 64)[0])
-        return self._schedule(problem, 128, bn, 64, 8, 4, best)
+            return self._schedule(problem, 64, bn, bk, 4, 4, box_shapes(g, 64)[0], f16=f16)
+        return self._schedule(problem, 128, bn, bk, 8, 4, best, f16=f16)
 
     def transfers_to(self, schedule: Schedule, problem: ConvProblem) -> bool:
         """A neighbour's schedule runs here only with this map's best box of the same size and a full wave of
@@ -564,7 +644,9 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         _, oh, ow = g.out_spatial
         dt = TRITON_PTR_DTYPE[problem.dtype]
         f16 = uses_f16_mma(schedule)
+        tf32 = problem.dtype == "float32" and not f16  # fp32 tiles, TF32 wgmma (`supports`: TF32 allowed)
         mma_dt = "fp16" if f16 else dt  # what the kernel's TMA boxes and wgmma read
+        ebytes = 4 if tf32 else 2
         args = (
             TensorArg("input_f16" if f16 else "input" if g.in_cl else "input_cl", mma_dt),
             TensorArg("weight", mma_dt),
@@ -596,13 +678,15 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             ("DOT_FP32", interpreting() and problem.dtype == "bfloat16"),
             ("F16_MMA", bool(f16)),
             ("W_NUMEL", taps * cin_p * cout_p),
+            ("TF32", tf32),
+            ("ROUND_TF32", tf32_rounding(problem) if tf32 else 0),
             ("BOX_N", box[0]),
             ("BOX_H", box[1]),
             ("BOX_W", box[2]),
             ("BLOCK_N", bn),
             ("BLOCK_K", bk),
-            ("A_SWIZZLE", _swizzle(bk * 2)),
-            ("B_SWIZZLE", _swizzle(bn * 2)),
+            ("A_SWIZZLE", _swizzle(bk * ebytes)),
+            ("B_SWIZZLE", _swizzle((bk if tf32 else bn) * ebytes)),  # the weight tile's rows: K (TF32) or N
             ("STAGES", schedule.num_stages),
             ("WARPS", schedule.num_warps),
             ("WS", dict(schedule.params).get("WS", 0)),
@@ -628,8 +712,9 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
 
 
 def _f16_mode(problem: ConvProblem) -> int:
-    """2 for fp32 (run on the scaled fp16 copy, F16_MMA=2: `supports` has checked it is allowed), else 0."""
-    return 2 if problem.dtype == "float32" else 0
+    """2 for fp32 where fp16 tensor cores are allowed (run on the scaled fp16 copy, F16_MMA=2), else 0 (16-bit,
+    or fp32 as TF32)."""
+    return 2 if f16_mma_allowed(problem) else 0
 
 
 _IMPLICIT_GEMM = ImplicitGemmTemplate()
