@@ -28,9 +28,9 @@ step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_par
 # the warm-up compiled ~1000 kernels and left time for 42 random cases (07:42 UTC)
 step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,implicit_gemm_box,depthwise,transposed --count "${NUM_COUNT:-220}" \
   --schedule-cases 0 --split-copy-cases 0 --f16-cases 0 --suite-cases none --time-limit "${NUM_LIMIT:-80}"
-# the Gluon box template: random shapes of its domain and every schedule on a few of them
+# the Gluon box template: random shapes of its domain, every schedule on a few of them, every TF32 one on fp32 cases
 step num_box "${T_NUMBOX:-120}" python3 scripts/gpu_numerics.py --out "$o/num_box" --families implicit_gemm_box \
-  --count "${BOX_COUNT:-80}" --schedule-cases "${BOX_SCHEDULE_CASES:-3}" --split-copy-cases 0 --f16-cases 0 \
+  --count "${BOX_COUNT:-80}" --schedule-cases "${BOX_SCHEDULE_CASES:-3}" --split-copy-cases 0 --f16-cases "${BOX_TF32_CASES:-3}" \
   --suite-cases none --time-limit 90
 # every F16_MMA schedule (fp32 at TF32 precision on fp16 tensor cores) on fp32 cases far outside fp16's range
 step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm,transposed \
