@@ -329,14 +329,15 @@ def test_box_cubins_per_arch() -> None:
         "cp.async.bulk.tensor.4d" in f32_sm90.ptx
         and "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in f32_sm90.ptx
     )
-    # fp32 as TF32 (r18.l1 at batch 1): fp32 boxes, the A tile through registers (rounded with cvt.rna), the
-    # K-major weight from shared memory, one wgmma group kept in flight
+    # fp32 as TF32 (r18.l1 at batch 1): fp32 boxes, the A tile rounded in place in shared memory (a proxy fence
+    # and a barrier before wgmma), both operands from shared memory, one wgmma group kept in flight
     tf32 = _meta(1, 64, 64, (56, 56), 3, dtype="float32", pad_before=1)
     tf32_s = next(s for s in t.schedules(tf32) if "F16_MMA" not in dict(s.params))
     (tf32_launch,) = t.launches(tf32, tf32_s)
     (tf32_sm90,) = compile_launches([tf32_launch], 90)
-    ops = re.findall(r"wgmma\.mma_async[^\n]*tf32\.tf32 \{[^}]*\}, \{[^}]*\}, (%\w+),", tf32_sm90.ptx)
-    assert ops and all(b.startswith("%rd") for b in ops)  # A a register fragment, B a descriptor
+    ops = re.findall(r"wgmma\.mma_async[^\n]*tf32\.tf32 \{[^}]*\}, (%\w+), (%\w+),", tf32_sm90.ptx)
+    assert ops and all(a.startswith("%rd") and b.startswith("%rd") for a, b in ops)
+    assert "fence.proxy.async" in tf32_sm90.ptx and "bar.sync" in tf32_sm90.ptx
     assert "cp.async.bulk.tensor.4d" in tf32_sm90.ptx and "wgmma.wait_group.sync.aligned 1" in tf32_sm90.ptx
     assert "cvt.rna.tf32.f32" in tf32_sm90.ptx or os.environ.get("TRITON_INTERPRET") == "1"
     (tf32_sm80,) = compile_launches([tf32_launch], 80)

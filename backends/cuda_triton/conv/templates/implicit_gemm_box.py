@@ -38,8 +38,9 @@ weight is prepared scaled to fp16 with its shift in a trailer, and the epilogue 
 the fp32 bias and store. TF32's precision, fp16's tensor-core rate, and boxes of half the bytes.
 fp32 also runs as TF32 itself (TF32=1: schedules without an F16_MMA key, 32-channel K steps): fp32 boxes, the
 weight prepared K-major ([COUT_P, taps * CIN_P], TF32 wgmma reads shared operands only K-major) and rounded to
-nearest TF32, and each A box loaded from shared memory into registers, rounded to nearest TF32 (ROUND_TF32, the
-`_tf32.py` mode) and fed to wgmma from there. One launch for a channels-last input, where F16_MMA=2 takes three:
+nearest TF32, and each A box rounded to nearest TF32 in place in shared memory (ROUND_TF32, the `_tf32.py`
+mode; `_mma_step`), so wgmma still reads both operands from there. One launch for a channels-last input, where
+F16_MMA=2 takes three:
 for small layers (r18.l1 at batch 1: 49 programs) the two extra launches cost more than the halved MMA work.
 
 Kernel arguments (PTX order): x, w, bias, y, amax pointers, int32 BATCH, H, W, OH, OW. x is the input if it is
@@ -63,6 +64,7 @@ import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
@@ -106,6 +108,9 @@ from .base import (
     interpreting,
 )
 from .implicit_gemm import ImplicitGemmTemplate, store_output
+
+# A barrier of all the CTA's threads: Triton 3.7 calls it gl.barrier, 3.6 (the GPU machine's) gl.thread_barrier.
+_cta_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
 
 # The archs whose tensor cores the Gluon kernel is written for (wgmma: Hopper).
 GLUON_ARCHS = (90,)
@@ -192,20 +197,25 @@ def _round_tf32(x, MODE: gl.constexpr):
 
 @gluon.jit
 def _mma_step(a_ring, b_ring, ready, acc, i, STAGES: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
-              MMA: gl.constexpr, TF32: gl.constexpr, ROUND_TF32: gl.constexpr):  # fmt: skip
+              TF32: gl.constexpr, ROUND_TF32: gl.constexpr, ROUND_LAYOUT: gl.constexpr):  # fmt: skip
     """K step i: wait for its ring slot, issue its asynchronous wgmma (the A box viewed as [BLOCK_M, BLOCK_K]) and
     keep one group in flight, so step i-1's wgmma has finished reading its slot when this returns.
 
     TF32: the weight tile is K-major (TF32 wgmma reads shared operands only K-major) and viewed transposed; with
-    ROUND_TF32 the A tile goes through registers, rounded to nearest TF32 (_tf32.py: the tensor core would
-    truncate), and wgmma reads it from there: the copy into shared memory stays asynchronous."""
+    ROUND_TF32 the A tile is rounded to nearest TF32 in place (_tf32.py: the tensor core would truncate): every
+    thread loads its share of the slot, rounds and stores it back, then a proxy fence and a barrier hand the slot
+    to wgmma, which reads both operands from shared memory as in 16-bit. (Feeding wgmma the rounded tile from
+    registers instead ran wrong on the H200, 2026-12-03: with one group in flight the compiler reused the
+    fragment's registers before the wgmma that read them had finished.)"""
     slot = i % STAGES
     mbarrier.wait(ready.index(slot), (i // STAGES) & 1)
     a = a_ring.index(slot).reshape([BLOCK_M, BLOCK_K])
     if TF32:
         b = b_ring.index(slot).permute((1, 0))
         if ROUND_TF32:
-            a = _round_tf32(a.load(gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=1)), ROUND_TF32)
+            a.store(_round_tf32(a.load(ROUND_LAYOUT), ROUND_TF32))
+            fence_async_shared()  # the generic-proxy stores, before the async proxy (wgmma, TMA) touches the slot
+            _cta_barrier()  # every thread's share, before any warpgroup's wgmma reads the tile
     else:
         b = b_ring.index(slot)
     acc = warpgroup_mma(a, b, acc, is_async=True)
@@ -214,13 +224,12 @@ def _mma_step(a_ring, b_ring, ready, acc, i, STAGES: gl.constexpr, BLOCK_M: gl.c
 
 @gluon.jit
 def _box_mma(a_ring, b_ring, ready, empty, STEPS: gl.constexpr, STAGES: gl.constexpr, BLOCK_M: gl.constexpr,
-             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, MMA: gl.constexpr, TF32: gl.constexpr,
-             ROUND_TF32: gl.constexpr):  # fmt: skip
+             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, MMA: gl.constexpr):  # fmt: skip
     """WS=1, the MMA partition (the kernel's own warps): one asynchronous wgmma group in flight; a slot is
     released to the copy partition once the wgmma that read it has finished."""
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, MMA)
     for i in range(STEPS):
-        acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K, MMA, TF32, ROUND_TF32)
+        acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K, False, 0, MMA)  # 16-bit only
         mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=i > 0)  # step i-1's slot
     acc = warpgroup_mma_wait(0, deps=[acc])
     return (acc,)  # a tuple: Triton 3.6's warp_specialize takes only that
@@ -316,14 +325,18 @@ def conv_box_kernel(
     mma: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 256 // EBITS]
     )
+    # TF32 rounding in place: a thread's 4 consecutive channels (16 bytes), a warp's 8 x 4 threads cover 4 rows
+    round_layout: gl.constexpr = gl.BlockedLayout(
+        [1, 4], [32 * 4 // BLOCK_K, BLOCK_K // 4], [WARPS, 1], [1, 0]
+    )
     if WS:  # a copy warp fills the ring; the kernel's warps only wait, issue wgmma and release slots
+        gl.static_assert(not TF32, "warp-specialised schedules are 16-bit (the MMA partition cannot round)")
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
             mbarrier.init(empty.index(s), count=1)
         (acc,) = gl.warp_specialize(
             [
-                (_box_mma, (a_ring, b_ring, ready, empty, STEPS, STAGES, BLOCK_M, BLOCK_N, BLOCK_K, mma, TF32,
-                            ROUND_TF32)),
+                (_box_mma, (a_ring, b_ring, ready, empty, STEPS, STAGES, BLOCK_M, BLOCK_N, BLOCK_K, mma)),
                 (_box_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0, STEPS,
                                  C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)),
             ],
@@ -339,7 +352,9 @@ def conv_box_kernel(
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
                                  C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)  # fmt: skip
         for i in range(STEPS):
-            acc = _mma_step(a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K, mma, TF32, ROUND_TF32)
+            acc = _mma_step(
+                a_ring, b_ring, ready, acc, i, STAGES, BLOCK_M, BLOCK_K, TF32, ROUND_TF32, round_layout
+            )
             if i + STAGES - 1 < STEPS:  # step i-1's slot is free: refill it
                 _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i + STAGES - 1, n0, oh0, ow0, co0,
                                  C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)  # fmt: skip
