@@ -125,9 +125,12 @@ def diag_case(item: str, suite: dict, reps: int) -> dict:
         "rotations": rot,
         **{k: round(v[0], 3) for k, v in res.items()},
         "mode": {k: v[1] for k, v in res.items()},
+        "graph_calls": {k: v[2] for k, v in res.items()},
     }
     print(
-        f"{item:28} {cand.template.name:18} " + " ".join(f"{k}={row[k]:7.2f}" for k in fns) + f"  rot={rot}",
+        f"{item:28} {cand.template.name:18} "
+        + " ".join(f"{k}={row[k]:7.2f}" for k in fns)
+        + f"  rot={rot} calls={row['graph_calls']}",
         flush=True,
     )
     return row
