@@ -14,7 +14,8 @@ tolerance (scripts/numerics_cases.py):
      few-tile, long-K cases (``numerics_cases.gen_few_tiles_long_k``), and every tail-split schedule on as many
      cases of whole waves plus a few rows (``numerics_cases.gen_tail_waves``);
   5. every F16_MMA schedule (implicit GEMM, transposed) on ``--f16-cases`` fp32 cases scaled far outside fp16's
-     range, and 6. every TF32 schedule of the box template (fp32 boxes, A rounded in registers) on as many.
+     range; 6. every W_FOLD schedule of the transposed template on ``--fold-cases`` convs with kernel == stride
+     along W; 7. every TF32 schedule of the box template (fp32 boxes, A rounded to TF32) on ``--f16-cases``.
 Writes OUT/numerics.json and OUT/numerics.txt; exits non-zero on any failure.
 """
 
@@ -85,6 +86,12 @@ def main() -> None:
         type=int,
         default=6,
         help="fp32 cases (inputs scaled far outside fp16's range) whose F16_MMA (and box TF32) schedules all run",
+    )
+    ap.add_argument(
+        "--fold-cases",
+        type=int,
+        default=3,
+        help="transposed convs with kernel == stride along W whose W_FOLD schedules all run",
     )
     ap.add_argument("--suite", type=Path, default=bench_conv.DEFAULT_SUITE)
     ap.add_argument("--workers", type=int, default=14)
@@ -172,7 +179,16 @@ def main() -> None:
                 args.f16_cases,
                 lambda s: bool(dict(s.params).get("F16_MMA")),
             )
-    # 6. every TF32 schedule of the box template (fp32 boxes, A rounded in registers) on fp32 cases, same ranges
+    # 6. every W_FOLD schedule of the transposed template (all W phases in one program) on convs it takes
+    if not args.families or "transposed" in args.families.split(","):
+        every_schedule(
+            "w_fold",
+            "transposed",
+            nc.gen_transposed_fold,
+            args.fold_cases,
+            lambda s: bool(dict(s.params).get("W_FOLD")),
+        )
+    # 7. every TF32 schedule of the box template (fp32 boxes, A rounded to TF32) on fp32 cases, same ranges
     if not args.families or "implicit_gemm_box" in args.families.split(","):
         every_schedule(
             "tf32",

@@ -344,6 +344,36 @@ def gen_transposed(rng: random.Random) -> Case:
     return case
 
 
+def gen_transposed_fold(rng: random.Random) -> Case:
+    """Transposed convs the W_FOLD schedules take (transposed.w_phases_fold): kernel == stride (2 or 4) along W,
+    dilation 1 and no padding there; the other dims as `gen_transposed` draws them (UNet's 2x2 s2, 3-D decoders)."""
+    case = gen_transposed(rng)
+    s = rng.choice((2, 2, 4))
+    last = len(case["kernel"]) - 1
+
+    def with_last(key: str, value: int) -> tuple[int, ...]:
+        return tuple(value if i == last else v for i, v in enumerate(case[key]))
+
+    case.update(
+        kernel=with_last("kernel", s),
+        stride=with_last("stride", s),
+        dilation=with_last("dilation", 1),
+        pad_before=with_last("pad_before", 0),
+        pad_after=with_last("pad_after", 0),
+        output_padding=with_last("output_padding", 0),
+    )
+    # other dims: the output must stay non-empty after gen_transposed's crops
+    spatial = list(case["spatial"])
+    for i in range(last):
+        extent = case["dilation"][i] * (case["kernel"][i] - 1) + 1 + case["output_padding"][i]
+        while (spatial[i] - 1) * case["stride"][i] + extent - case["pad_before"][i] - case["pad_after"][
+            i
+        ] < 1:
+            spatial[i] += 1
+    case["spatial"] = tuple(spatial)
+    return case
+
+
 def gen_few_tiles_long_k(rng: random.Random) -> Case:
     """Small output maps with many input channels (the split-K regime), often contiguous (the CL_COPY regime):
     1-D/2-D/3-D, 1x1 or 3-wide kernels, any stride/dilation/padding geometry of those."""

@@ -22,16 +22,28 @@ Kernel ``_conv_transpose_phase_kernel``:
                 GD, GH, GW (gcd(stride, dilation) per dim), IN_CL, OUT_CL, HAS_BIAS, ALLOW_TF32, ROUND_TF32
                 (fp32 with TF32: the A tile is rounded to nearest TF32, see _tf32.py; 0 for F16_MMA), F16_MMA
                 (0, 1 or 2, below), W_NUMEL (F16_MMA: elements of the prepared weight before its trailer, else
-                0), ROW_TILED, DOT_FP32 (True only under TRITON_INTERPRET for bf16: the interpreter's tl.dot
-                mishandles bf16 operands, so they are widened first; compiled kernels always have False),
-                BLOCK_M, BLOCK_N, BLOCK_K
-    grid: (TILES_M * SD*SH*SW * cdiv(COUT_G, BLOCK_N), GROUPS, 1) where, with QX = the largest number of output
-          positions any phase has along dim X,
+                0), ROW_TILED, W_FOLD (0/1, below), DOT_FP32 (True only under TRITON_INTERPRET for bf16: the
+                interpreter's tl.dot mishandles bf16 operands, so they are widened first; compiled kernels always
+                have False), BLOCK_M, BLOCK_N, BLOCK_K
+    grid: (TILES_M * SD*SH*(1 if W_FOLD else SW) * cdiv(COUT_G, BLOCK_N), GROUPS, 1) where, with QX = the
+          largest number of output positions any phase has along dim X,
           TILES_M = cdiv(N * QD * QH * QW, BLOCK_M)           (ROW_TILED = 0: tiles over all of M)
           TILES_M = N * QD * QH * cdiv(QW, BLOCK_M)            (ROW_TILED = 1: a tile stays in one W row, so
                                                                 contiguous inputs are read along W)
     weight: prepared as (GROUPS, KD, KH, KW, COUT_G, CIN_G) contiguous (K-major B tiles: TF32 wgmma needs them);
             F16_MMA: that matrix scaled by 2^shift to fp16, flattened, then the trailer holding the shift.
+
+W_FOLD schedules (offered only where `w_phases_fold` holds: KW == SW >= 2 a power of two, DW == 1, PW == 0,
+OW % SW == 0, e.g. UNet's 2x2 stride-2 up-convolutions) have one program compute every W phase of its tile:
+there W phase j has the single tap j, the same q range (0 .. OW/SW) and reads the same input pixels x = q, so
+each K step loads (and rounds or scales) the A tile once and multiplies it by the SW phases' B tiles side by
+side, one [BLOCK_K, SW*BLOCK_N] tile whose column c is tap c // BLOCK_N, channel c % BLOCK_N; the
+[BLOCK_M, SW*BLOCK_N] accumulator's column c is stored at ow = qw*SW + c // BLOCK_N (with a channels-last output,
+the SW*C_out elements of SW adjacent pixels). The grid's phase count is then SD*SH. Without W_FOLD, the SW
+programs of a tile each re-load the same A tile and write every SW-th pixel. Every tile config whose SW
+accumulators stay within 128 x 128 fp32 values (and SW*BLOCK_N <= 256) is offered folded too, F16_MMA ones
+included, with 8 warps where the accumulators exceed 64 values a thread; the heuristic never picks W_FOLD (only
+the tuning table does).
 
 Input and output are dense channels-last or dense contiguous (``IN_CL``/``OUT_CL``; ``supports`` checks), so
 strides are products of constexpr channel counts and runtime sizes. In-sample offsets are 32-bit
@@ -155,6 +167,7 @@ def _conv_transpose_phase_kernel(
     F16_MMA: tl.constexpr,
     W_NUMEL: tl.constexpr,
     ROW_TILED: tl.constexpr,
+    W_FOLD: tl.constexpr,
     DOT_FP32: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -162,7 +175,9 @@ def _conv_transpose_phase_kernel(
 ):
     CIN: tl.constexpr = CIN_G * GROUPS
     COUT: tl.constexpr = COUT_G * GROUPS
-    NPH: tl.constexpr = SD * SH * SW
+    W_PHASES: tl.constexpr = SW if W_FOLD else 1  # W phases one program computes
+    GRID_SW: tl.constexpr = SW // W_PHASES  # W phases in the grid
+    NPH: tl.constexpr = SD * SH * GRID_SW
     TILES_N: tl.constexpr = (COUT_G + BLOCK_N - 1) // BLOCK_N
     KCB: tl.constexpr = (CIN_G + BLOCK_K - 1) // BLOCK_K
 
@@ -172,9 +187,9 @@ def _conv_transpose_phase_kernel(
     rest = pid // TILES_N
     phase = rest % NPH
     tile_m = rest // NPH
-    rw = phase % SW
-    rh = (phase // SW) % SH
-    rd = phase // (SW * SH)
+    rw = phase % GRID_SW  # W_FOLD: 0, whose geometry (q from 0, one tap, x = q) every W phase shares
+    rh = (phase // GRID_SW) % SH
+    rd = phase // (GRID_SW * SH)
 
     qd0, QD, td0, ntd, xd0 = _phase_geometry(rd, OD, KD, SD, PD, DD, GD)
     qh0, QH, th0, nth, xh0 = _phase_geometry(rh, OH, KH, SH, PH, DH, GH)
@@ -204,7 +219,13 @@ def _conv_transpose_phase_kernel(
     qh = qh + qh0
     qw = qw + qw0
 
-    co = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if W_FOLD:  # SW B tiles side by side: column c is W phase (= W tap) c // BLOCK_N, channel c % BLOCK_N
+        cols = tl.arange(0, W_PHASES * BLOCK_N)
+        w_tap = cols // BLOCK_N
+        co = tile_n * BLOCK_N + cols % BLOCK_N
+    else:
+        w_tap = 0
+        co = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     co_ok = co < COUT_G
     ck = tl.arange(0, BLOCK_K)
     if IN_CL:
@@ -215,7 +236,7 @@ def _conv_transpose_phase_kernel(
 
     if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: the input scaled by 2^shift (_f16_mma.py)
         a_scale, a_unscale = input_scales(amax_ptr)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, W_PHASES * BLOCK_N), dtype=tl.float32)
     n_hw = nth * ntw
     for it in range(0, ntd * n_hw * KCB):
         tap = it // KCB
@@ -241,7 +262,7 @@ def _conv_transpose_phase_kernel(
         elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
             a = round_to_tf32(a, ROUND_TF32)
         tap_idx = ((td0 + jd * (SD // GD)) * KH + th0 + jh * (SH // GH)) * KW + tw0 + jw * (SW // GW)
-        b_ptrs = w_group + (tap_idx * COUT_G + co[None, :]) * CIN_G + ci[:, None]
+        b_ptrs = w_group + ((tap_idx + w_tap) * COUT_G + co)[None, :] * CIN_G + ci[:, None]
         b = tl.load(b_ptrs, mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
         if DOT_FP32:  # Triton's interpreter only: its tl.dot reads bf16 operands as raw integers
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
@@ -259,13 +280,15 @@ def _conv_transpose_phase_kernel(
     od = qd * SD + rd - PD
     oh = qh * SH + rh - PH
     ow = qw * SW + rw - PW
-    out_pos = (od * OH + oh) * OW + ow
+    out_pos = ((od * OH + oh) * OW + ow)[:, None]
+    if W_FOLD:  # W phase j sits j pixels after phase 0 (channels-last: the SW pixels of a row are adjacent)
+        out_pos = out_pos + w_tap[None, :]
     if OUT_CL:
         y_rows = y_ptr + n.to(tl.int64) * (OD * OH * OW * COUT) + g * COUT_G
-        y_ptrs = y_rows[:, None] + out_pos[:, None] * COUT + co[None, :]
+        y_ptrs = y_rows[:, None] + out_pos * COUT + co[None, :]
     else:
         y_rows = y_ptr + n.to(tl.int64) * (COUT * OD * OH * OW) + g * COUT_G * (OD * OH * OW)
-        y_ptrs = y_rows[:, None] + co[None, :] * (OD * OH * OW) + out_pos[:, None]
+        y_ptrs = y_rows[:, None] + co[None, :] * (OD * OH * OW) + out_pos
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & co_ok[None, :])
 
 
@@ -283,6 +306,27 @@ def phase_counts(out_size: int, stride: int, padding_before: int) -> list[int]:
 def phase_taps(kernel: int, stride: int, dilation: int) -> list[list[int]]:
     """The taps t of each phase r: those with t*dilation = r (mod stride)."""
     return [[t for t in range(kernel) if (t * dilation) % stride == r] for r in range(stride)]
+
+
+def w_phases_fold(problem: ConvProblem) -> bool:
+    """Whether one program may compute every phase along W (W_FOLD=1 schedules): kernel == stride >= 2 along W,
+    dilation 1 and no padding before, so W phase j has the single tap j and reads input x = q (the same pixels
+    for every phase), and the output is a whole number of strides long (every phase has OW / SW positions, q
+    from 0). The stride must be a power of two: the folded tile is SW * BLOCK_N columns wide (a tl.arange)."""
+    p = problem.params
+    kernel, stride, dilation = problem.kernel[-1], p.stride[-1], p.dilation[-1]
+    return (
+        kernel == stride >= 2
+        and stride & (stride - 1) == 0
+        and dilation == 1
+        and p.padding_before[-1] == 0
+        and problem.out_spatial[-1] % stride == 0
+    )
+
+
+def uses_w_fold(schedule: Schedule) -> int:
+    """The schedule's W_FOLD (0 when absent: every schedule from before it existed)."""
+    return int(dict(schedule.params).get("W_FOLD", 0))
 
 
 # DOT_FP32's test (base.interpreting), by a module name the depthwise band launches look up per call, so tests
@@ -369,18 +413,33 @@ class TransposedTemplate(ConvTemplate):
         (64, 16, 16, 4, 2),
     )
 
-    @staticmethod
-    def _make(entry: tuple[int, ...], row: int, f16: int = 0) -> Schedule:
-        bm, bn, bk, warps, stages = entry
-        mma = {"F16_MMA": f16} if f16 else {}
-        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row, **mma)
+    # W_FOLD schedules keep SW accumulators of BLOCK_M x BLOCK_N: at most this many fp32 values in all (what the
+    # 128 x 128 tiles hold unfolded), and SW * BLOCK_N columns at most (one wgmma's widest N); a warp holds at
+    # most FOLD_ACC_PER_WARP of them (64 a thread, as 128 x 128 tiles with 8 warps: folded 128 x 64 tiles with
+    # 4 warps took 255 registers and spilled for sm_90).
+    FOLD_ACC_LIMIT = 128 * 128
+    FOLD_N_LIMIT = 256
+    FOLD_ACC_PER_WARP = 64 * 32
 
     @staticmethod
-    def _f16_entry(entry: tuple[int, ...], f16: int) -> tuple[int, ...]:
-        """A tile config for an F16_MMA schedule: A fp32 (F16_MMA=1, converted in registers) or fp16 (2), B
-        fp16; BLOCK_K halved until the stages fit in shared memory."""
+    def _make(entry: tuple[int, ...], row: int, f16: int = 0, fold: int = 0) -> Schedule:
         bm, bn, bk, warps, stages = entry
-        return (bm, bn, f16_block_k(bk, bm, bn, stages, f16, SMEM_LIMIT), warps, stages)
+        extra = ({"F16_MMA": f16} if f16 else {}) | ({"W_FOLD": 1} if fold else {})
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ROW_TILED=row, **extra)
+
+    @staticmethod
+    def _f16_entry(entry: tuple[int, ...], f16: int, w_phases: int = 1) -> tuple[int, ...]:
+        """A tile config for an F16_MMA schedule: A fp32 (F16_MMA=1, converted in registers) or fp16 (2), B
+        fp16 (``w_phases`` B tiles side by side for W_FOLD); BLOCK_K halved until the stages fit in shared
+        memory."""
+        bm, bn, bk, warps, stages = entry
+        return (bm, bn, f16_block_k(bk, bm, bn * w_phases, stages, f16, SMEM_LIMIT), warps, stages)
+
+    @classmethod
+    def _fold_entry(cls, entry: tuple[int, ...], w_phases: int) -> tuple[int, ...]:
+        """A tile config for a W_FOLD schedule: ``w_phases`` accumulators, with enough warps to hold them."""
+        bm, bn, bk, warps, stages = entry
+        return (bm, bn, bk, max(warps, bm * bn * w_phases // cls.FOLD_ACC_PER_WARP), stages)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         cin_g = problem.in_channels // problem.groups
@@ -388,11 +447,11 @@ class TransposedTemplate(ConvTemplate):
         n_cap = max(16, _pow2_at_least(cout_g))
         k_cap = max(16, _pow2_at_least(cin_g))
 
-        def fits(entry: tuple[int, ...]) -> bool:
+        def fits(entry: tuple[int, ...], w_phases: int = 1) -> bool:
             bm, bn, bk, _, stages = entry
             if bn > n_cap or bk > k_cap:
                 return False
-            return (bm * bk + bk * bn) * problem.element_size * stages <= SMEM_LIMIT
+            return (bm * bk + bk * bn * w_phases) * problem.element_size * stages <= SMEM_LIMIT
 
         if self._in_cl(problem):
             tiles = [(e, 0) for e in self.CL_SPACE if fits(e)]
@@ -401,11 +460,26 @@ class TransposedTemplate(ConvTemplate):
             tiles += [(e, 0) for e in self.NC_FLAT_SPACE if fits(e)]
         tiles = tiles or [((64, 16, 16, 4, 2), 0)]
         found = [self._make(e, row) for e, row in tiles]
+        # k == s along W (UNet's up-convolutions): the tiles whose SW accumulators stay within the fold limits
+        # also with every W phase in one program (W_FOLD), where its SW B tiles fit in shared memory.
+        sw = problem.params.stride[-1]
+        foldable = []
+        if w_phases_fold(problem):
+            foldable = [
+                (e, row)
+                for e, row in tiles
+                if e[0] * e[1] * sw <= self.FOLD_ACC_LIMIT and e[1] * sw <= self.FOLD_N_LIMIT
+            ]
+            found += [self._make(self._fold_entry(e, sw), row, fold=1) for e, row in foldable if fits(e, sw)]
         # fp32 with TF32 allowed: every tile config also on fp16 tensor cores (_f16_mma.py), scaled in the
         # kernel (F16_MMA=1) and from a scaled fp16 copy of the input (F16_MMA=2).
         if f16_mma_allowed(problem):
             for f16 in (1, 2):
                 found += [self._make(self._f16_entry(e, f16), row, f16) for e, row in tiles]
+                found += [
+                    self._make(self._fold_entry(self._f16_entry(e, f16, sw), sw), row, f16, fold=1)
+                    for e, row in foldable
+                ]
         return list(dict.fromkeys(found))
 
     def phase_macs(self, problem: ConvProblem) -> int:
@@ -448,6 +522,7 @@ class TransposedTemplate(ConvTemplate):
         def distance(s: Schedule) -> tuple[int, ...]:
             got = (s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"], s["ROW_TILED"])
             return (
+                uses_w_fold(s),  # never W_FOLD: only the tuner picks it
                 uses_f16_mma(s) != f16,
                 got[3] != want[3],
                 abs(got[1].bit_length() - bn.bit_length()),
@@ -487,8 +562,9 @@ class TransposedTemplate(ConvTemplate):
         cout_g = problem.out_channels // groups
         bm, bn, bk = schedule["BLOCK_M"], schedule["BLOCK_N"], schedule["BLOCK_K"]
         row = schedule["ROW_TILED"]
-        grid = (
-            max(1, self.tiles_m(problem, bm, row)) * sd * sh * sw * cdiv(cout_g, bn),
+        fold = uses_w_fold(schedule)
+        grid = (  # W_FOLD: one program for all SW phases along W
+            max(1, self.tiles_m(problem, bm, row)) * sd * sh * (1 if fold else sw) * cdiv(cout_g, bn),
             groups,
             1,
         )
@@ -536,6 +612,7 @@ class TransposedTemplate(ConvTemplate):
             ("F16_MMA", f16),
             ("W_NUMEL", groups * kd * kh * kw * cout_g * cin_g if f16 else 0),
             ("ROW_TILED", bool(row)),
+            ("W_FOLD", fold),
             ("DOT_FP32", problem.dtype == "bfloat16" and _interpreting()),
             ("BLOCK_M", bm),
             ("BLOCK_N", bn),
