@@ -237,6 +237,8 @@ def test_every_tile_config_on_offer_in_each_mode(monkeypatch: pytest.MonkeyPatch
 def test_heuristic_runs_compute_heavy_fp32_with_tf32_on_fp16(monkeypatch: pytest.MonkeyPatch) -> None:
     for shape in (FCN, GAN, UNET3D):
         for cl in (True, False):
+            if shape is UNET3D and cl:
+                continue  # kernel == stride, channels-last: W_FOLD without F16_MMA (test_transposed_fold.py)
             problem = _problem(*_meta(**shape, cl=cl))
             pick = TR.heuristic_schedule(problem)
             assert _mode(pick) == 2, (shape, cl)

@@ -4,7 +4,8 @@ Under TRITON_INTERPRET=1 on CPU, outputs NaN-poisoned, against ATen (fp64 from t
 nn.ConvTransposeNd where the padding is symmetric): 1-D/2-D/3-D, k = s = 2 and 4 along W (other dims any
 geometry), both layouts, groups 1 and 2, with and without bias, fp16, exact fp32, and fp32 with TF32 (plain and
 both F16_MMA modes, with TF32's error bound); every W_FOLD schedule of one case; the schedule space (offered
-exactly where `w_phases_fold` holds, within the accumulator limits, never the heuristic's pick); the launch (grid,
+exactly where `w_phases_fold` holds, within the accumulator limits; the heuristic's pick only for channels-last
+fp32 with TF32); the launch (grid,
 constexpr); and ahead-of-time compiles of a few folded kernels for sm_80 and sm_90.
 """
 
@@ -223,21 +224,31 @@ def test_folded_space_is_the_plain_space_within_the_limits() -> None:
                 assert any(_twin_key(s) == _twin_key(t, sw) for s in folded), t
 
 
-def test_heuristic_never_folds(monkeypatch: pytest.MonkeyPatch) -> None:
-    problems = [
+def test_heuristic_folds_only_channels_last_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heuristic takes W_FOLD 64 x 64 x 32 without F16_MMA for channels-last fp32 with TF32 (the tuner's pick
+    for both such suite convs, 2026-12-03); elsewhere it picks what it picked before W_FOLD existed."""
+    unfolded = [
         _geometry(),
         _geometry(cl=False),
         _geometry(kernel=(4, 4), stride=(4, 4)),
-        _problem(*_meta(**UNET3D)),
         _problem(*_meta(**UNET3D, cl=False)),
         _problem(*_meta(**UNET3D, dtype=torch.float16)),
+        _problem(*_meta(**UNET3D), allow_tf32=False),
     ]
-    picks = [TR.heuristic_schedule(problem) for problem in problems]
-    for problem, pick in zip(problems, picks, strict=True):
+    folded = [
+        _problem(*_meta(**UNET3D)),
+        _problem(*_meta(n=4, cin=128, cout=64, spatial=(128, 128), kernel=2, stride=2, pad=0)),
+    ]
+    picks = [TR.heuristic_schedule(problem) for problem in unfolded]
+    for problem, pick in zip(unfolded, picks, strict=True):
         assert w_phases_fold(problem) and not uses_w_fold(pick) and pick in TR.schedules(problem)
-    # The pick is the one from before W_FOLD existed.
+    for problem in folded:
+        pick = TR.heuristic_schedule(problem)
+        assert pick in TR.schedules(problem) and uses_w_fold(pick) and not uses_f16_mma(pick)
+        assert (pick["BLOCK_M"], pick["BLOCK_N"], pick["BLOCK_K"], pick.num_warps) == (64, 64, 32, 4)
+    # Without the fold rule, the other picks are the ones from before W_FOLD existed.
     monkeypatch.setattr(transposed_mod, "w_phases_fold", lambda problem: False)
-    assert picks == [TR.heuristic_schedule(problem) for problem in problems]
+    assert picks == [TR.heuristic_schedule(problem) for problem in unfolded]
 
 
 def test_folded_launch() -> None:

@@ -42,8 +42,8 @@ side, one [BLOCK_K, SW*BLOCK_N] tile whose column c is tap c // BLOCK_N, channel
 the SW*C_out elements of SW adjacent pixels). The grid's phase count is then SD*SH. Without W_FOLD, the SW
 programs of a tile each re-load the same A tile and write every SW-th pixel. Every tile config whose SW
 accumulators stay within 128 x 128 fp32 values (and SW*BLOCK_N <= 256) is offered folded too, F16_MMA ones
-included, with 8 warps where the accumulators exceed 64 values a thread; the heuristic never picks W_FOLD (only
-the tuning table does).
+included, with 8 warps where the accumulators exceed 64 values a thread; the heuristic picks W_FOLD only for
+channels-last fp32 with TF32 (`heuristic_schedule`, from the 2026-12-03 re-tune).
 
 Input and output are dense channels-last or dense contiguous (``IN_CL``/``OUT_CL``; ``supports`` checks), so
 strides are products of constexpr channel counts and runtime sizes. In-sample offsets are 32-bit
@@ -504,14 +504,24 @@ class TransposedTemplate(ConvTemplate):
         """From the H200 sweep of the suite (scripts/bench_part2.py): 128 x 64 tiles with the deepest C_in
         block that fits (64 in fp16/bf16, 32 in fp32); contiguous inputs tile along W rows when they are long.
         Compute-heavy fp32 convs with TF32 allowed run on fp16 tensor cores from a scaled fp16 copy of the input
-        (F16_MMA=2), with the tiles of the 16-bit dtypes."""
+        (F16_MMA=2), with the tiles of the 16-bit dtypes. Channels-last fp32 (TF32) convs that `w_phases_fold`
+        takes run W_FOLD 64 x 64 x 32 tiles without F16_MMA instead: the 2026-12-03 re-tune (16:18) picked
+        exactly that for both such suite convs (unet3d.up2 46.2 us against this heuristic's former 58.6,
+        unet.up2x2.128 44.4 against 49.8); in 16-bit the unfolded tiles stayed fastest."""
         cin_g = problem.in_channels // problem.groups
         cout_g = problem.out_channels // problem.groups
-        f16 = 2 if f16_mma_allowed(problem) and self.f16_mma_pays(problem) else 0
+        fold = (
+            problem.dtype == "float32"
+            and problem.allow_tf32
+            and self._in_cl(problem)
+            and w_phases_fold(problem)
+        )
+        f16 = 2 if f16_mma_allowed(problem) and self.f16_mma_pays(problem) and not fold else 0
         half = problem.element_size <= 2 or f16 > 0
         bn = 128 if cout_g > 128 else 64 if cout_g > 32 else 32 if cout_g > 16 else 16
         bk = 64 if (cin_g >= 64 and half) else 32 if cin_g > 16 else 16
-        bm = 128 if self.tiles_m(problem, 1, 0) >= 4096 else 64
+        bm = 128 if self.tiles_m(problem, 1, 0) >= 4096 and not fold else 64
+        bn = min(bn, 64) if fold else bn
         row = 0
         if not self._in_cl(problem):
             row = 1 if self._q_max(problem)[2] >= 32 else 0
@@ -522,7 +532,7 @@ class TransposedTemplate(ConvTemplate):
         def distance(s: Schedule) -> tuple[int, ...]:
             got = (s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"], s["ROW_TILED"])
             return (
-                uses_w_fold(s),  # never W_FOLD: only the tuner picks it
+                uses_w_fold(s) != fold,
                 uses_f16_mma(s) != f16,
                 got[3] != want[3],
                 abs(got[1].bit_length() - bn.bit_length()),
