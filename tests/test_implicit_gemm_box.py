@@ -351,6 +351,37 @@ def test_box_cubins_per_arch() -> None:
     assert operands and all(a.startswith("%rd") and b.startswith("%rd") for a, b in operands)
 
 
+def test_box_claims_deep_3x3_channels_last_16bit() -> None:
+    """Without a table entry, dense 16-bit 3x3 stride-1 convs with C_in >= 128 on channels-last maps of 28 x 28 or
+    more run the box template (its heuristic_claims rule, from the H200 re-tune); everything else keeps the
+    implicit GEMM's heuristic."""
+    from cuda_triton.conv.templates import select_candidate
+
+    claimed = [
+        _meta(4, 512, 512, (28, 28), 3, pad_before=1),  # u.vgg.3x3.512
+        _meta(8, 256, 256, (56, 56), 3, pad_before=1, dtype="bfloat16"),  # vgg.3x3.256
+        _meta(1, 128, 64, (64, 96), 5, pad_before=2),
+    ]
+    kept = [
+        _meta(4, 512, 512, (28, 28), 3, pad_before=1, cl=False),  # contiguous input
+        _meta(4, 512, 512, (28, 28), 3, pad_before=2, dilation=2),  # dilated
+        _meta(32, 256, 256, (14, 14), 3, pad_before=1),  # map under 28 x 28
+        _meta(8, 64, 64, (56, 56), 3, pad_before=1),  # C_in < 128
+        _meta(8, 256, 256, (56, 56), 3, pad_before=1, dtype="float32"),  # fp32
+        _meta(8, 256, 256, (56, 56), 1),  # 1x1
+        _meta(8, 256, 256, (56, 56), 3, stride=2, pad_before=1),  # strided
+        _meta(2, 256, 256, (4000,), 9, pad_before=4),  # 1-D
+    ]
+    t = get_template(BOX)
+    for problem in claimed:
+        assert t.heuristic_claims(problem)
+        cand = select_candidate(problem)
+        assert cand.template is t and cand.schedule == t.heuristic_schedule(problem)
+    for problem in kept:
+        assert not t.heuristic_claims(problem)
+        assert select_candidate(problem).template.name != BOX
+
+
 def test_box_schedules_transfer_only_where_they_fit() -> None:
     """The tuning table's nearest-signature fallback hands a neighbour's box schedule on only with the new map's
     best box and a full wave of programs."""

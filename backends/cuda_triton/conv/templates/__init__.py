@@ -1,7 +1,8 @@
 """Convolution kernel families and the registry that orders them.
 
 ``TEMPLATE_MODULES`` lists the families in priority order: the first whose ``supports`` accepts a problem is
-the one the op and the planner use (a tuning table may pick another that also supports it).
+the one the op and the planner use, unless a later one claims it from measurements (``heuristic_claims``) or a
+tuning table picks another that also supports it.
 ``force_conv_candidate`` pins one (template, schedule) pair, so tests can run every schedule.
 """
 
@@ -25,7 +26,7 @@ TEMPLATE_MODULES: tuple[str, ...] = (
     "gemm",
     "implicit_gemm",
     "implicit_gemm_tma",  # after the general one: only a tuning table picks it (see its module docstring)
-    "implicit_gemm_box",  # likewise: a tuning table (or its nearest signature) picks it
+    "implicit_gemm_box",  # a tuning table (or its nearest signature) picks it, or its heuristic_claims rule
 )
 
 _registry: list[ConvTemplate] | None = None
@@ -95,7 +96,8 @@ class NoTemplateError(ValueError):
 
 
 def select_candidate(problem: ConvProblem, tuning_lookup=None) -> Candidate:
-    """The template and schedule that run ``problem``: forced > tuning table > first supporting template.
+    """The template and schedule that run ``problem``: forced > tuning table > the first supporting template that
+    claims it (`ConvTemplate.heuristic_claims`) > the first supporting template.
 
     ``tuning_lookup(problem)`` may return ``(template_name, Schedule)`` or None.
     """
@@ -115,11 +117,14 @@ def select_candidate(problem: ConvProblem, tuning_lookup=None) -> Candidate:
             template = get_template(name)
             if template.supports(problem):
                 return Candidate(template, schedule)
-    reasons = []
-    for template, verdict in support_report(problem):
-        if verdict:
+    report = support_report(problem)
+    supporting = [template for template, verdict in report if verdict]
+    for template in supporting:
+        if template.heuristic_claims(problem):
             return Candidate(template, template.heuristic_schedule(problem))
-        reasons.append(f"{template.name}: {verdict.reason}")
+    if supporting:
+        return Candidate(supporting[0], supporting[0].heuristic_schedule(problem))
+    reasons = [f"{template.name}: {verdict.reason}" for template, verdict in report]
     raise NoTemplateError("no convolution template supports this call (" + "; ".join(reasons) + ")")
 
 

@@ -32,6 +32,11 @@ NO_ROUNDING, ROUND_BITS, ROUND_CVT = 0, 1, 2
 _MODES = {"0": NO_ROUNDING, "bits": ROUND_BITS, "1": ROUND_CVT, "cvt": ROUND_CVT}
 
 
+# The hardware rounding as inline PTX (one fp32 element in $1, its nearest TF32 value in $0, low bits cleared): the
+# Triton kernels here and the Gluon box kernel share it.
+CVT_RNA_TF32_ASM = tl.constexpr("{ .reg .b32 t; cvt.rna.tf32.f32 t, $1; and.b32 $0, t, 0xFFFFE000; }")
+
+
 def tf32_rounding(problem: ConvProblem) -> int:
     """The ROUND_TF32 constexpr: how the kernels round fp32 A tiles for TF32 tensor cores (0: they do not)."""
     if problem.dtype != "float32" or not problem.allow_tf32:
@@ -67,7 +72,7 @@ def round_to_tf32(x, MODE: tl.constexpr):
     """
     if MODE == 2:
         return tl.inline_asm_elementwise(
-            "{ .reg .b32 t; cvt.rna.tf32.f32 t, $1; and.b32 $0, t, 0xFFFFE000; }",
+            CVT_RNA_TF32_ASM,
             "=r,r",
             [x],
             dtype=tl.float32,

@@ -246,6 +246,12 @@ class ConvTemplate(ABC):
         so far says yes wherever it is exact (transposed convs, for one, Inductor cannot compile at all)."""
         return bool(self.supports(problem))
 
+    def heuristic_claims(self, problem: ConvProblem) -> bool:
+        """Whether, with no tuning-table entry, ``problem`` should run here even though a template earlier in the
+        priority order supports it (`select_candidate`). Only where measurements say this template's heuristic
+        schedule beats theirs; no family claims anything by default."""
+        return False
+
     @abstractmethod
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         """The tuning space for ``problem``: every schedule here must run it correctly."""
