@@ -57,7 +57,7 @@ step bench "${T_BENCH:-400}" python3 scripts/bench_conv.py --out "$o/bench" --al
   --inductor-dtypes "${INDUCTOR_DTYPES:-float16,bfloat16,float32}" --inductor-timeout "${INDUCTOR_TIMEOUT:-30}" \
   ${BENCH_EXTRA:-}
 # convolutions in neither the suite nor the table (the table's fallback and the heuristics), no Inductor
-step unseen "${T_UNSEEN:-120}" python3 scripts/bench_conv.py --suite bench/unseen_suite.py --out "$o/unseen" \
+step unseen "${T_UNSEEN:-180}" python3 scripts/bench_conv.py --suite bench/unseen_suite.py --out "$o/unseen" \
   --all-cases --no-inductor --workers 15
 # NOISE=1: the unseen suite in fp16 twice with bench_conv's default CUDA-graph timing and twice with longer graphs
 # and a warm-up burn, each pair compared by scripts/compare_bench.py (which timing repeats itself better)
