@@ -548,7 +548,7 @@ def measure_problem(
     max_schedules: int | None = None,
     templates: set[str] | None = None,
 ) -> ProblemResult:
-    from cuda_triton.conv.templates import registered_templates
+    from cuda_triton.conv.templates import heuristic_template, registered_templates
     from cuda_triton.conv.tuning import problem_spec, table_key
 
     t_start = time.monotonic()
@@ -568,13 +568,13 @@ def measure_problem(
             )
     heuristic = None
     if supporting:
-        try:
-            heuristic = (supporting[0].name, supporting[0].heuristic_schedule(problem))
+        chosen = supporting[0]
+        try:  # the op's own choice without a table entry (a claiming template first)
+            chosen = heuristic_template(supporting, problem)
+            heuristic = (chosen.name, chosen.heuristic_schedule(problem))
         except Exception as e:
             result.candidates.append(
-                CandidateResult(
-                    supporting[0].name, {}, error=f"heuristic_schedule(): {type(e).__name__}: {e}"
-                )
+                CandidateResult(chosen.name, {}, error=f"heuristic_schedule(): {type(e).__name__}: {e}")
             )
     best_est: float | None = None
     tf32_saved = torch.backends.cudnn.allow_tf32

@@ -34,7 +34,7 @@ from torch.fx.experimental.symbolic_shapes import is_concrete_int
 from .binding import ConvArgs, ConvBindingError, aten_overload, bind_conv, is_conv_node
 from .layout import out_shape_and_stride
 from .problem import DTYPE_NAMES, ConvProblem, layout_name
-from .templates import ConvTemplate, Schedule, registered_templates, support_report
+from .templates import ConvTemplate, Schedule, heuristic_template, registered_templates, support_report
 
 # The torch release whose Inductor conv lowering `inductor_cannot_compile` mirrors
 # (torch/_inductor/kernel/conv.py, `convolution`: the TRITON branch and `use_triton_template`).
@@ -58,9 +58,8 @@ class RoutingPlan:
     """The planner's answer for one convolution node.
 
     ``args`` is None when binding failed; ``problem`` is None when no concrete `ConvProblem` could be built
-    (binding failed, symbolic shapes, a refused device or layout, an unsupported dtype). ``template`` names the chosen template (the first in
-    priority order that supports the problem, the one `templates.select_candidate` takes without a tuning
-    table) for DECLINED/ROUTED/REQUIRED, and None for REFUSED. ``schedules`` are that template's candidate
+    (binding failed, symbolic shapes, a refused device or layout, an unsupported dtype). ``template`` names the chosen template (the one
+    `templates.select_candidate` takes without a tuning table: `templates.heuristic_template`) for DECLINED/ROUTED/REQUIRED, and None for REFUSED. ``schedules`` are that template's candidate
     schedules, its heuristic choice first. ``required_because`` is `inductor_cannot_compile`'s answer: set
     whenever the call is one Inductor cannot compile, including when it was refused.
     """
@@ -346,19 +345,22 @@ def _evaluate(problem: ConvProblem) -> _Verdict:
             except Exception as e:
                 report.append((t, _No(f"supports() raised {type(e).__name__}: {e}")))
     unsupported = tuple((t.name, v.reason) for t, v in report if not v)
-    for t, v in report:
-        if not v:
-            continue
-        try:
-            heuristic = t.heuristic_schedule(problem)
-            rest = [s for s in t.schedules(problem) if s != heuristic]
-            worth = bool(t.worth_routing(problem))
-        except Exception as e:
-            return _Verdict(
-                t.name, False, (), unsupported, f"template '{t.name}' failed while planning: {e!r}"
-            )
-        return _Verdict(t.name, worth, (heuristic, *rest), unsupported)
-    return _Verdict(None, False, (), unsupported)
+    supporting = [t for t, v in report if v]
+    try:  # the template the op runs without a table entry: a claiming one first (`heuristic_template`)
+        chosen = heuristic_template(supporting, problem)
+    except Exception as e:
+        return _Verdict(None, False, (), unsupported, f"choosing a template failed while planning: {e!r}")
+    if chosen is None:
+        return _Verdict(None, False, (), unsupported)
+    try:
+        heuristic = chosen.heuristic_schedule(problem)
+        rest = [s for s in chosen.schedules(problem) if s != heuristic]
+        worth = bool(chosen.worth_routing(problem))
+    except Exception as e:
+        return _Verdict(
+            chosen.name, False, (), unsupported, f"template '{chosen.name}' failed while planning: {e!r}"
+        )
+    return _Verdict(chosen.name, worth, (heuristic, *rest), unsupported)
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,13 @@ class NoTemplateError(ValueError):
     """No registered template supports a convolution."""
 
 
+def heuristic_template(supporting: list[ConvTemplate], problem: ConvProblem) -> ConvTemplate | None:
+    """Of the templates that support ``problem`` (in priority order), the one its heuristics run: the first that
+    claims it (`ConvTemplate.heuristic_claims`), else the first; None when there are none. The op, the planner
+    and the tuner's "heuristic" column all choose through this."""
+    return next((t for t in supporting if t.heuristic_claims(problem)), supporting[0] if supporting else None)
+
+
 def select_candidate(problem: ConvProblem, tuning_lookup=None) -> Candidate:
     """The template and schedule that run ``problem``: forced > tuning table > the first supporting template that
     claims it (`ConvTemplate.heuristic_claims`) > the first supporting template.
@@ -118,12 +125,9 @@ def select_candidate(problem: ConvProblem, tuning_lookup=None) -> Candidate:
             if template.supports(problem):
                 return Candidate(template, schedule)
     report = support_report(problem)
-    supporting = [template for template, verdict in report if verdict]
-    for template in supporting:
-        if template.heuristic_claims(problem):
-            return Candidate(template, template.heuristic_schedule(problem))
-    if supporting:
-        return Candidate(supporting[0], supporting[0].heuristic_schedule(problem))
+    template = heuristic_template([t for t, verdict in report if verdict], problem)
+    if template is not None:
+        return Candidate(template, template.heuristic_schedule(problem))
     reasons = [f"{template.name}: {verdict.reason}" for template, verdict in report]
     raise NoTemplateError("no convolution template supports this call (" + "; ".join(reasons) + ")")
 
@@ -139,6 +143,7 @@ __all__ = [
     "force_conv_candidate",
     "forced_candidate",
     "get_template",
+    "heuristic_template",
     "registered_templates",
     "select_candidate",
     "support_report",
