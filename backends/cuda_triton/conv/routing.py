@@ -58,9 +58,10 @@ class RoutingPlan:
     """The planner's answer for one convolution node.
 
     ``args`` is None when binding failed; ``problem`` is None when no concrete `ConvProblem` could be built
-    (binding failed, symbolic shapes, a refused device or layout, an unsupported dtype). ``template`` names the chosen template (the one
-    `templates.select_candidate` takes without a tuning table: `templates.heuristic_template`) for DECLINED/ROUTED/REQUIRED, and None for REFUSED. ``schedules`` are that template's candidate
-    schedules, its heuristic choice first. ``required_because`` is `inductor_cannot_compile`'s answer: set
+    (binding failed, symbolic shapes, a refused device or layout, an unsupported dtype). ``template`` names the
+    chosen template (the one `templates.select_candidate` takes without a tuning table,
+    `templates.heuristic_template`) for DECLINED/ROUTED/REQUIRED, and None for REFUSED. ``schedules`` are that
+    template's candidate schedules, its heuristic choice first. ``required_because`` is `inductor_cannot_compile`'s answer: set
     whenever the call is one Inductor cannot compile, including when it was refused.
     """
 

@@ -128,7 +128,7 @@ def select_candidate(problem: ConvProblem, tuning_lookup=None) -> Candidate:
     template = heuristic_template([t for t, verdict in report if verdict], problem)
     if template is not None:
         return Candidate(template, template.heuristic_schedule(problem))
-    reasons = [f"{template.name}: {verdict.reason}" for template, verdict in report]
+    reasons = [f"{t.name}: {verdict.reason}" for t, verdict in report]
     raise NoTemplateError("no convolution template supports this call (" + "; ".join(reasons) + ")")
 
 

@@ -247,9 +247,10 @@ class ConvTemplate(ABC):
         return bool(self.supports(problem))
 
     def heuristic_claims(self, problem: ConvProblem) -> bool:
-        """Whether, with no tuning-table entry, ``problem`` should run here even though a template earlier in the
-        priority order supports it (`select_candidate`). Only where measurements say this template's heuristic
-        schedule beats theirs; no family claims anything by default."""
+        """Whether, with no tuning-table entry, ``problem`` (which this template supports: callers ask only
+        supporting templates, `heuristic_template`) should run here even though a template earlier in the priority
+        order supports it too. Only where measurements say this template's heuristic schedule beats theirs; no
+        family claims anything by default."""
         return False
 
     @abstractmethod

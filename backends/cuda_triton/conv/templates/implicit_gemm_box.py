@@ -13,8 +13,8 @@ oh*SH + dh is view row oh + floor(dh/SH) of parity dh mod SH, and column ow*SW +
 ow + floor(dw/SW), its parity selecting channels (dw mod SW)*C_in.. of the merged last dim. So each tap is again
 one box [BOX_N, BOX_H, 1, BOX_W, BLOCK_K] of the view, zero-filled exactly where the input row or column is
 outside the tensor (a parity never leaves it; channel blocks divide C_in so none reaches the next parity).
-Written after the last GPU call of 2026-12-03: CPU-checked (twin, sm_90 compile), not measured, and used only
-where a tuning-table entry of the conv itself names it (`transfers_to` refuses strided convs).
+Checked on the H200 (2026-12-03 15:59, a third of 80 random box cases strided); used only where a tuning-table
+entry of the conv itself names it (`transfers_to` refuses strided convs), and none does yet.
 
 The shared-memory box [BOX_N, BOX_H, BOX_W, BLOCK_K] is, byte for byte, the [BLOCK_M, BLOCK_K] A operand
 (the rows are the box's pixels in row-major order), so ``wgmma`` can read it from shared memory in place. Plain
@@ -40,8 +40,7 @@ fp32 also runs as TF32 itself (TF32=1: schedules without an F16_MMA key, 32-chan
 weight prepared K-major ([COUT_P, taps * CIN_P], TF32 wgmma reads shared operands only K-major) and rounded to
 nearest TF32, and each A box rounded to nearest TF32 in place in shared memory (ROUND_TF32, the `_tf32.py`
 mode; `_mma_step`), so wgmma still reads both operands from there. One launch for a channels-last input, where
-F16_MMA=2 takes three:
-for small layers (r18.l1 at batch 1: 49 programs) the two extra launches cost more than the halved MMA work.
+F16_MMA=2 takes three (on the H200 it won no public fp32 conv: the implicit GEMM stayed faster, 2026-12-03).
 
 Kernel arguments (PTX order): x, w, bias, y, amax pointers, int32 BATCH, H, W, OH, OW. x is the input if it is
 channels-last, else its channels-last copy ("input_cl", _cl_copy.py, a first launch), or for F16_MMA the scaled
@@ -267,9 +266,8 @@ def conv_box_kernel(
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     C_BLOCKS: gl.constexpr = CIN_P // BLOCK_K
     STEPS: gl.constexpr = KH * KW * C_BLOCKS
-    EBITS: gl.constexpr = (
-        32 if TF32 else 16
-    )  # TF32: fp32 tiles; otherwise fp16/bf16 (or the scaled fp16 copy)
+    # TF32: fp32 tiles; otherwise fp16/bf16 (or the scaled fp16 copy)
+    EBITS: gl.constexpr = 32 if TF32 else 16
     NBYTES: gl.constexpr = (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * (EBITS // 8)
     dtype: gl.constexpr = x_ptr.dtype.element_ty
 
@@ -459,10 +457,7 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 128, 64, 4, 4),
     (64, 64, 64, 4, 4),
 )
-# Warp-specialised (WS=1): the wgmma warpgroup(s) plus a copy warp: 128 x 128 tiles on one warpgroup (128 fp32
-# accumulators a thread), 128 x 256 on two (`_ws_maxnreg`); not measured yet (2026-12-03: written after the
-# session's last GPU call; the tuner decides).
-# fp32 with TF32 (the A tile through registers, rounded): 32 channels a K step (128-byte rows); small tiles too, for
+# fp32 with TF32 (the A tile rounded in shared memory): 32 channels a K step (128-byte rows); small tiles too, for
 # the small fp32 layers (r18.l1 at batch 1: 49 programs of 64 x 64) where the F16_MMA copy's two extra launches
 # cost more than the conv.
 _TF32_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
@@ -472,6 +467,9 @@ _TF32_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 64, 32, 4, 4),
     (64, 32, 32, 4, 4),
 )
+# Warp-specialised (WS=1, 16-bit only): the wgmma warpgroup(s) plus a copy warp: 128 x 128 tiles on one
+# warpgroup (128 fp32 accumulators a thread), 128 x 256 on two (`_ws_maxnreg`); measured 2026-12-03 13:27 (they
+# won only deeplab.d4 among box schedules).
 _WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (128, 128, 64, 4, 4),
     (128, 128, 64, 4, 3),
@@ -598,7 +596,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         """16-bit: the pipelined and warp-specialised tile configs. fp32: the same on the scaled fp16 copy
-        (F16_MMA=2, where allowed) and the TF32 configs (fp32 tiles, A rounded in registers)."""
+        (F16_MMA=2, where allowed) and the TF32 configs (fp32 tiles, A rounded in shared memory)."""
         g = Geometry.of(problem)
         out = [self.heuristic_schedule(problem)]
         spaces: list[tuple[tuple[tuple[int, int, int, int, int], ...], bool, int]] = []
@@ -633,11 +631,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         docs/performance.md), the box schedule was 1.18x faster in geometric mean and never below 0.94x. Left out
         for their worst cases: dilated convs (1.11x, but 0.79x on deeplab's at batch 4) and contiguous inputs
         (1.14x, down to 0.57x); maps under 28 x 28 lost outright (0.75x)."""
-        if (
-            problem.dtype not in ("float16", "bfloat16")
-            or problem.spatial_dims != 2
-            or not self.supports(problem)
-        ):
+        if problem.dtype not in ("float16", "bfloat16") or problem.spatial_dims != 2:
             return False
         g = Geometry.of(problem)
         return (

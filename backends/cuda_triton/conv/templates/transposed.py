@@ -516,12 +516,13 @@ class TransposedTemplate(ConvTemplate):
             and self._in_cl(problem)
             and w_phases_fold(problem)
         )
-        f16 = 2 if f16_mma_allowed(problem) and self.f16_mma_pays(problem) and not fold else 0
+        f16 = 2 if not fold and f16_mma_allowed(problem) and self.f16_mma_pays(problem) else 0
         half = problem.element_size <= 2 or f16 > 0
         bn = 128 if cout_g > 128 else 64 if cout_g > 32 else 32 if cout_g > 16 else 16
         bk = 64 if (cin_g >= 64 and half) else 32 if cin_g > 16 else 16
-        bm = 128 if self.tiles_m(problem, 1, 0) >= 4096 and not fold else 64
-        bn = min(bn, 64) if fold else bn
+        bm = 128 if self.tiles_m(problem, 1, 0) >= 4096 else 64
+        if fold:  # the re-tune's pick for these convs (above; bk is already fp32's, 32)
+            bm, bn = 64, min(bn, 64)
         row = 0
         if not self._in_cl(problem):
             row = 1 if self._q_max(problem)[2] >= 32 else 0
