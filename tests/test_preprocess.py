@@ -24,8 +24,12 @@ from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
 from cuda_triton.conv import compile_pool
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.templates import get_template
-from cuda_triton.partition.graph import conv_problem
+from cuda_triton.preprocess import assemble as assemble_mod
+from cuda_triton.preprocess import kernels
+from cuda_triton.preprocess.draft import tensor_bytes
+from cuda_triton.preprocess.schedule import TuningLookup, choose_schedule
 from cuda_triton.serialization import blob as blob_mod
+from cuda_triton.utils.conv import conv_problem
 from executorch.exir import to_edge, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch import nn
@@ -77,7 +81,7 @@ class Capture:
             self.written.append((b, data))
             return data
 
-        monkeypatch.setattr(backend, "serialize", spy)
+        monkeypatch.setattr(assemble_mod, "serialize", spy)
 
 
 def lower(model, xs, api="transform_and_lower", **options):
@@ -116,13 +120,13 @@ def tiny_fp32():
     mp = pytest.MonkeyPatch()
     cap = Capture(mp)
     jobs_seen: list[dict] = []
-    real_compile_all = backend.compile_all
+    real_compile_all = kernels.compile_all
 
     def spy_compile_all(jobs):
         jobs_seen.append(dict(jobs))
         return real_compile_all(jobs)
 
-    mp.setattr(backend, "compile_all", spy_compile_all)
+    mp.setattr(kernels, "compile_all", spy_compile_all)
     torch.manual_seed(0)
     model = Tiny()
     try:
@@ -187,10 +191,10 @@ def test_weights_are_prepared_and_stored_as_named_data(tiny_fp32):
         )  # fmt: skip
         xin = x if conv is model.a else torch.empty(1, 8, 10, 10)
         problem = conv_problem(xin, w, True, params, True)
-        template, schedule, _ = backend._choose(problem, backend._Tuning(CudaTritonOptions()))
+        template, schedule, _ = choose_schedule(problem, TuningLookup(CudaTritonOptions()))
         assert template.name == op.template and schedule.key() == op.schedule
-        expected = backend._tensor_bytes(get_template(op.template).prepare_weight(w, problem, schedule))
-        for index, payload in ((op.weight, expected), (op.bias, backend._tensor_bytes(conv.bias.detach()))):
+        expected = tensor_bytes(get_template(op.template).prepare_weight(w, problem, schedule))
+        for index, payload in ((op.weight, expected), (op.bias, tensor_bytes(conv.bias.detach()))):
             rec = blob.constants[index]
             entry = store.pte_data[rec.key]
             assert bytes(store.buffers[entry.buffer_index]) == payload
@@ -219,7 +223,7 @@ def test_prefetch_submits_exactly_what_preprocess_compiles(tiny_fp32):
         w = torch.empty(8, cin, 3, 3)
         params = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
         expected.update(
-            backend.conv_jobs(conv_problem(torch.empty(1, cin, 10, 10), w, True, params, True), opts)
+            kernels.conv_jobs(conv_problem(torch.empty(1, cin, 10, 10), w, True, params, True), opts)
         )
     assert set(jobs) == set(expected)
 
@@ -235,7 +239,7 @@ def test_external_tag_writes_a_ptd(tmp_path):
     ptd = tmp_path / "tiny_weights.ptd"
     assert ptd.exists()
     data = ptd.read_bytes()
-    w = backend._tensor_bytes(model.c.bias.detach())
+    w = tensor_bytes(model.c.bias.detach())
     assert w in data and w not in prog.buffer
     for k in backend.read_lowered(lowered).kernels:  # cubins are code: they stay in the .pte
         assert k.cubin is not None and prog.buffer.count(k.cubin) == 1 and k.cubin not in data
