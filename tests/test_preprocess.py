@@ -201,6 +201,19 @@ def test_weights_are_prepared_and_stored_as_named_data(tiny_fp32):
             assert rec.nbytes == len(payload)
 
 
+def test_the_shipped_tuning_table_chooses_schedules():
+    """A convolution the shipped sm_90 table holds gets the table's schedule (not only the heuristics')."""
+    from cuda_triton.conv import tuning
+
+    table = tuning.load_table(arch=90)
+    assert table.entries, "the shipped tuning table is empty"
+    entry = table.entries[0]
+    template, schedule, tuned = choose_schedule(
+        entry.problem, TuningLookup(CudaTritonOptions(archs=(80, 90)))
+    )
+    assert tuned and (template.name, schedule) == (entry.template, entry.schedule)
+
+
 def test_to_executorch_serializes(tiny_fp32):
     _, edge, _, _, _ = tiny_fp32
     buf = edge.to_executorch().buffer

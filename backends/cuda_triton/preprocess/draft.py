@@ -55,7 +55,7 @@ class Draft:
 
 
 def describe(node: Node) -> str:
-    from .conv.routing import describe_node
+    from ..conv.routing import describe_node
 
     return describe_node(node)
 
