@@ -708,8 +708,8 @@ def warm_job(
 ) -> tuple[int, list[str]]:
     """Compile (JIT warm-up, no launch) the kernels of some schedules; fills Triton's on-disk cache."""
     from cuda_triton.conv.templates import get_template
-    from cuda_triton.conv.templates.base import Schedule, TensorArg, running_arch
     from cuda_triton.conv.tuning import problem_from_spec
+    from cuda_triton.kernel.launch import Schedule, TensorArg, running_arch
 
     problem = problem_from_spec(spec)
     template = get_template(template_name)
@@ -795,8 +795,8 @@ def read_logs(paths: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 def build_table(records: dict[str, dict[str, Any]], arch: int, meta: dict[str, Any]):
-    from cuda_triton.conv.templates.base import Schedule
     from cuda_triton.conv.tuning import TuningEntry, TuningTable, problem_from_spec
+    from cuda_triton.kernel.launch import Schedule
 
     entries = []
     for rec in records.values():

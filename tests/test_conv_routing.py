@@ -29,7 +29,8 @@ from cuda_triton.conv.routing import (
     plan,
     plan_graph,
 )
-from cuda_triton.conv.templates.base import ConvTemplate, Schedule, Support
+from cuda_triton.conv.templates.base import ConvTemplate
+from cuda_triton.kernel.launch import Schedule, Support
 from executorch.exir import to_edge, to_edge_transform_and_lower
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch._subclasses.fake_tensor import FakeTensorMode

@@ -19,7 +19,6 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
 from cuda_triton.conv.templates.depthwise import (  # noqa: E402
     BAND_MIN_TAPS,
     DepthwiseTemplate,
@@ -28,6 +27,7 @@ from cuda_triton.conv.templates.depthwise import (  # noqa: E402
     band_geometry,
     interior_fraction,
 )
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 from test_templates_part2 import DTYPES, DW, _dw_inputs, check  # noqa: E402
 
 # (name, N, C, mult, spatial, kernel, stride, pad_before, pad_after, dilation, layout, bias)
@@ -139,7 +139,7 @@ def test_band_kernels_compile_aot(monkeypatch):
     heuristic's / first one), with the ABI the C++ runtime expects; the two arches in parallel."""
     from concurrent.futures import ThreadPoolExecutor
 
-    aot = pytest.importorskip("cuda_triton.conv.aot")
+    aot = pytest.importorskip("cuda_triton.kernel.aot")
     monkeypatch.setattr("cuda_triton.conv.templates.transposed._interpreting", lambda: False)
     fp16 = _conformer("float16")
     plane = ConvProblem.from_shapes(

@@ -19,7 +19,7 @@ from cuda_triton.conv import ConvParams, ConvProblem  # noqa: E402
 from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import force_conv_candidate, get_template, select_candidate  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cpu" if INTERPRET else "cuda"

@@ -23,11 +23,11 @@ from cuda_triton.conv.op import reference_in_layout  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, select_candidate  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
 from cuda_triton.conv.templates.depthwise import TEMPLATES as DW_TEMPLATES  # noqa: E402
 from cuda_triton.conv.templates.depthwise import DepthwiseTemplate, _tile_is_interior, interior_fraction  # noqa: E402
 from cuda_triton.conv.templates.transposed import TEMPLATES as TR_TEMPLATES  # noqa: E402
 from cuda_triton.conv.templates.transposed import TransposedTemplate, phase_counts, phase_taps  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 
 DW: DepthwiseTemplate = DW_TEMPLATES[0]
 TR: TransposedTemplate = TR_TEMPLATES[0]
@@ -566,7 +566,7 @@ def test_every_schedule_compiles_aot(monkeypatch):
     """Every schedule of both templates compiles for sm_80 and sm_90 (no GPU); the two arches in parallel."""
     from concurrent.futures import ThreadPoolExecutor
 
-    aot = pytest.importorskip("cuda_triton.conv.aot")
+    aot = pytest.importorskip("cuda_triton.kernel.aot")
     # Build the launches exactly as an export (no interpreter) does.
     monkeypatch.setattr("cuda_triton.conv.templates.transposed._interpreting", lambda: False)
     launches = {}

@@ -21,7 +21,8 @@ from cuda_triton.conv import tuning
 from cuda_triton.conv.op import reference_convolution
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.problem import ConvProblem
-from cuda_triton.conv.templates.base import ConvTemplate, KernelLaunch, Schedule, Support, TensorArg
+from cuda_triton.conv.templates.base import ConvTemplate
+from cuda_triton.kernel.launch import KernelLaunch, Schedule, Support, TensorArg
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,8 +147,8 @@ def check_table(table: tuning.TuningTable, compile_sample: int | None) -> None:
     code a schedule generates differs between those; the geometry constexprs of one entry vs another of the same
     schedule only change constants); a number compiles a random sample of that size, one per template at least.
     """
-    from cuda_triton.conv.aot import compile_launches
     from cuda_triton.conv.templates import get_template
+    from cuda_triton.kernel.aot import compile_launches
 
     assert tuning.validate_table(table) == []
     for e in table.entries:

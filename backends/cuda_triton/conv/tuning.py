@@ -54,9 +54,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..kernel.launch import Schedule
 from .params import ConvParams
 from .problem import ConvProblem
-from .templates.base import Schedule
 
 TABLE_FORMAT = "cuda_triton.conv.tuning"
 TABLE_VERSION = 1
@@ -635,7 +635,7 @@ def validate_table(table: TuningTable) -> list[str]:
     """What is wrong with a parsed table against the registered templates (empty when it is usable).
 
     Every entry must name an existing template that supports its problem and offers its schedule for it.
-    Compiling the entries is left to the caller (`cuda_triton.conv.aot.compile_launch`), since it is slow.
+    Compiling the entries is left to the caller (`cuda_triton.kernel.aot.compile_launch`), since it is slow.
     """
     from .templates import get_template
 

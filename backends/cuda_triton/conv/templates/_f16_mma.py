@@ -46,8 +46,16 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    TensorArg,
+    cdiv,
+)
 from ..problem import ConvProblem
-from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
 
 ENV_SWITCH = "CUDA_TRITON_F16_MMA"
 AMAX_PARTS = tl.constexpr(256)  # partial maxima; the conv kernel reduces them all, so every slot is written

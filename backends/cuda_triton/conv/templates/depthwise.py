@@ -78,11 +78,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..problem import ConvProblem
-from ._geometry import NUM_SMS
-from .base import (
+from ...kernel.launch import (
     TRITON_PTR_DTYPE,
-    ConvTemplate,
     KernelLaunch,
     ScalarArg,
     Schedule,
@@ -91,6 +88,9 @@ from .base import (
     cdiv,
     prod,
 )
+from ..problem import ConvProblem
+from ._geometry import NUM_SMS
+from .base import ConvTemplate
 
 INT32_MAX = 2**31 - 1
 

@@ -21,14 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..problem import ConvProblem
-from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, weight_k_major
-from ._geometry import fit_block as _fit
-from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
-from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
-from .base import (
+from ...kernel.launch import (
     TRITON_PTR_DTYPE,
-    ConvTemplate,
     KernelLaunch,
     ScalarArg,
     Schedule,
@@ -37,6 +31,12 @@ from .base import (
     TensorArg,
     cdiv,
 )
+from ..problem import ConvProblem
+from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, weight_k_major
+from ._geometry import fit_block as _fit
+from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
+from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
+from .base import ConvTemplate
 from .implicit_gemm import _swizzle, store_output, weight_ptrs
 
 

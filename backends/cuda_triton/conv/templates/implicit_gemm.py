@@ -37,6 +37,16 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    Support,
+    TensorArg,
+    cdiv,
+)
 from ..problem import ConvProblem
 from ._cl_copy import can_copy, copy_launch, input_cl
 from ._f16_mma import (
@@ -70,17 +80,7 @@ from ._splitk import (
     workspace,
 )
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
-from .base import (
-    TRITON_PTR_DTYPE,
-    ConvTemplate,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from .base import ConvTemplate
 
 
 @triton.jit

@@ -70,6 +70,17 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    Support,
+    TensorArg,
+    cdiv,
+    interpreting,
+)
 from ..problem import ConvProblem
 from ._cl_copy import copy_launch, input_cl
 from ._f16_mma import (
@@ -94,18 +105,7 @@ from ._geometry import (
     tma_tap_problems,
 )
 from ._tf32 import CVT_RNA_TF32_ASM, round_to_tf32, tf32_rounding
-from .base import (
-    TRITON_PTR_DTYPE,
-    ConvTemplate,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-    interpreting,
-)
+from .base import ConvTemplate
 from .implicit_gemm import ImplicitGemmTemplate, store_output
 
 # A barrier of all the CTA's threads: Triton 3.7 calls it gl.barrier, 3.6 (the GPU machine's) gl.thread_barrier.

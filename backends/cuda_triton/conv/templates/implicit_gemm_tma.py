@@ -35,6 +35,16 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    Support,
+    TensorArg,
+    cdiv,
+)
 from ..problem import ConvProblem
 from ._geometry import (
     INT32_LIMIT,
@@ -48,17 +58,7 @@ from ._geometry import (
 )
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32, tf32_rounding
-from .base import (
-    TRITON_PTR_DTYPE,
-    ConvTemplate,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from .base import ConvTemplate
 from .implicit_gemm import ImplicitGemmTemplate, _swizzle, store_output
 
 

@@ -69,6 +69,18 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    Support,
+    TensorArg,
+    cdiv,
+    interpreting,
+    prod,
+)
 from ..problem import ConvProblem
 from ._f16_mma import (
     f16_block_k,
@@ -82,19 +94,7 @@ from ._f16_mma import (
     weight_unscale,
 )
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
-from .base import (
-    TRITON_PTR_DTYPE,
-    ConvTemplate,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-    interpreting,
-    prod,
-)
+from .base import ConvTemplate
 from .depthwise import _pad3, dense_layout
 
 INT32_MAX = 2**31 - 1
