@@ -18,9 +18,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates._geometry import NUM_SMS, Geometry  # noqa: E402
 from cuda_triton.conv.templates._pad_copy import padded_extent  # noqa: E402
 from cuda_triton.conv.templates._splitk import tail_options, tail_rows  # noqa: E402
+from cuda_triton.conv.templates.geometry import NUM_SMS, Geometry  # noqa: E402
 from cuda_triton.kernel.launch import Schedule  # noqa: E402
 from test_templates_part1 import _check, _params, _run, _tensors  # noqa: E402
 

@@ -40,7 +40,7 @@ Environment: ``CUDA_TRITON_TUNING_TABLE=<path>`` replaces the shipped table; ``C
 tables altogether (lookup returns None). A table named explicitly that is missing or malformed raises
 `TuningTableError`; a missing shipped table is an empty table.
 
-This module depends on torch only (templates are imported lazily), never on executorch.
+This module never imports executorch, and loads the template families only when a lookup needs them.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from typing import Any
 from ..kernel.launch import Schedule
 from .params import ConvParams
 from .problem import ConvProblem
+from .templates.geometry import dense_strides
 
 TABLE_FORMAT = "cuda_triton.conv.tuning"
 TABLE_VERSION = 1
@@ -163,17 +164,6 @@ def problem_from_spec(spec: dict[str, Any]) -> ConvProblem:
 _SIG_FIELDS = ("n", "c", "k", "in", "w", "s", "pb", "pa", "d", "g")
 
 
-def _dense_strides(sizes: tuple[int, ...], channels_last: bool) -> tuple[int, ...]:
-    rank = len(sizes)
-    order = [0, *range(2, rank), 1] if channels_last else list(range(rank))
-    strides = [0] * rank
-    acc = 1
-    for d in reversed(order):
-        strides[d] = acc
-        acc *= sizes[d]
-    return tuple(strides)
-
-
 def problem_from_signature(
     signature: str, dtype: str = "float16", layout: str = "contiguous", allow_tf32: bool = True
 ) -> ConvProblem:
@@ -218,9 +208,9 @@ def problem_from_signature(
     wsize = (c, k // g, *vals["w"]) if transposed else (k, c // g, *vals["w"])
     return ConvProblem.from_shapes(
         isize,
-        _dense_strides(isize, cl),
+        dense_strides(isize, cl),
         wsize,
-        _dense_strides(wsize, cl),
+        dense_strides(wsize, cl),
         has_bias,
         params,
         dtype,

@@ -150,6 +150,15 @@ def weight_unscale(w_ptr, W_NUMEL: tl.constexpr):
 # input element. Implicit GEMM: r18.l2's stride-2 3x3 (1.9e9, 289 per element) and 3x3s at batch 1 (1e8) ran
 # slower with it, vgg / r18.l3 / deeplab (>= 3.7e9, >= 2300 per element) 1.2-1.6x faster.
 MIN_MACS_PER_INPUT = 512
+# The least multiply-adds in all for F16_MMA=2, by the kind of convolution (the ``min_macs`` of `f16_mma_pays`).
+# Forward convs (implicit GEMM), from the sweep above: 2^30, between the losers (1e8) and the winners (3.7e9).
+MIN_MACS_FORWARD = 2**30
+# Transposed convs count the multiply-adds their phase GEMMs issue. They upsample (an input element feeds
+# C_out/g * taps outputs: 512-1024 per element in the public suite) and their fp32 kernels were further behind
+# cuDNN (0.77-0.83x) than their fp16 ones (~1.0x), so their cut is one power of two lower, to include
+# gan.3x3s2op1 (6.0e8, 576 per element) with fcn.up4x4s2 (2.1e9, 1024) and unet3d.up2 (2.1e9, 512). Both cuts are
+# estimates until measured on the GPU.
+MIN_MACS_TRANSPOSED = 2**29
 
 
 def uses_f16_mma(schedule: Schedule) -> int:
@@ -251,7 +260,9 @@ __all__ = [
     "AMAX_PARTS",
     "ENV_SWITCH",
     "WEIGHT_TRAILER",
+    "MIN_MACS_FORWARD",
     "MIN_MACS_PER_INPUT",
+    "MIN_MACS_TRANSPOSED",
     "amax_launch",
     "amax_partial_kernel",
     "amax_scratch",

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
 from ..problem import ConvProblem
-from ._geometry import Geometry
+from .geometry import Geometry
 
 _BLOCK_P, _BLOCK_C, _WARPS = 64, 64, 4
 

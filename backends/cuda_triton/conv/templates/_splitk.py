@@ -32,7 +32,7 @@ from ...kernel.launch import (
     cdiv,
 )
 from ..problem import ConvProblem
-from ._geometry import NUM_SMS, Geometry
+from .geometry import NUM_SMS, Geometry
 
 
 @triton.jit

@@ -46,20 +46,13 @@ from ...kernel.launch import (
     cdiv,
 )
 from ..problem import ConvProblem
-from ._geometry import (
-    INT32_LIMIT,
-    NUM_SMS,
-    Geometry,
-    common_support_problems,
-    dot_precision,
-    fit_block,
-    tma_tap_problems,
-    weight_k_major,
-)
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32, tf32_rounding
 from .base import ConvTemplate
-from .implicit_gemm import ImplicitGemmTemplate, _swizzle, store_output
+from .gemm_common import GROUP_M, common_support_problems, dot_precision, tma_tap_problems, weight_k_major
+from .gemm_jit import grouped_tile_ids, store_output
+from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
+from .implicit_gemm import ImplicitGemmTemplate
 
 
 @triton.jit
@@ -77,7 +70,7 @@ def conv_tma_implicit_gemm_kernel(
     image_rows = DP * plane
     span = (OD - 1) * plane + (OH - 1) * WP + OW
     tiles_per_image = (span + BLOCK_M - 1) // BLOCK_M
-    pid_m, pid_n = _swizzle(
+    pid_m, pid_n = grouped_tile_ids(
         tl.program_id(0), BATCH * tiles_per_image, (C_OUT + BLOCK_N - 1) // BLOCK_N, GROUP_M
     )
     n = pid_m // tiles_per_image
@@ -133,7 +126,6 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 128, 64, 4, 4),
     (64, 64, 64, 4, 4),
 )
-_GROUP_M = 8
 
 
 def span_rows(g: Geometry) -> int:
@@ -165,7 +157,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
         g = Geometry.of(problem)
         dp, hp, wp = padded_extent(g)
         padded = g.batch * dp * hp * wp * g.cin
-        if g.int64 or padded > INT32_LIMIT or g.batch * dp * hp * wp * 2 > INT32_LIMIT:
+        if g.int64 or padded > INT32_MAX or g.batch * dp * hp * wp * 2 > INT32_MAX:
             return Support.no("tensors beyond 32-bit offsets")
         return Support.yes()
 
@@ -180,7 +172,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
     ) -> Schedule:
         g = Geometry.of(problem)
         bm, bn, bk = fit_block(bm, span_rows(g)), fit_block(bn, g.cout), fit_block(bk, g.cin)
-        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         out = [self._schedule(problem, *c) for c in _CONFIGS]
