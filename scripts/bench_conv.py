@@ -369,7 +369,7 @@ def gmean(xs: list[float]) -> float:
 
 def inductor_cannot_compile(problem) -> str | None:
     """The planner's reason why Inductor's Triton conv template cannot take ``problem`` (None: it can)."""
-    from cuda_triton.conv.routing import inductor_cannot_compile as reason
+    from cuda_triton.conv.inductor import inductor_cannot_compile as reason
 
     return reason(problem)
 

@@ -18,14 +18,13 @@ import pytest
 import torch
 from cuda_triton.conv import templates
 from cuda_triton.conv.binding import aten_overload, is_conv_node
+from cuda_triton.conv.inductor import INDUCTOR_TORCH_VERSION, inductor_cannot_compile
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.problem import ConvProblem
 from cuda_triton.conv.routing import (
-    INDUCTOR_TORCH_VERSION,
     ConvRoutingError,
     Decision,
     RoutingPlan,
-    inductor_cannot_compile,
     plan,
     plan_graph,
 )

@@ -336,7 +336,7 @@ class _Draft:
 
 
 def _describe(node: Node) -> str:
-    from .conv.routing import describe_node
+    from .conv.node_source import describe_node
 
     return describe_node(node)
 
