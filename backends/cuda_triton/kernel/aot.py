@@ -51,7 +51,7 @@ _PTX_TYPES = {
     "i64": ("u64", "s64", "b64"),
     "fp32": ("f32", "b32"),
 }
-SCRATCH_POINTERS = 2  # global_scratch, profile_scratch: always appended by Triton (FACTS.md)
+SCRATCH_POINTERS = 2  # global_scratch, profile_scratch: Triton appends both to every kernel (docs/blob_format.md)
 
 
 class AotCompileError(RuntimeError):
@@ -60,7 +60,7 @@ class AotCompileError(RuntimeError):
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """A cubin and everything a launcher needs to call it (FACTS.md "Launch ABI")."""
+    """A cubin and everything a launcher needs to call it (docs/blob_format.md, "What the runtime does with it")."""
 
     name: str
     arch: int

@@ -14,7 +14,7 @@ needs, which the faster main loop repays on the large compute-bound layers this 
 decides). Channels beyond C_in and rows beyond the end of X are zero-filled by the TMA unit.
 
 Triton's warp specialisation of the main loop (a TMA producer warp, MMA consumer warps) was measured on the
-H200 and lost on every public-suite case (2026-12-03), so it is not offered.
+H200 and lost on every public-suite case, so it is not offered.
 
 Kernel arguments (PTX order): x_pad, w, bias, y pointers, then int32 BATCH, OD, OH, OW, DP, HP, WP.
 Grid: (BATCH * cdiv(SPAN, BLOCK_M) * cdiv(C_OUT, BLOCK_N), 1, 1), SPAN = (OD-1)*HP*WP + (OH-1)*WP + OW.
@@ -25,7 +25,7 @@ same kernel uses ordinary loads (Triton lowers descriptors there), so it stays c
 Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P]).
 
 fp16 and bf16 only: fp32 tiles (TF32, rounded in registers) gave wrong results on the H200 with Triton 3.6 for
-most public-suite schedules, 128-byte rows included (2026-12-03 re-tunes), so ``supports`` refuses fp32, which
+most public-suite schedules, 128-byte rows included, so ``supports`` refuses fp32, which
 runs the implicit GEMM (on fp16 tensor cores where that pays, _f16_mma.py).
 """
 
@@ -147,7 +147,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
             return Support.no(reason)
         if problem.dtype == "float32":
             # Triton 3.6 on the H200: fp32 TMA tiles (rounded to TF32 in registers) gave wrong results for most
-            # schedules of the public suite (errors 3-80x the bound, 06:48 UTC re-tune), 128-byte rows included.
+            # schedules of the public suite (errors 3-80x the bound), 128-byte rows included.
             return Support.no(
                 "float32 (its TMA kernels miscompute on Triton 3.6; fp32 runs the implicit GEMM)"
             )

@@ -21,8 +21,8 @@ def output_channels_last(problem: ConvProblem) -> bool:
 
 
 def block_c(schedule: Schedule) -> int:
-    """Channels per program. Contiguous-input schedules of one channel carry no BLOCK_C key (the original
-    space, which shipped tuning tables name)."""
+    """Channels per program. Contiguous-input schedules of one channel carry no BLOCK_C key (so they keep the
+    names the shipped tuning tables use)."""
     return dict(schedule.params).get("BLOCK_C", 1)
 
 

@@ -92,7 +92,7 @@ NC_MULTI_SPACE = (
 # (SEG, SEGS, IMG, num_warps) of the band kernel (contiguous fp16/bf16 input, W stride 1): a program is
 # IMG images times SEGS row segments of SEG outputs of one channel, i.e. one (IMG * SEGS, SEG + TAIL) @
 # (SEG + TAIL, SEG) tensor-core product. Big tiles share the band (built per program) across more rows.
-# The first rows held the H200 winners of the 07:03 sweep (1-D rows, N=8: IMG 8, SEG 32, SEGS 16, 4 warps;
+# The first rows hold the H200 winners of a sweep of 1-D rows (N=8: IMG 8, SEG 32, SEGS 16, 4 warps;
 # N=1: SEG 16 or long rows SEG 32, SEGS 64); 64-wide segments for 1-MB rows stayed only with 4+ warps (the
 # others compiled to 670-810 SASS instructions and never won); the rest are bigger dots (M 128-256) and
 # 8 warps, so the tuner can try fewer, fuller programs.
@@ -189,7 +189,7 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
 
     space = schedules(problem)
     band = [sch for sch in space if is_band(sch)]
-    # Band for 1-D rows with 7+ taps only. H200, 07:03 UTC (us, best band vs best direct schedule): k=15
+    # Band for 1-D rows with 7+ taps only. On the H200 (us, best band vs best direct schedule): k=15
     # 6.16 vs 10.16 (N=8, L=500), 3.05 vs 3.36 (N=1); k=31 6.72 vs 17.58; but k=5 3.96 vs 3.80 (L=8000) and
     # k=3 8.43 vs 3.66: the direct kernels' per-tap cost grows with k, the band's barely does.
     if band and band_is_1d(problem) and problem.kernel[-1] >= BAND_MIN_TAPS:
@@ -202,9 +202,9 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
 
 
 def band_cost(problem: ConvProblem, schedule: Schedule) -> tuple[float, bool, float]:
-    """Padding waste first, then at least ~2 programs per SM (the 07:03 sweep's conformer winner ran 512
-    programs of 4 warps on 132 SMs), then loads per output:
-    the window (SEG + TAIL per SEG outputs) plus the band's weight gathers shared by the tile's rows."""
+    """The band heuristic's order of schedules: padding waste first, then at least ~2 programs per SM (the H200's
+    fastest conformer schedule ran 512 programs of 4 warps on 132 SMs), then loads per output: the window
+    (SEG + TAIL per SEG outputs) plus the band's weight gathers shared by the tile's rows."""
     halo_tail = band_geometry(problem)
     assert halo_tail is not None
     seg, segs, img = schedule["SEG"], schedule["SEGS"], schedule["IMG"]

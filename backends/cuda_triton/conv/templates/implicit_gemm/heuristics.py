@@ -16,7 +16,7 @@ from .tiling import block_k, k_iterations, row_tiles, tile_channels, widest_grou
 
 def heuristic_schedule(problem: ConvProblem, allow_copy: bool = True) -> Schedule:
     """The implicit GEMM's schedule for ``problem`` when no tuning table has it. ``allow_copy=False``: the pick
-    without the channels-last copy (CL_COPY), which tuning tables made before that copy existed name."""
+    without the channels-last copy (CL_COPY), which tuning-table entries tuned without CL_COPY name."""
     g = Geometry.of(problem)
     gt = widest_group_tile(g)
     cin_t, cout_t = tile_channels(g, gt)

@@ -123,7 +123,7 @@ class ImplicitGemmTemplate(ConvTemplate):
                         )
                 out.extend(c for c in dict.fromkeys(candidates) if c not in out)
         # The heuristic's pick is always part of the space, and so is its pick without the channels-last copy
-        # (what it chose before CL_COPY existed: tables tuned then name it).
+        # (tuning-table entries tuned without CL_COPY name it).
         for heuristic in (heuristic_schedule(problem, allow_copy=False), self.heuristic_schedule(problem)):
             if heuristic not in out:
                 out.insert(0, heuristic)

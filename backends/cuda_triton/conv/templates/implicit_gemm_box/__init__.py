@@ -13,18 +13,18 @@ oh*SH + dh is view row oh + floor(dh/SH) of parity dh mod SH, and column ow*SW +
 ow + floor(dw/SW), its parity selecting channels (dw mod SW)*C_in.. of the merged last dim. So each tap is again
 one box [BOX_N, BOX_H, 1, BOX_W, BLOCK_K] of the view, zero-filled exactly where the input row or column is
 outside the tensor (a parity never leaves it; channel blocks divide C_in so none reaches the next parity).
-Checked on the H200 (2026-12-03 15:59, a third of 80 random box cases strided); used only where a tuning-table
-entry of the conv itself names it (`transfers_to` refuses strided convs), and none does yet.
+Checked against ATen on the H200 (a third of 80 random box cases strided); used only where a tuning-table entry
+of the conv itself names it (`transfers_to` refuses strided convs), and the shipped table has none.
 
 The shared-memory box [BOX_N, BOX_H, BOX_W, BLOCK_K] is, byte for byte, the [BLOCK_M, BLOCK_K] A operand
 (the rows are the box's pixels in row-major order), so ``wgmma`` can read it from shared memory in place. Plain
 Triton (3.6, 3.7) reshapes a box through registers instead; Gluon's ``memdesc`` reshape is a view, hence Gluon.
 The main loop is a STAGES-deep ring of TMA copies (an mbarrier per slot) feeding asynchronous ``wgmma`` with
 one group in flight. On the H200 this ran vgg.3x3.256 fp16 in 49.6 us against cuDNN's 48.5 us and the TMA
-template's 56.8 us (scripts/exp_gluon_box.py, 2026-12-03). WS=1 schedules split the loop across warps instead
+template's 56.8 us (docs/performance.md). WS=1 schedules split the loop across warps instead
 (`gl.warp_specialize`): one copy warp waits for a free slot and issues the TMA copies, the kernel's warpgroup
 waits for full slots, issues wgmma and releases each slot once the wgmma that read it has finished (a second
-ring of mbarriers); not yet measured.
+ring of mbarriers).
 
 Gluon kernels target one architecture and have no interpreter, so each launch carries a Triton-language twin,
 ``conv_box_portable_kernel``: the same parameters, grid and results, with masked pointer loads in place of
@@ -40,7 +40,7 @@ fp32 also runs as TF32 itself (TF32=1: schedules without an F16_MMA key, 32-chan
 weight prepared K-major ([COUT_P, taps * CIN_P], TF32 wgmma reads shared operands only K-major) and rounded to
 nearest TF32, and each A box rounded to nearest TF32 in place in shared memory (ROUND_TF32, the `_tf32.py`
 mode; `_mma_step`), so wgmma still reads both operands from there. One launch for a channels-last input, where
-F16_MMA=2 takes three (on the H200 it won no public fp32 conv: the implicit GEMM stayed faster, 2026-12-03).
+F16_MMA=2 takes three (on the H200 it won no public fp32 conv: the implicit GEMM stayed faster).
 
 Kernel arguments (PTX order): x, w, bias, y, amax pointers, int32 BATCH, H, W, OH, OW. x is the input if it is
 channels-last, else its channels-last copy ("input_cl", _cl_copy.py, a first launch), or for F16_MMA the scaled

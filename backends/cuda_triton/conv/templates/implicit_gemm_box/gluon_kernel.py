@@ -116,7 +116,7 @@ def _mma_step(a_ring, b_ring, ready, acc, i, STAGES: gl.constexpr, BLOCK_M: gl.c
     ROUND_TF32 the A tile is rounded to nearest TF32 in place (_tf32.py: the tensor core would truncate): every
     thread loads its share of the slot, rounds and stores it back, then a proxy fence and a barrier hand the slot
     to wgmma, which reads both operands from shared memory as in 16-bit. (Feeding wgmma the rounded tile from
-    registers instead ran wrong on the H200, 2026-12-03: with one group in flight the compiler reused the
+    registers instead ran wrong on the H200: with one group in flight the compiler reused the
     fragment's registers before the wgmma that read them had finished.)"""
     slot = i % STAGES
     mbarrier.wait(ready.index(slot), (i // STAGES) & 1)

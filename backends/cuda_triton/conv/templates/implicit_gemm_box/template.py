@@ -68,8 +68,8 @@ _TF32_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
 
 
 # Warp-specialised (WS=1, 16-bit only): the wgmma warpgroup(s) plus a copy warp: 128 x 128 tiles on one
-# warpgroup (128 fp32 accumulators a thread), 128 x 256 on two (`_ws_maxnreg`); measured 2026-12-03 13:27 (they
-# won only deeplab.d4 among box schedules).
+# warpgroup (128 fp32 accumulators a thread), 128 x 256 on two (`ws_maxnreg`); on the H200 they won only
+# deeplab.d4 among box schedules.
 _WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (128, 128, 64, 4, 4),
     (128, 128, 64, 4, 3),
@@ -165,7 +165,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
         return list(dict.fromkeys(out))
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
-        """128-pixel boxes by 128 channels, 4 stages (vgg's best, 2026-12-03); 64-pixel boxes when 128-pixel
+        """128-pixel boxes by 128 channels, 4 stages (vgg's best on the H200); 64-pixel boxes when 128-pixel
         ones would leave most SMs idle or waste more than a quarter of their pixels."""
         g = Geometry.of(problem)
         bn = 128 if g.cout >= 128 else 64
@@ -180,8 +180,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
     def heuristic_claims(self, problem: ConvProblem) -> bool:
         """Dense 16-bit 2-D convs with stride 1, no dilation, 3x3 taps or more, C_in >= 128, a channels-last input
         and a map of at least 28 x 28 run here rather than on the implicit GEMM when no table entry has them. Of
-        the 24 such model-zoo convs the H200 timed with both heuristic schedules (2026-12-03 11:08-11:17 re-tune,
-        docs/performance.md), the box schedule was 1.18x faster in geometric mean and never below 0.94x. Left out
+        the 24 such model-zoo convs the H200 timed with both heuristic schedules (docs/performance.md), the box schedule was 1.18x faster in geometric mean and never below 0.94x. Left out
         for their worst cases: dilated convs (1.11x, but 0.79x on deeplab's at batch 4) and contiguous inputs
         (1.14x, down to 0.57x); maps under 28 x 28 lost outright (0.75x)."""
         if problem.dtype not in ("float16", "bfloat16") or problem.spatial_dims != 2:
@@ -199,7 +198,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
     def transfers_to(self, schedule: Schedule, problem: ConvProblem) -> bool:
         """A neighbour's schedule runs here only with this map's best box of the same size and a full wave of
         programs: its box was fitted to another map, and a grid under one wave idles SMs. (u.vgg.3x3.512 at batch 4
-        took a 64 x 64 map's 128 x 256 schedule: 56 programs, 48 us against the heuristic's 38 us, 2026-12-03.)"""
+        took a 64 x 64 map's 128 x 256 schedule: 56 programs, 48 us against the heuristic's 38 us on the H200.)"""
         g = Geometry.of(problem)
         if reads_strided_view(g):  # strided schedules run only where measured (their own table entry)
             return False

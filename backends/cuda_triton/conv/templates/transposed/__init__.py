@@ -43,7 +43,7 @@ the SW*C_out elements of SW adjacent pixels). The grid's phase count is then SD*
 programs of a tile each re-load the same A tile and write every SW-th pixel. Every tile config whose SW
 accumulators stay within 128 x 128 fp32 values (and SW*BLOCK_N <= 256) is offered folded too, F16_MMA ones
 included, with 8 warps where the accumulators exceed 64 values a thread; the heuristic picks W_FOLD only for
-channels-last fp32 with TF32 (`heuristic_schedule`, from the 2026-12-03 re-tune).
+channels-last fp32 with TF32 (`TransposedTemplate.heuristic_schedule` says why).
 
 Input and output are dense channels-last or dense contiguous (``IN_CL``/``OUT_CL``; ``supports`` checks), so
 strides are products of constexpr channel counts and runtime sizes. In-sample offsets are 32-bit

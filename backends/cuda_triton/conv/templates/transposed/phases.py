@@ -39,5 +39,5 @@ def w_phases_fold(problem: ConvProblem) -> bool:
 
 
 def uses_w_fold(schedule: Schedule) -> int:
-    """The schedule's W_FOLD (0 when absent: every schedule from before it existed)."""
+    """The schedule's W_FOLD (0 when absent: a schedule without the key computes one W phase a program)."""
     return int(dict(schedule.params).get("W_FOLD", 0))

@@ -206,12 +206,12 @@ class TransposedTemplate(ConvTemplate):
         return f16_mma_pays(self.phase_macs(problem), prod(problem.input_size), MIN_MACS_TRANSPOSED)
 
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
-        """From the H200 sweep of the suite (scripts/bench_part2.py): 128 x 64 tiles with the deepest C_in
-        block that fits (64 in fp16/bf16, 32 in fp32); contiguous inputs tile along W rows when they are long.
-        Compute-heavy fp32 convs with TF32 allowed run on fp16 tensor cores from a scaled fp16 copy of the input
-        (F16_MMA=2), with the tiles of the 16-bit dtypes. Channels-last fp32 (TF32) convs that `w_phases_fold`
-        takes run W_FOLD 64 x 64 x 32 tiles without F16_MMA instead: the 2026-12-03 re-tune (16:18) picked
-        exactly that for both such suite convs (unet3d.up2 46.2 us against this heuristic's former 58.6,
+        """From H200 measurements of the suite's transposed convs (docs/performance.md): 128 x 64 tiles with the
+        deepest C_in block that fits (64 in fp16/bf16, 32 in fp32); contiguous inputs tile along W rows when they
+        are long. Compute-heavy fp32 convs with TF32 allowed run on fp16 tensor cores from a scaled fp16 copy of
+        the input (F16_MMA=2), with the tiles of the 16-bit dtypes. Channels-last fp32 (TF32) convs that
+        `w_phases_fold` takes run W_FOLD 64 x 64 x 32 tiles without F16_MMA instead: tuning picked exactly that
+        for both such suite convs (unet3d.up2 46.2 us against 58.6 for the unfolded heuristic tiles,
         unet.up2x2.128 44.4 against 49.8); in 16-bit the unfolded tiles stayed fastest."""
         cin_g = problem.in_channels // problem.groups
         cout_g = problem.out_channels // problem.groups
@@ -226,7 +226,7 @@ class TransposedTemplate(ConvTemplate):
         bn = 128 if cout_g > 128 else 64 if cout_g > 32 else 32 if cout_g > 16 else 16
         bk = 64 if (cin_g >= 64 and half) else 32 if cin_g > 16 else 16
         bm = 128 if self.tiles_m(problem, 1, 0) >= 4096 else 64
-        if fold:  # the re-tune's pick for these convs (above; bk is already fp32's, 32)
+        if fold:  # tuning's pick for these convs (above; bk is already fp32's, 32)
             bm, bn = 64, min(bn, 64)
         row = 0
         if not self._in_cl(problem):
