@@ -40,7 +40,7 @@ from .tiling import BASE_CONFIGS, block_k, group_tile_options, k_iterations, row
 
 
 class ImplicitGemmTemplate(ConvTemplate):
-    """Implicit GEMM over channels-last or contiguous dense tensors (see module docstring)."""
+    """Implicit GEMM over channels-last or contiguous dense tensors (see the package docstring)."""
 
     def __init__(self) -> None:
         self.name = "implicit_gemm"

@@ -44,7 +44,7 @@ def box_shapes(g: Geometry, block_m: int) -> list[tuple[int, int, int]]:
 
 
 def reads_strided_view(g: Geometry) -> bool:
-    """Whether the kernel reads the strided view (module docstring)."""
+    """Whether the kernel reads the strided view (the package docstring describes it)."""
     return g.stride[1] * g.stride[2] > 1
 
 

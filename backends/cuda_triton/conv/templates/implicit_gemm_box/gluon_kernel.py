@@ -41,7 +41,7 @@ def _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0
     if SH * SW == 1:
         box = [n0, oh0 + (tap // KW) * DH - PH, ow0 + (tap % KW) * DW - PW, (i % C_BLOCKS) * BLOCK_K]
     else:
-        # Strided (module docstring): input row oh*SH + dh is view row oh + dh // SH, parity dh % SH; the column
+        # Strided (package docstring): input row oh*SH + dh is view row oh + dh // SH, parity dh % SH; the column
         # likewise, its parity selecting a C_IN-wide slice of the merged channels. dh + OFF_H >= 0, so // and %
         # are floor division and modulo on non-negative values.
         OFF_H: gl.constexpr = (PH + SH - 1) // SH * SH
@@ -198,7 +198,7 @@ def conv_box_kernel(
             a_layout,
         )
         a_ring = gl.allocate_shared_memory(dtype, [STAGES, BOX_N, BOX_H, BOX_W, BLOCK_K], a_layout)
-    else:  # the strided view [N, H / SH, SH, W / SW, SW * C_IN] (module docstring): one parity
+    else:  # the strided view [N, H / SH, SH, W / SW, SW * C_IN] (package docstring): one parity
         a_layout: gl.constexpr = gl.NVMMASharedLayout(
             swizzle_byte_width=A_SWIZZLE, element_bitwidth=EBITS, rank=5
         )

@@ -81,7 +81,7 @@ _BOXES_PER_CONFIG = 2
 
 
 class ImplicitGemmBoxTemplate(ConvTemplate):
-    """Gluon implicit GEMM on 4-D TMA boxes of the unpadded input (see module docstring)."""
+    """Gluon implicit GEMM on 4-D TMA boxes of the unpadded input (see the package docstring)."""
 
     def __init__(self) -> None:
         self.name = "implicit_gemm_box"
