@@ -15,11 +15,12 @@ import torch
 from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support
 from ..problem import ConvProblem
 
-# Tensor roles a convolution's launches can reference (`TensorArg.role`). "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch
-# tensors (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a
-# zero-padded channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py).
-# The op's CUDA body allocates them per
-# call; the delegate blob records them as intermediate values the C++ runtime allocates once at init.
+# Tensor roles a convolution's launches can reference (`TensorArg.role`). "weight" is the *prepared* weight
+# (`ConvTemplate.prepare_weight`). "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch tensors
+# (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a zero-padded
+# channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py). The op's
+# CUDA body allocates them per call; the delegate blob records them as intermediate values the C++ runtime
+# allocates once at init.
 TENSOR_ROLES = (
     "input",
     "weight",
