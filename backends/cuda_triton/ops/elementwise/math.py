@@ -173,6 +173,13 @@ def apply_chain(x0, x1, x2, x3, PROGRAM: tl.constexpr):
     instead), with float parameters c0, c1. The result is the last instruction's value. Inputs may have any
     shapes that broadcast against one another (an epilogue passes per-channel vectors as ``[1, BLOCK_N]``).
     """
+    # Absent inputs stand in as x0 (programs never read them): older Triton cannot put None in a tuple.
+    if x1 is None:
+        x1 = x0
+    if x2 is None:
+        x2 = x0
+    if x3 is None:
+        x3 = x0
     values = (x0, x1, x2, x3)
     for i in tl.static_range(len(PROGRAM)):
         # Index PROGRAM inline: a sub-tuple bound to a name stops being a constexpr in Triton's frontend.
