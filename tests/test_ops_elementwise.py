@@ -59,6 +59,11 @@ BINARY = {
 }
 
 
+def test_every_op_is_tested() -> None:
+    tested = set(UNARY) | {name.split("_")[0] for name in BINARY} | {"copy"}
+    assert set(OPS) <= tested, set(OPS) - tested
+
+
 def run(spec: ElementwiseSpec, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     """Allocate the output (poisoned), launch the spec's kernels, return the output."""
     assert supports(spec), supports(spec).reason
