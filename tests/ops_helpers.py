@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import torch
-from cuda_triton.conv.templates.base import interpreting
+from cuda_triton.kernel.launch import interpreting
 from cuda_triton.ops.tensor_meta import TensorMeta
 
 # Kernels run on CPU tensors in Triton's interpreter, on the GPU otherwise; references always run on the CPU.

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from cuda_triton.conv.aot import check_entry, compile_launches
+from cuda_triton.kernel.aot import check_entry, compile_launches
 from cuda_triton.ops.elementwise import (
     OPS,
     ChainBuilder,
@@ -446,7 +446,7 @@ def test_every_kernel_compiles_for_sm80_and_sm90() -> None:
 
 def test_toy_epilogue_compiles() -> None:
     """apply_chain compiles inside a 2-D tile kernel (broadcast [1, N] operand) for both archs."""
-    from cuda_triton.conv.templates.base import KernelLaunch, ScalarArg, TensorArg
+    from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, TensorArg
 
     spec = _epilogue_chain(4096, 256, "float16")
     args = (TensorArg("acc", "fp32"), TensorArg("bias", "fp16"), TensorArg("res", "fp16"), TensorArg("out", "fp16"),

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 Shape = tuple[int, ...]
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-# Triton pointer element type of each torch dtype name.
-TRITON_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...conv.templates.base import Schedule
+from ...kernel.launch import Schedule
 from .math import apply_chain
 
 ZERO, UNIT, ANY = 0, 1, 2  # stride kinds of an operand's stride pattern

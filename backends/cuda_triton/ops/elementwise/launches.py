@@ -7,8 +7,8 @@ compiled kernel serves every shape with the same chain, dtypes and stride patter
 
 from __future__ import annotations
 
-from ...conv.templates.base import KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
-from ..tensor_meta import INT32_MAX, TRITON_DTYPE, max_offset
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from ..tensor_meta import INT32_MAX, max_offset
 from .kernels import ANY, UNIT, ZERO, elementwise_kernel, heuristic_schedule
 from .program import MAX_INPUTS
 from .spec import MAX_DIMS, ElementwiseSpec, merged_dims, supports
@@ -47,7 +47,7 @@ def launches(spec: ElementwiseSpec, schedule: Schedule | None = None) -> list[Ke
             ScalarArg(f"{prefix}_s{d}", itype, s) for d, s in enumerate(st)
         ]
 
-    args: list[TensorArg | ScalarArg] = [TensorArg(spec.out_role, TRITON_DTYPE[spec.out.dtype])]
+    args: list[TensorArg | ScalarArg] = [TensorArg(spec.out_role, TRITON_PTR_DTYPE[spec.out.dtype])]
     args += scalars("out", offsets[0], strides[0])
     args += [ScalarArg("numel", itype, numel)] + [ScalarArg(f"size{d}", itype, sizes[d]) for d in range(1, 5)]
     kinds = {"OUT_KINDS": _kinds(offsets[0], strides[0])}
@@ -56,7 +56,7 @@ def launches(spec: ElementwiseSpec, schedule: Schedule | None = None) -> list[Ke
         name = f"in{k}"
         if k < len(spec.inputs):
             chain_input = spec.inputs[k]
-            args.append(TensorArg(chain_input.role, TRITON_DTYPE[chain_input.view.dtype]))
+            args.append(TensorArg(chain_input.role, TRITON_PTR_DTYPE[chain_input.view.dtype]))
             args += scalars(name, offsets[k + 1], strides[k + 1])
             kinds[f"IN{k}_KINDS"] = _kinds(offsets[k + 1], strides[k + 1])
         else:  # absent: a trailing group of constexprs (a None pointer)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...conv.templates.base import Support
+from ...kernel.launch import Support
 from ..tensor_meta import FLOAT_DTYPES, INT32_MAX, TensorMeta, broadcast_shapes, coalesce, expand_strides
 from .layout import out_shape_and_stride
 from .math import OPS, SCALAR_OPERAND
