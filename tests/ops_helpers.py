@@ -26,7 +26,7 @@ def tolerance(dtype: str, length: int = 1) -> dict[str, float]:
 
 
 def meta(t: torch.Tensor) -> TensorMeta:
-    return TensorMeta(tuple(t.shape), t.stride(), str(t.dtype).removeprefix("torch."))
+    return TensorMeta.of(t)
 
 
 def make_tensor(shape, dtype: str, layout: str, gen: torch.Generator, rng: random.Random) -> torch.Tensor:

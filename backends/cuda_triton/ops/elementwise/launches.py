@@ -8,7 +8,7 @@ compiled kernel serves every shape with the same chain, dtypes and stride patter
 from __future__ import annotations
 
 from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
-from ..tensor_meta import INT32_MAX, max_offset
+from ..tensor_meta import max_offset, needs_int64
 from .kernels import ANY, UNIT, ZERO, elementwise_kernel, heuristic_schedule
 from .program import MAX_INPUTS
 from .spec import MAX_DIMS, ElementwiseSpec, merged_dims, supports
@@ -37,8 +37,8 @@ def launches(spec: ElementwiseSpec, schedule: Schedule | None = None) -> list[Ke
     sizes = sizes + (1,) * pad
     strides = [s + (0,) * pad for s in strides]
     offsets = [spec.out_offset, *(i.offset for i in spec.inputs)]
-    int64 = numel + block > INT32_MAX or any(
-        off + max_offset(sizes, st) > INT32_MAX for off, st in zip(offsets, strides, strict=True)
+    int64 = needs_int64(
+        numel + block, *(max_offset(sizes, st, off) for off, st in zip(offsets, strides, strict=True))
     )
     itype = "i64" if int64 else "i32"
 

@@ -15,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...kernel.launch import Support
-from ..tensor_meta import FLOAT_DTYPES, INT32_MAX, TensorMeta, broadcast_shapes, coalesce, expand_strides
+from ..tensor_meta import (
+    INT32_LIMIT,
+    TensorMeta,
+    broadcast_shapes,
+    coalesce,
+    expand_strides,
+    float_dtype_support,
+)
 from .layout import out_shape_and_stride
 from .math import OPS, SCALAR_OPERAND
 from .program import MAX_INPUTS, Instruction, Program, describe, instruction, program_error
@@ -55,9 +62,9 @@ def supports(spec: ElementwiseSpec) -> Support:
     error = program_error(spec.program, len(spec.inputs))
     if error:
         return Support.no(error)
-    for t in [*(i.view for i in spec.inputs), spec.out]:
-        if t.dtype not in FLOAT_DTYPES:
-            return Support.no(f"elementwise ops run on {', '.join(FLOAT_DTYPES)} tensors, not {t.dtype}")
+    dtypes = float_dtype_support("elementwise chain", *(i.view for i in spec.inputs), spec.out)
+    if not dtypes:
+        return dtypes
     try:
         shape = broadcast_shapes(*(i.view.sizes for i in spec.inputs))
     except ValueError as e:
@@ -76,14 +83,14 @@ def supports(spec: ElementwiseSpec) -> Support:
             f"the operands' layouts leave {len(sizes)} dims after merging the ones they step through alike; "
             f"the kernel indexes at most {MAX_DIMS}"
         )
-    if spec.out.numel > INT32_MAX * 1024:
+    if spec.out.numel > INT32_LIMIT * 1024:
         return Support.no("the output has too many elements for one grid")
     return Support.yes()
 
 
 def _overlaps(t: TensorMeta) -> bool:
     """Whether two elements of ``t`` could share memory (a sufficient test: sorted strides nest)."""
-    dims = sorted((d for d in range(t.ndim) if t.sizes[d] > 1), key=lambda d: t.strides[d])
+    dims = sorted((d for d in range(t.rank) if t.sizes[d] > 1), key=lambda d: t.strides[d])
     reach = 1
     for d in dims:
         if t.strides[d] < reach:
@@ -159,7 +166,7 @@ class ChainBuilder:
 
     def glu_halves(self, role: str, x: TensorMeta, dim: int) -> tuple[Value, Value]:
         """The two halves of ``x`` along ``dim`` that glu multiplies (``a * sigmoid(b)``), as chain inputs."""
-        dim = _dim(dim, x.ndim, "glu")
+        dim = _dim(dim, x.rank, "glu")
         if x.sizes[dim] % 2:
             raise ValueError(f"glu: dim {dim} has odd size {x.sizes[dim]}; it must split in two halves")
         half = list(x.sizes)
