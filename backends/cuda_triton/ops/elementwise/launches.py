@@ -8,17 +8,11 @@ compiled kernel serves every shape with the same chain, dtypes and stride patter
 from __future__ import annotations
 
 from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from ..indexing import MAX_DIMS, pad_dims, stride_pattern
 from ..tensor_meta import max_offset, needs_int64
-from .kernels import ANY, UNIT, ZERO, elementwise_kernel, heuristic_schedule
+from .kernels import elementwise_kernel, heuristic_schedule
 from .program import MAX_INPUTS
-from .spec import MAX_DIMS, ElementwiseSpec, merged_dims, supports
-
-
-def _kinds(offset: int, strides: tuple[int, ...]) -> tuple[int, ...]:
-    def kind(s: int) -> int:
-        return ZERO if s == 0 else UNIT if s == 1 else ANY
-
-    return (ZERO if offset == 0 else ANY, *(kind(s) for s in strides))
+from .spec import ElementwiseSpec, merged_dims, supports
 
 
 def launches(spec: ElementwiseSpec, schedule: Schedule | None = None) -> list[KernelLaunch]:
@@ -31,11 +25,9 @@ def launches(spec: ElementwiseSpec, schedule: Schedule | None = None) -> list[Ke
         return []
     schedule = schedule or heuristic_schedule(numel)
     block = schedule["BLOCK"]
-    sizes, strides = merged_dims(spec)
-    rank = len(sizes)
-    pad = MAX_DIMS - rank
-    sizes = sizes + (1,) * pad
-    strides = [s + (0,) * pad for s in strides]
+    merged, merged_strides = merged_dims(spec)
+    rank = len(merged)
+    sizes, strides = pad_dims(merged, merged_strides)
     offsets = [spec.out_offset, *(i.offset for i in spec.inputs)]
     int64 = needs_int64(
         numel + block, *(max_offset(sizes, st, off) for off, st in zip(offsets, strides, strict=True))
@@ -50,7 +42,7 @@ def launches(spec: ElementwiseSpec, schedule: Schedule | None = None) -> list[Ke
     args: list[TensorArg | ScalarArg] = [TensorArg(spec.out_role, TRITON_PTR_DTYPE[spec.out.dtype])]
     args += scalars("out", offsets[0], strides[0])
     args += [ScalarArg("numel", itype, numel)] + [ScalarArg(f"size{d}", itype, sizes[d]) for d in range(1, 5)]
-    kinds = {"OUT_KINDS": _kinds(offsets[0], strides[0])}
+    kinds = {"OUT_KINDS": stride_pattern(offsets[0], strides[0])}
     constexprs: list[tuple[str, object]] = []
     for k in range(MAX_INPUTS):
         name = f"in{k}"
@@ -58,11 +50,11 @@ def launches(spec: ElementwiseSpec, schedule: Schedule | None = None) -> list[Ke
             chain_input = spec.inputs[k]
             args.append(TensorArg(chain_input.role, TRITON_PTR_DTYPE[chain_input.view.dtype]))
             args += scalars(name, offsets[k + 1], strides[k + 1])
-            kinds[f"IN{k}_KINDS"] = _kinds(offsets[k + 1], strides[k + 1])
+            kinds[f"IN{k}_KINDS"] = stride_pattern(offsets[k + 1], strides[k + 1])
         else:  # absent: a trailing group of constexprs (a None pointer)
             constexprs += [(f"{name}_ptr", None), (f"{name}_off", 0)]
             constexprs += [(f"{name}_s{d}", 0) for d in range(MAX_DIMS)]
-            kinds[f"IN{k}_KINDS"] = (ZERO,) * (MAX_DIMS + 1)
+            kinds[f"IN{k}_KINDS"] = stride_pattern(0, ())
     constexprs += [("PROGRAM", spec.program), ("RANK", rank), *kinds.items()]
     constexprs += [("BLOCK", block), ("INDEX_64", int64)]
     grid = (cdiv(numel, block), 1, 1)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...kernel.launch import Support
+from ..indexing import MAX_DIMS
 from ..tensor_meta import (
     INT32_LIMIT,
     TensorMeta,
@@ -26,8 +27,6 @@ from ..tensor_meta import (
 from .layout import out_shape_and_stride
 from .math import OPS, SCALAR_OPERAND
 from .program import MAX_INPUTS, Instruction, Program, describe, instruction, program_error
-
-MAX_DIMS = 5  # dims the kernel indexes, after merging the dims every operand steps through alike
 
 
 @dataclass(frozen=True)
