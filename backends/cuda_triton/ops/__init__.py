@@ -1,0 +1,1 @@
+"""Triton kernels of the op families beyond convolution (torch + triton only, never executorch)."""
