@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot
 from cuda_triton.ops.tensor_meta import TensorMeta
@@ -9,7 +10,34 @@ from cuda_triton.ops.tensor_meta import TensorMeta
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "channels_last", "strided")
 
+
+def patch_interpreter_bf16_rounding() -> None:
+    """Make the interpreter round fp32 -> bf16 casts to nearest even, as the GPU's ``cvt.rn.bf16.f32`` does (it
+    truncates: every other bf16 result of a kernel would be one unit low). Idempotent; CPU test runs only."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "interpreter_builder", None)
+    if builder is None:
+        return
+    builder_cls = type(builder)
+    original = builder_cls.cast_impl
+    if getattr(original, "_bf16_rounded", False):
+        return
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            values = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32))
+            bits = values.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+            return interpreter.TensorHandle(bits, dst_type.scalar)
+        return original(self, src, dst_type)
+
+    cast_impl._bf16_rounded = True
+    builder_cls.cast_impl = cast_impl
+
+
 patch_interpreter_bf16_dot()  # the interpreter's bf16 tl.dot reads raw bits otherwise
+patch_interpreter_bf16_rounding()
 
 
 def device() -> str:
@@ -73,3 +101,9 @@ def assert_matches(
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     tol = {"rtol": 0.0, "atol": 0.0} if exact else tolerances(expected.dtype, reduction)
     torch.testing.assert_close(actual.cpu(), expected.cpu(), **tol)
+
+
+def same_layout(sizes, strides_a, strides_b) -> bool:
+    """Equal strides on every dim of size > 1 (a size-1 dim's stride never addresses anything, and ATen's eager
+    kernels and meta functions disagree on it: (N, 1, H, W) channels-last or contiguous)."""
+    return all(s == 1 or a == b for s, a, b in zip(sizes, strides_a, strides_b, strict=True))

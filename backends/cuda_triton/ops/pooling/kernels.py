@@ -23,10 +23,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...conv.templates.base import Schedule, cdiv
+from ...conv.templates.base import Schedule
+from ..tiling import channels_adjacent, positions_by_channels, positions_by_channels_space
 from .spec import PoolSpec
-
-GRID_Y_LIMIT = 65535
 
 
 @triton.jit
@@ -122,42 +121,21 @@ def pool_kernel(
 
 
 # ---- schedules ---------------------------------------------------------------------------------------------
-_TILE_ELEMENTS = (512, 1024, 2048)  # BLOCK_P * BLOCK_C per program
-_WARPS = (4, 4, 8)
-
-
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
-
-
 def channels_unit(spec: PoolSpec) -> bool:
     """Whether channels are adjacent in both the input and the output (the channels-last fast path)."""
     c_dim = 1 if spec.batched else 0
-    out = spec.output()
-    channels = spec.input.sizes[c_dim]
-    return channels == 1 or (spec.input.strides[c_dim] == 1 and out.strides[c_dim] == 1)
+    return channels_adjacent(spec.input.sizes[c_dim], spec.input.strides[c_dim], spec.output().strides[c_dim])
 
 
-def _schedule(spec: PoolSpec, tile: int, warps: int) -> Schedule:
-    c_dim = 1 if spec.batched else 0
-    channels = spec.input.sizes[c_dim]
-    block_c = min(_next_pow2(channels), 128) if channels_unit(spec) else 1
-    while cdiv(channels, block_c) > GRID_Y_LIMIT:
-        block_c *= 2
-    block_p = max(1, tile // block_c)
-    return Schedule.make(warps, 1, BLOCK_P=block_p, BLOCK_C=block_c)
+def _channels(spec: PoolSpec) -> int:
+    return spec.input.sizes[1 if spec.batched else 0]
 
 
 def heuristic_schedule(spec: PoolSpec) -> Schedule:
     """1024-element tiles with 4 warps: a pool is memory-bound, its taps are served by L1/L2."""
-    return _schedule(spec, 1024, 4)
+    return positions_by_channels(_channels(spec), channels_unit(spec))
 
 
 def schedules(spec: PoolSpec) -> list[Schedule]:
     """The tuning space (the heuristic's pick first)."""
-    out = [heuristic_schedule(spec)]
-    for tile, warps in zip(_TILE_ELEMENTS, _WARPS, strict=True):
-        s = _schedule(spec, tile, warps)
-        if s not in out:
-            out.append(s)
-    return out
+    return positions_by_channels_space(_channels(spec), channels_unit(spec))

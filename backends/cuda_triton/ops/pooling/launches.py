@@ -9,20 +9,10 @@ from __future__ import annotations
 
 from ...conv.templates.base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..tensor_meta import max_offset, needs_int64
+from ..tiling import ncdhw
 from .kernels import channels_unit, pool_kernel
 from .shape import ADAPTIVE_AVG_POOL
 from .spec import PoolSpec
-
-
-def _batched_3d(
-    sizes: tuple[int, ...], strides: tuple[int, ...], spatial: int
-) -> tuple[list[int], list[int]]:
-    """(N, C, D, H, W) sizes and strides: a batch of one for an unbatched tensor, size-1 leading spatial dims."""
-    sizes, strides = list(sizes), list(strides)
-    if len(sizes) == spatial + 1:
-        sizes, strides = [1, *sizes], [0, *strides]
-    pad = 3 - spatial
-    return sizes[:2] + [1] * pad + sizes[2:], strides[:2] + [0] * pad + strides[2:]
 
 
 def _pad3(values: tuple[int, ...], fill: int) -> tuple[int, ...]:
@@ -34,8 +24,8 @@ def launches(spec: PoolSpec, schedule: Schedule) -> list[KernelLaunch]:
     if not support:
         raise ValueError(support.reason)
     out = spec.output()
-    x_sizes, x_strides = _batched_3d(spec.input.sizes, spec.input.strides, spec.spatial)
-    y_sizes, y_strides = _batched_3d(out.sizes, out.strides, spec.spatial)
+    x_sizes, x_strides = ncdhw(spec.input.sizes, spec.input.strides, spec.spatial)
+    y_sizes, y_strides = ncdhw(out.sizes, out.strides, spec.spatial)
     n, c = x_sizes[0], x_sizes[1]
     m = n * y_sizes[2] * y_sizes[3] * y_sizes[4]
     int64 = needs_int64(
