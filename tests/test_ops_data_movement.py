@@ -17,7 +17,6 @@ from cuda_triton.ops.data_movement import (
     SplitSpec,
     StridedCopySpec,
     UpsampleSpec,
-    copy_launch,
     heuristic_schedule,
     launches,
     output_role,
