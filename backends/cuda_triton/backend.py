@@ -46,13 +46,13 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from .conv.aot import CompiledKernel, abi_types, compile_cache_key, compile_launch
 from .conv.binding import ConvArgs, bind_conv, is_conv_node
 from .conv.params import ConvParams
 from .conv.problem import ConvProblem
 from .conv.templates import ConvTemplate, KernelLaunch, Schedule, get_template, select_candidate
 from .conv.templates._f16_mma import f16_mma_policy
-from .conv.templates.base import TRITON_PTR_DTYPE, ScalarArg, TensorArg
+from .kernel.aot import CompiledKernel, abi_types, compile_cache_key, compile_launch
+from .kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from .partition.graph import (
     BatchNormFold,
     batch_norm_fold,
@@ -336,7 +336,7 @@ class _Draft:
 
 
 def _describe(node: Node) -> str:
-    from .conv.routing import describe_node
+    from .conv.node_source import describe_node
 
     return describe_node(node)
 

@@ -47,7 +47,8 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from ..conv.binding import aten_overload, is_conv_node
-from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, describe_node, module_path, plan
+from ..conv.node_source import describe_node, module_path
+from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, plan
 from .graph import (
     BatchNormFold,
     PadFold,

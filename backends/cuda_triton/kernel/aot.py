@@ -40,7 +40,7 @@ from triton.compiler import ASTSource
 from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 from triton.runtime.jit import JITFunction
 
-from .templates.base import KernelLaunch, ScalarArg, TensorArg
+from .launch import KernelLaunch, ScalarArg, TensorArg
 
 # Triton signature type of each argument kind; "ptr" entries become "*<dtype>".
 _SCALAR_SIG = {"i32": "i32", "i64": "i64", "fp32": "fp32"}
@@ -51,7 +51,7 @@ _PTX_TYPES = {
     "i64": ("u64", "s64", "b64"),
     "fp32": ("f32", "b32"),
 }
-SCRATCH_POINTERS = 2  # global_scratch, profile_scratch: always appended by Triton (FACTS.md)
+SCRATCH_POINTERS = 2  # global_scratch, profile_scratch: Triton appends both to every kernel (docs/blob_format.md)
 
 
 class AotCompileError(RuntimeError):
@@ -60,7 +60,7 @@ class AotCompileError(RuntimeError):
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """A cubin and everything a launcher needs to call it (FACTS.md "Launch ABI")."""
+    """A cubin and everything a launcher needs to call it (docs/blob_format.md, "What the runtime does with it")."""
 
     name: str
     arch: int
@@ -397,7 +397,7 @@ def _compile_specs(arch: int, specs: list[dict[str, Any]]) -> list[CompiledKerne
 
 
 def _serve() -> None:
-    """The compile server's loop (``python -m cuda_triton.conv.aot``); stray prints go to stderr."""
+    """The compile server's loop (``python -m cuda_triton.kernel.aot``); stray prints go to stderr."""
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     requests = sys.stdin.buffer
