@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from cuda_triton.conv.aot import CompiledKernel, compile_cache_key, compile_launches
+from cuda_triton.kernel.aot import CompiledKernel, compile_cache_key, compile_launches
 from cuda_triton.ops.pooling import (
     ADAPTIVE_AVG_POOL,
     AVG_POOL,

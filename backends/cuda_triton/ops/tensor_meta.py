@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..conv.templates.base import Support
+from ..kernel.launch import Support
 
-# Element types the op-family kernels take (Triton pointer types in conv.templates.base.TRITON_PTR_DTYPE).
+# Element types the op-family kernels take (Triton pointer types in kernel.launch.TRITON_PTR_DTYPE).
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 INT32_LIMIT = 2**31

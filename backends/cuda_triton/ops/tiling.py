@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..conv.templates.base import Schedule, cdiv
+from ..kernel.launch import Schedule, cdiv
 
 GRID_Y_LIMIT = 65535  # CUDA's limit on gridDim.y
 

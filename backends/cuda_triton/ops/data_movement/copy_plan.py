@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ...conv.templates.base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..tensor_meta import max_offset, needs_int64
 from .kernels import MAX_RANK, pad_copy_kernel, strided_copy_kernel, transpose_copy_kernel
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...conv.templates.base import Schedule
+from ...kernel.launch import Schedule
 
 MAX_RANK = 6
 

@@ -9,7 +9,7 @@ BLOCK_C. Grid: (cdiv(M, BLOCK_P), cdiv(C, BLOCK_C), 1) with M = batch * output p
 
 from __future__ import annotations
 
-from ...conv.templates.base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..tensor_meta import max_offset, needs_int64
 from ..tiling import channels_adjacent, ncdhw, positions_by_channels, positions_by_channels_space
 from .copy_plan import copy_launch

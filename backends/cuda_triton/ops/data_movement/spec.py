@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...conv.layout import contiguous_strides
-from ...conv.templates.base import Support
+from ...kernel.launch import Support
 from ..tensor_meta import TensorMeta, float_dtype_support, max_offset
 from .copy_plan import CopyPiece
 from .kernels import MAX_RANK

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ...conv.templates.base import Support
+from ...kernel.launch import Support
 from ..tensor_meta import TensorMeta
 from .shape import upsample_out_shape_and_stride
 from .spec import _common_support

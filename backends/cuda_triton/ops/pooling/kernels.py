@@ -23,7 +23,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...conv.templates.base import Schedule
+from ...kernel.launch import Schedule
 from ..tiling import channels_adjacent, positions_by_channels, positions_by_channels_space
 from .spec import PoolSpec
 

@@ -7,7 +7,7 @@ spatial dims are size 1; an unbatched input is a batch of one. Everything else i
 
 from __future__ import annotations
 
-from ...conv.templates.base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..tensor_meta import max_offset, needs_int64
 from ..tiling import ncdhw
 from .kernels import channels_unit, pool_kernel

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...conv.templates.base import Support
+from ...kernel.launch import Support
 from ..tensor_meta import TensorMeta, float_dtype_support
 from .shape import ADAPTIVE_AVG_POOL, AVG_POOL, MAX_POOL, out_shape_and_stride
 
