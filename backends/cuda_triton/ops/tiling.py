@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
+from ..conv.templates.geometry import next_pow2
 from ..kernel.launch import Schedule, cdiv
 
 GRID_Y_LIMIT = 65535  # CUDA's limit on gridDim.y
-
-
-def next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
 
 
 def positions_by_channels(
