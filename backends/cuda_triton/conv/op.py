@@ -18,6 +18,7 @@ CUDA convolution would return; both real bodies return exactly that layout too.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -35,7 +36,7 @@ _lib = torch.library.Library("triton", "FRAGMENT")
 _lib.define(SCHEMA)
 
 
-def _params(
+def canonical_params(
     weight: torch.Tensor,
     stride: Sequence[int],
     padding_before: Sequence[int],
@@ -45,6 +46,7 @@ def _params(
     output_padding: Sequence[int],
     groups: int,
 ) -> ConvParams:
+    """The op's scalar arguments as a `ConvParams` (a one-entry list serves every spatial dim)."""
     n = weight.dim() - 2
 
     def fit(name: str, v: Sequence[int]) -> tuple[int, ...]:
@@ -168,23 +170,42 @@ def reference_in_layout(
 def convolution_cpu(
     input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
 ):
-    p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
+    p = canonical_params(
+        weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
+    )
     return reference_in_layout(input, weight, bias, p)
+
+
+@functools.cache
+def _cuda_body():
+    from .dispatch import convolution  # imports triton: only the CUDA body needs it
+
+    return convolution
 
 
 def convolution_cuda(
     input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
 ):
-    from .dispatch import run_convolution  # imports triton; only needed on CUDA
-
-    p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
-    return run_convolution(input, weight, bias, p)
+    return _cuda_body()(
+        input,
+        weight,
+        bias,
+        stride,
+        padding_before,
+        padding_after,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+    )
 
 
 def convolution_fake(
     input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
 ):
-    p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
+    p = canonical_params(
+        weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
+    )
     sizes, strides = output_layout(input, weight, p)
     return input.new_empty_strided(sizes, strides)
 
