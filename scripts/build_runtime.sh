@@ -21,17 +21,8 @@ mkdir -p "$build"
 log="$(cd "$build" && pwd)/build_runtime.log"
 : >"$log"
 
-# runtime_step "what" command...: one progress line, the command's output in the log.
-runtime_step() {
-  local what=$1
-  shift
-  echo "runtime: $what"
-  if ! "$@" >>"$log" 2>&1; then
-    echo "runtime: failed: $what (last lines of $log below)" >&2
-    tail -n 40 "$log" >&2
-    exit 1
-  fi
-}
+# shellcheck source=steps.sh
+. "$root/scripts/steps.sh"
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   prefix="${EXECUTORCH_PREFIX:-}"
@@ -44,9 +35,9 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
   fi
   gen=()
   if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
-  runtime_step "configuring $build/ (CMake)" "$cmake_bin" -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+  run_step "$log" "configuring $build/ (CMake)" "$cmake_bin" -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix" ${cuda_inc:+-DCUDA_INCLUDE_DIR="$cuda_inc"} "$@"
 fi
-runtime_step "building the C++ runtime, runner and test harnesses" \
+run_step "$log" "building the C++ runtime, runner and test harnesses" \
   "$cmake_bin" --build "$build" -j "$(nproc 2>/dev/null || echo 2)"
-echo "runtime: built $build/libcuda_triton_backend.so $build/cuda_triton_runner"
+echo "build_runtime: built $build/libcuda_triton_backend.so $build/cuda_triton_runner"

@@ -8,27 +8,18 @@ cd "$root"
 mkdir -p .venv
 setup_log="$root/.venv/setup.log"
 
-# setup_step "what" command...: one progress line, the command's output appended to the log.
-setup_step() {
-  local what=$1
-  shift
-  echo "setup: $what"
-  if ! "$@" >>"$setup_log" 2>&1; then
-    echo "setup: failed: $what (last lines of $setup_log below)" >&2
-    tail -n 40 "$setup_log" >&2
-    return 1
-  fi
-}
+# shellcheck source=steps.sh
+. "$root/scripts/steps.sh"
 
 if [ ! -x .venv/bin/python ]; then
-  setup_step "creating the virtual environment .venv" python3 -m venv .venv
+  run_step "$setup_log" "creating the virtual environment .venv" python3 -m venv .venv
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
-  setup_step "upgrading pip" python -m pip install --upgrade pip
-  setup_step "installing the pinned dependencies and the project (minutes the first time)" \
+  run_step "$setup_log" "upgrading pip" python -m pip install --upgrade pip
+  run_step "$setup_log" "installing the pinned dependencies and the project (minutes the first time)" \
     python -m pip install -e ".[dev]"
   touch "$stamp"
 fi

@@ -185,27 +185,11 @@ def test_prepared_weight_follows_its_tensor(fresh_plans):
 def test_weights_read_as_they_are_are_not_held(fresh_plans):
     x, w, b = _inputs()
     problem = ConvProblem.from_tensors(x, w, b, P3)
-    plan = dispatch.ConvPlan(problem, Candidate(_AsIs(), Schedule.make()), (1,), (1,), x.dtype, x.device)
+    as_is = Candidate(_StandInTemplate(None, copy_weight=False), Schedule.make())
+    plan = dispatch.ConvPlan(problem, as_is, (1,), (1,), x.dtype, x.device)
     assert plan.prepared_weight(w) is w and plan.prepared_weight(w) is w
     (entry,) = dispatch._WEIGHTS.values()
     assert entry[3] is None  # the cache holds no reference to the weight
-
-
-class _AsIs(ConvTemplate):
-    def supports(self, problem):
-        return Support.yes()
-
-    def schedules(self, problem):
-        return [Schedule.make()]
-
-    def heuristic_schedule(self, problem):
-        return Schedule.make()
-
-    def prepare_weight(self, weight, problem, schedule):
-        return weight
-
-    def launches(self, problem, schedule):
-        return []
 
 
 def test_no_template_falls_back_to_aten_once_per_signature(fresh_plans):
@@ -268,8 +252,10 @@ class _JitFunction:
 
 
 class _StandInTemplate(ConvTemplate):
-    def __init__(self, fn):
-        self.fn, self.name = fn, "stand_in"
+    """One launch of ``fn`` (none without it); the prepared weight is a copy, or the weight itself."""
+
+    def __init__(self, fn, copy_weight=True):
+        self.fn, self.copy_weight, self.name = fn, copy_weight, "stand_in"
 
     def supports(self, problem):
         return Support.yes()
@@ -281,9 +267,11 @@ class _StandInTemplate(ConvTemplate):
         return Schedule.make()
 
     def prepare_weight(self, weight, problem, schedule):
-        return weight.clone()
+        return weight.clone() if self.copy_weight else weight
 
     def launches(self, problem, schedule):
+        if self.fn is None:
+            return []
         args = (TensorArg("input", "fp32"), TensorArg("weight", "fp32"), TensorArg("bias", "fp32"),
                 TensorArg("output", "fp32"), ScalarArg("SCALE", "fp32", 3.0))  # fmt: skip
         return [KernelLaunch(self.fn, args, (("TAG", 7),), (5, 2, 1), 4, 2)]
@@ -302,7 +290,7 @@ def test_bound_plan_launches_what_the_jit_would(fresh_plans, monkeypatch):
     # First call: the JIT runs it, then the plan binds the compiled kernel.
     plan = dispatch.make_plan(x, w, b, P3)
     plan.bindable = True  # as on a GPU
-    dispatch._PLANS[dispatch.signature_key(x, w, b, *P3.as_op_args())] = plan
+    dispatch._PLANS[dispatch.signature_key(x, w, b, P3.as_op_args())] = plan
     torch.testing.assert_close(dispatch.run_convolution(x, w, b, P3), want)
     assert len(fn.jit_calls) == 1 and plan.bound and not fn.compiled.launches
     (grid, positional, kwargs), = fn.jit_calls  # fmt: skip

@@ -64,18 +64,10 @@ def tuning_lookup(problem: ConvProblem):
 
 
 def signature_key(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    stride: Sequence[int],
-    padding_before: Sequence[int],
-    padding_after: Sequence[int],
-    dilation: Sequence[int],
-    transposed: bool,
-    output_padding: Sequence[int],
-    groups: int,
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, op_args: Sequence[Any]
 ) -> tuple:
-    """Everything a plan depends on, as a hashable key."""
+    """Everything a plan depends on, as a hashable key (``op_args``: the op's arguments after the bias)."""
+    stride, padding_before, padding_after, dilation, transposed, output_padding, groups = op_args
     forced = forced_candidate()
     return (
         input.shape, input.stride(), input.dtype, input.get_device(),
@@ -89,36 +81,14 @@ def signature_key(
 
 
 def convolution(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    stride: Sequence[int],
-    padding_before: Sequence[int],
-    padding_after: Sequence[int],
-    dilation: Sequence[int],
-    transposed: bool,
-    output_padding: Sequence[int],
-    groups: int,
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *op_args: Any
 ) -> torch.Tensor:
-    """``triton::convolution`` on CUDA tensors (CPU tensors under ``TRITON_INTERPRET=1``)."""
-    key = signature_key(
-        input,
-        weight,
-        bias,
-        stride,
-        padding_before,
-        padding_after,
-        dilation,
-        transposed,
-        output_padding,
-        groups,
-    )
+    """``triton::convolution`` on CUDA tensors (CPU tensors under ``TRITON_INTERPRET=1``); ``op_args`` are the op's
+    stride, padding_before, padding_after, dilation, transposed, output_padding and groups."""
+    key = signature_key(input, weight, bias, op_args)
     plan = _PLANS.get(key)
     if plan is None:
-        p = canonical_params(
-            weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
-        )
-        plan = make_plan(input, weight, bias, p)
+        plan = make_plan(input, weight, bias, canonical_params(weight, *op_args))
         if len(_PLANS) >= _PLAN_LIMIT:
             _PLANS.pop(next(iter(_PLANS)))
         _PLANS[key] = plan
@@ -134,7 +104,7 @@ def run_convolution(
 
 def plan_for(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, p: ConvParams):
     """The cached plan a call with these tensors and ``p`` runs (None before the first such call)."""
-    return _PLANS.get(signature_key(input, weight, bias, *p.as_op_args()))
+    return _PLANS.get(signature_key(input, weight, bias, p.as_op_args()))
 
 
 def clear_plans() -> None:

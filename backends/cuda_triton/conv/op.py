@@ -183,21 +183,8 @@ def _cuda_body():
     return convolution
 
 
-def convolution_cuda(
-    input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
-):
-    return _cuda_body()(
-        input,
-        weight,
-        bias,
-        stride,
-        padding_before,
-        padding_after,
-        dilation,
-        transposed,
-        output_padding,
-        groups,
-    )
+def convolution_cuda(input, weight, bias, *op_args):
+    return _cuda_body()(input, weight, bias, *op_args)
 
 
 def convolution_fake(
