@@ -4,6 +4,7 @@
 #   bash scripts/build_runtime.sh [extra cmake -D options for the first configure]
 # Environment: BUILD_DIR (default build), EXECUTORCH_PREFIX (default: the installed executorch package),
 #              CUDA_INCLUDE_DIR (default: triton wheel's cuda.h).
+# Prints one line per step; CMake's output goes to <build>/build_runtime.log, whose tail is printed on failure.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -16,6 +17,13 @@ cmake_bin=cmake
 if [[ -x .venv/bin/cmake ]]; then cmake_bin=.venv/bin/cmake; fi
 if [[ -x .venv/bin/ninja ]]; then export PATH="$root/.venv/bin:$PATH"; fi
 
+mkdir -p "$build"
+log="$(cd "$build" && pwd)/build_runtime.log"
+: >"$log"
+
+# shellcheck source=steps.sh
+. "$root/scripts/steps.sh"
+
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   prefix="${EXECUTORCH_PREFIX:-}"
   if [[ -z "$prefix" ]]; then
@@ -27,8 +35,9 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
   fi
   gen=()
   if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
-  "$cmake_bin" -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+  run_step "$log" "configuring $build/ (CMake)" "$cmake_bin" -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix" ${cuda_inc:+-DCUDA_INCLUDE_DIR="$cuda_inc"} "$@"
 fi
-"$cmake_bin" --build "$build" -j "$(nproc 2>/dev/null || echo 2)"
-echo "built: $build/libcuda_triton_backend.so $build/cuda_triton_runner"
+run_step "$log" "building the C++ runtime, runner and test harnesses" \
+  "$cmake_bin" --build "$build" -j "$(nproc 2>/dev/null || echo 2)"
+echo "build_runtime: built $build/libcuda_triton_backend.so $build/cuda_triton_runner"

@@ -30,6 +30,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
+import copy  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
@@ -506,13 +507,30 @@ def lower(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = 
     return edge.exported_program()
 
 
+def eager_reference(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Any:
+    """``model(*inputs)`` without autograd. With fp16/bf16 inputs an fp32 copy of the model runs on the widened
+    inputs and every floating output is rounded once to that dtype: CPU references of 16-bit convolutions are
+    computed in fp32 (`cuda_triton.conv.op.reference_convolution` says why)."""
+    half = {x.dtype for x in inputs if x.dtype in (torch.float16, torch.bfloat16)}
+    if not half:
+        with torch.no_grad():
+            return model(*inputs)
+    if len(half) > 1:
+        raise ValueError(f"eager_reference: inputs mix {sorted(map(str, half))}")
+    (dtype,) = half
+    with torch.no_grad():
+        out = copy.deepcopy(model).float()(*(x.float() if x.dtype == dtype else x for x in inputs))
+    return torch.utils._pytree.tree_map(
+        lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t, out
+    )
+
+
 def check_model(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = "transform_and_lower",
                 verbose: bool = True) -> tuple[float, ProgramRun]:  # fmt: skip
     """Lower, emulate, and return (relative error of the program output vs eager, the run)."""
     edge_ep = lower(model, example, api)
     fresh = tuple(torch.randn_like(x) for x in example)
-    with torch.no_grad():
-        ref = model(*fresh)
+    ref = eager_reference(model, fresh)
     run = run_program(edge_ep, fresh)
     err = _rel_err(run.output, ref)
     if verbose:

@@ -10,13 +10,15 @@ Semantics (docs/convolution.md is the full definition):
   extended by ``output_padding`` zeros at its high end, then ``padding_before`` elements are cropped from the low
   end and ``padding_after`` from the high end. Weight ``(C_in, C_out/groups, *k)``.
 
-The CPU body is an exact reference built from ATen. The CUDA body runs the Triton templates. The fake
+The CPU body is an exact reference built from ATen (16-bit calls computed in fp32 and rounded once, see
+`reference_convolution`). The CUDA body runs the Triton templates. The fake
 implementation allocates with `out_shape_and_stride`, so the output is allocated once, in the layout ATen's
 CUDA convolution would return; both real bodies return exactly that layout too.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -34,7 +36,7 @@ _lib = torch.library.Library("triton", "FRAGMENT")
 _lib.define(SCHEMA)
 
 
-def _params(
+def canonical_params(
     weight: torch.Tensor,
     stride: Sequence[int],
     padding_before: Sequence[int],
@@ -44,6 +46,7 @@ def _params(
     output_padding: Sequence[int],
     groups: int,
 ) -> ConvParams:
+    """The op's scalar arguments as a `ConvParams` (a one-entry list serves every spatial dim)."""
     n = weight.dim() - 2
 
     def fit(name: str, v: Sequence[int]) -> tuple[int, ...]:
@@ -82,10 +85,34 @@ def output_layout(input: torch.Tensor, weight: torch.Tensor, p: ConvParams) -> t
     )
 
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
 def reference_convolution(
     input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, p: ConvParams
 ) -> torch.Tensor:
-    """The canonical convolution computed with ATen (any device), in ATen's own output layout."""
+    """The canonical convolution computed with ATen (any device), in ATen's own output layout.
+
+    On CPU, fp16/bf16 convolutions are computed in fp32 and rounded once to the input dtype. That is the more
+    exact reference (one rounding, fp32 accumulation), and it keeps every CPU reference off ATen's 16-bit CPU
+    convolution: on CPUs with AVX512-FP16, torch 2.13's oneDNN never finishes generating the kernel of a 1-D
+    fp16 depthwise convolution with 15 or more taps (``F.conv1d`` of a 2x3x70 input with a 3x1x15 weight,
+    padding 7, groups 3 spins forever), while bf16, fp32, and fp16 with ``torch.backends.mkldnn`` disabled
+    finish. On CUDA the call stays in its own dtype (cuDNN: what benchmarks compare against).
+    """
+    named = [(name, t) for name, t in (("input", input), ("weight", weight), ("bias", bias)) if t is not None]
+    if input.device.type == "cpu" and any(t.dtype in HALF_DTYPES for _, t in named):
+        if len({t.dtype for _, t in named}) != 1:
+            got = ", ".join(f"{name} {t.dtype}" for name, t in named)
+            raise RuntimeError(f"triton::convolution: input, weight and bias must share one dtype, got {got}")
+        wide = _aten_convolution(input.float(), weight.float(), None if bias is None else bias.float(), p)
+        return wide.to(input.dtype)
+    return _aten_convolution(input, weight, bias, p)
+
+
+def _aten_convolution(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, p: ConvParams
+) -> torch.Tensor:
     n = p.spatial_dims
     if not p.transposed:
         if p.symmetric_padding:
@@ -143,23 +170,29 @@ def reference_in_layout(
 def convolution_cpu(
     input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
 ):
-    p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
+    p = canonical_params(
+        weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
+    )
     return reference_in_layout(input, weight, bias, p)
 
 
-def convolution_cuda(
-    input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
-):
-    from .dispatch import run_convolution  # imports triton; only needed on CUDA
+@functools.cache
+def _cuda_body():
+    from .dispatch import convolution  # imports triton: only the CUDA body needs it
 
-    p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
-    return run_convolution(input, weight, bias, p)
+    return convolution
+
+
+def convolution_cuda(input, weight, bias, *op_args):
+    return _cuda_body()(input, weight, bias, *op_args)
 
 
 def convolution_fake(
     input, weight, bias, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
 ):
-    p = _params(weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups)
+    p = canonical_params(
+        weight, stride, padding_before, padding_after, dilation, transposed, output_padding, groups
+    )
     sizes, strides = output_layout(input, weight, p)
     return input.new_empty_strided(sizes, strides)
 
