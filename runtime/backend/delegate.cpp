@@ -6,6 +6,8 @@
 
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 
+#include "backend/integrity.h"
+
 namespace cuda_triton {
 
 using executorch::aten::ScalarType;
@@ -121,8 +123,10 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
                                                " bytes, the blob expects " + std::to_string(kr.cubin_size));
     }
     const uint8_t* cubin_bytes = static_cast<const uint8_t*>(cubin_buf.data());
-    // cuModuleLoadData takes no size and follows the image's own offsets: check them first, on the very bytes
-    // that are loaded.
+    // The key is the image's content address: corrupted code is refused here, before the driver sees it.
+    CT_RETURN_IF_ERROR(verify_cubin(kr, cubin_bytes, cubin_buf.size()));
+    // cuModuleLoadData takes no size and follows the image's own offsets: check them too (a program written to
+    // match its own addresses is still not trusted to be well-formed), on the very bytes that are loaded.
     Status st = check_cubin(cubin_bytes, cubin_buf.size());
     if (!st.ok()) {
       return Status(st.code(), kw + ": " + st.message());
