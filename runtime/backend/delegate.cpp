@@ -42,35 +42,54 @@ std::vector<int64_t> to_i64(executorch::runtime::ArrayRef<T> a) {
   return std::vector<int64_t>(a.begin(), a.end());
 }
 
+// The tensor's sizes equal the plan's, and so do its strides on every dim of size > 1 (same_layout, without
+// copying the tensor's dims).
+bool same_planned_layout(const Tensor& t, const ValueRecord& vr) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  if (sizes.size() != vr.sizes.size() || strides.size() != vr.strides.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] != vr.sizes[i] || (sizes[i] > 1 && strides[i] != vr.strides[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
 const char* kind_name(ValueKind k) {
   return k == ValueKind::kInput ? "input" : (k == ValueKind::kOutput ? "output" : "intermediate");
 }
 
 }  // namespace
 
-Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int device,
+Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const DelegateOptions& options,
                                std::unique_ptr<DelegateProgram>* out) {
   std::unique_ptr<DelegateProgram> p(new DelegateProgram());
   p->blob_ = std::move(blob);
+  p->io_on_device_ = options.io_on_device;
+  const int device = options.device;
   const Blob& b = p->blob_;
   const Driver& d = Driver::get();
   if (!d.ok()) {
     return Status(Code::kNotSupported, d.error());
   }
-  CT_RETURN_IF_ERROR(PrimaryContext::retain(device, &p->context_));
-  ScopedContext scope(p->context_.get());
+  CT_RETURN_IF_ERROR(DeviceRuntime::get(device, &p->device_));
+  CT_RETURN_IF_ERROR(p->device_->health());
+  ScopedContext scope(p->device_->context());
   CT_RETURN_IF_ERROR(scope.status());
 
   // The device and the cubins for it.
   int major = 0, minor = 0, smem_optin = 0;
   CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, p->context_.device()),
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, p->device_->device()),
       "cuDeviceGetAttribute(major)"));
   CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, p->context_.device()),
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, p->device_->device()),
       "cuDeviceGetAttribute(minor)"));
   CT_RETURN_IF_ERROR(check_cu(d.cuDeviceGetAttribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                                     p->context_.device()),
+                                                     p->device_->device()),
                               "cuDeviceGetAttribute(shared optin)"));
   p->arch_ = pick_arch(b.archs, major, minor);
   if (p->arch_ == 0) {
@@ -176,12 +195,31 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
     buf.Free();
   }
 
-  // Intermediates live on the device for the program's lifetime.
+  // Intermediates live on the device for the program's lifetime; host-planned inputs and outputs are staged
+  // through a device buffer and a pinned host buffer each.
   p->values_.resize(b.values.size());
   for (size_t v = 0; v < b.values.size(); ++v) {
+    ValueState& vs = p->values_[v];
     if (b.values[v].kind == ValueKind::kIntermediate) {
-      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(b.values[v].storage_bytes, &p->values_[v].device));
-      p->values_[v].address = p->values_[v].device.get();
+      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(b.values[v].storage_bytes, &vs.device));
+      vs.address = vs.device.get();
+    } else if (!p->io_on_device_) {
+      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(b.values[v].storage_bytes, &vs.device));
+      CT_RETURN_IF_ERROR(PinnedBuffer::allocate(b.values[v].storage_bytes, &vs.pinned));
+    }
+  }
+
+  // Every op's output layout, recomputed with the generated rule from its planned input, must be the planned
+  // output (execute checks the tensors ExecuTorch hands over against the plan).
+  for (uint32_t o = 0; o < b.ops.size(); ++o) {
+    const OpRecord& op = b.ops[o];
+    const ValueRecord& in = b.values[op.input];
+    const ValueRecord& out = b.values[op.output];
+    std::vector<int64_t> sizes, strides;
+    CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
+    if (!same_layout(sizes, strides, out.sizes, out.strides)) {
+      return Status(Code::kInvalidProgram, "op " + std::to_string(o) + ": output layout " + dims_to_string(sizes) +
+                                               "/" + dims_to_string(strides) + " differs from the plan");
     }
   }
 
@@ -253,10 +291,10 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
 }
 
 DelegateProgram::~DelegateProgram() {
-  if (context_.get() == nullptr) {
+  if (device_ == nullptr) {
     return;
   }
-  ScopedContext scope(context_.get());
+  ScopedContext scope(device_->context());
   if (stream_.get() != nullptr) {
     (void)stream_.synchronize();
   }
@@ -270,26 +308,25 @@ DelegateProgram::~DelegateProgram() {
   stream_ = Stream();
 }
 
-Status DelegateProgram::prepare_value(size_t v, EValue* ev, bool is_output) {
+Status DelegateProgram::bind_value(size_t v, EValue* ev, bool is_output) {
   const ValueRecord& vr = blob_.values[v];
-  const std::string w = std::string("delegate ") + kind_name(vr.kind) + " " + std::to_string(vr.index);
+  // Messages are built only on failure: a successful check allocates nothing.
+  const auto what = [&vr]() { return std::string("delegate ") + kind_name(vr.kind) + " " + std::to_string(vr.index); };
   if (ev == nullptr || !ev->isTensor()) {
-    return Status(Code::kInvalidArgument, w + " is not a tensor");
+    return Status(Code::kInvalidArgument, what() + " is not a tensor");
   }
   const Tensor& t = ev->toTensor();
   if (t.scalar_type() != scalar_type_of(vr.dtype)) {
-    return Status(Code::kInvalidArgument, w + ": dtype " + std::to_string(static_cast<int>(t.scalar_type())) +
+    return Status(Code::kInvalidArgument, what() + ": dtype " + std::to_string(static_cast<int>(t.scalar_type())) +
                                               " does not match the plan's " + dtype_name(vr.dtype));
   }
-  const std::vector<int64_t> sizes = to_i64(t.sizes());
-  const std::vector<int64_t> strides = to_i64(t.strides());
-  if (!same_layout(sizes, strides, vr.sizes, vr.strides)) {
-    return Status(Code::kInvalidArgument, w + ": sizes " + dims_to_string(sizes) + " strides " +
-                                              dims_to_string(strides) + " do not match the plan's sizes " +
+  if (!same_planned_layout(t, vr)) {
+    return Status(Code::kInvalidArgument, what() + ": sizes " + dims_to_string(to_i64(t.sizes())) + " strides " +
+                                              dims_to_string(to_i64(t.strides())) + " do not match the plan's sizes " +
                                               dims_to_string(vr.sizes) + " strides " + dims_to_string(vr.strides));
   }
   if (t.nbytes() < vr.storage_bytes) {
-    return Status(Code::kInvalidArgument, w + ": tensor storage is smaller than the plan's");
+    return Status(Code::kInvalidArgument, what() + ": tensor storage is smaller than the plan's");
   }
   ValueState& vs = values_[v];
   vs.host = nullptr;
@@ -300,55 +337,69 @@ Status DelegateProgram::prepare_value(size_t v, EValue* ev, bool is_output) {
   }
   void* data = is_output ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
   if (data == nullptr) {
-    return Status(Code::kInvalidArgument, w + " has no data");
+    return Status(Code::kInvalidArgument, what() + " has no data");
   }
-  bool on_device = t.device_type() == executorch::runtime::etensor::DeviceType::CUDA;
-  if (!on_device) {
-    // A tensor not marked as CUDA may still live in device memory (e.g. a caller's own allocation).
-    unsigned int mem_type = 0;
-    CUresult r = Driver::get().cuPointerGetAttribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                                     reinterpret_cast<CUdeviceptr>(data));
-    on_device = r == CUDA_SUCCESS && mem_type == CU_MEMORYTYPE_DEVICE;
+  // Where the bytes live is known from the plan and the tensor's metadata, never probed: a device-planned
+  // program's delegate I/O is in ExecuTorch's CUDA arena; a host-planned one's is host memory unless the caller
+  // handed over a CUDA tensor.
+  const bool cuda_tensor = t.device_type() == executorch::runtime::etensor::DeviceType::CUDA;
+  if (io_on_device_ && !cuda_tensor) {
+    return Status(Code::kInvalidArgument, what() + " is a host tensor, but the program planned the delegate's inputs "
+                                                   "and outputs in device memory (target_device compile spec)");
   }
-  if (on_device) {
+  if (cuda_tensor) {
     vs.address = reinterpret_cast<CUdeviceptr>(data);
     vs.in_caller_device_memory = true;
     return Status::Ok();
   }
-  // Host-planned: stage through pinned memory (allocated on first use, kept for later executions).
-  if (vs.device.bytes() < vr.storage_bytes) {
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
-    CT_RETURN_IF_ERROR(PinnedBuffer::allocate(vr.storage_bytes, &vs.pinned));
-  }
-  vs.address = vs.device.get();
-  if (is_output) {
-    vs.host = data;
-  } else {
-    std::memcpy(vs.pinned.get(), data, vr.storage_bytes);
-    CT_RETURN_IF_ERROR(check_cu(
-        Driver::get().cuMemcpyHtoDAsync(vs.address, vs.pinned.get(), vr.storage_bytes, stream_.get()),
-        "cuMemcpyHtoDAsync (input)"));
-  }
+  vs.address = vs.device.get();  // the staging buffers allocated at init
+  vs.host = data;
   return Status::Ok();
 }
 
 Status DelegateProgram::execute(Span<EValue*> args) {
   const Blob& b = blob_;
+  CT_RETURN_IF_ERROR(device_->health());
+  if (!failure_.empty()) {
+    return Status(Code::kDeviceFault, "the CUDA context is unusable for this delegate: an earlier execute failed "
+                                      "on the device (" + failure_ + "); it does not run again in this process");
+  }
   if (args.size() != static_cast<size_t>(b.num_inputs) + b.num_outputs) {
     return Status(Code::kInvalidArgument, "execute() got " + std::to_string(args.size()) + " arguments, the plan has " +
                                               std::to_string(b.num_inputs) + " inputs and " +
                                               std::to_string(b.num_outputs) + " outputs");
   }
-  ScopedContext scope(context_.get());
-  CT_RETURN_IF_ERROR(scope.status());
-  const Driver& d = Driver::get();
-
   for (size_t v = 0; v < b.values.size(); ++v) {
     const ValueRecord& vr = b.values[v];
     if (vr.kind == ValueKind::kInput) {
-      CT_RETURN_IF_ERROR(prepare_value(v, args[vr.index], false));
+      CT_RETURN_IF_ERROR(bind_value(v, args[vr.index], false));
     } else if (vr.kind == ValueKind::kOutput) {
-      CT_RETURN_IF_ERROR(prepare_value(v, args[b.num_inputs + vr.index], true));
+      CT_RETURN_IF_ERROR(bind_value(v, args[b.num_inputs + vr.index], true));
+    }
+  }
+  Status st = run();
+  if (!st.ok()) {
+    failure_ = st.message();
+    device_->record_failure(st);
+  }
+  return st;
+}
+
+Status DelegateProgram::run() {
+  const Blob& b = blob_;
+  ScopedContext scope(device_->context());
+  CT_RETURN_IF_ERROR(scope.status());
+  const Driver& d = Driver::get();
+
+  // Host-planned inputs go through the pinned staging buffers.
+  for (size_t v = 0; v < b.values.size(); ++v) {
+    ValueState& vs = values_[v];
+    if (b.values[v].kind == ValueKind::kInput && vs.host != nullptr) {
+      std::memcpy(vs.pinned.get(), vs.host, b.values[v].storage_bytes);
+      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoDAsync(vs.address, vs.pinned.get(), b.values[v].storage_bytes,
+                                                      stream_.get()),
+                                  "cuMemcpyHtoDAsync (input)"));
+      vs.host = nullptr;
     }
   }
 
@@ -363,23 +414,7 @@ Status DelegateProgram::execute(Span<EValue*> args) {
     CT_RETURN_IF_ERROR(stream_.wait_for_default_streams(inputs_ready_.get()));
   }
 
-  uint32_t checked_op = UINT32_MAX;
   for (PreparedLaunch& pl : launches_) {
-    if (pl.op != checked_op) {
-      // The output layout, recomputed with the generated rule from the input ExecuTorch handed over; it must
-      // equal the planned output (already checked against the output tensor in prepare_value).
-      checked_op = pl.op;
-      const OpRecord& op = b.ops[pl.op];
-      const ValueRecord& in = b.values[op.input];
-      const ValueRecord& out = b.values[op.output];
-      std::vector<int64_t> sizes, strides;
-      CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
-      if (!same_layout(sizes, strides, out.sizes, out.strides)) {
-        return Status(Code::kInvalidArgument, "op " + std::to_string(pl.op) + ": output layout " +
-                                                  dims_to_string(sizes) + "/" + dims_to_string(strides) +
-                                                  " differs from the plan");
-      }
-    }
     for (const auto& [slot, value] : pl.value_slots) {
       pl.slots[slot] = values_[value].address;
     }
@@ -427,8 +462,7 @@ Status DelegateProgram::execute(Span<EValue*> args) {
                            pl.params.data(), nullptr);
     }
     if (r != CUDA_SUCCESS) {
-      return Status(r == CUDA_ERROR_OUT_OF_MEMORY ? Code::kOutOfMemory : Code::kDriver,
-                    "launching " + k.name + " (op " + std::to_string(pl.op) + ") failed: " + d.describe(r));
+      return Status(code_of(r), "launching " + k.name + " (op " + std::to_string(pl.op) + ") failed: " + d.describe(r));
     }
   }
 
