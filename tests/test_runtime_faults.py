@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 from runtime_helpers import ensure_built, export_tiny
-from test_runtime_fake_driver import INPUT_SHAPE, _expected
+from test_runtime_fake_driver import INPUT_SHAPE, _expected, _run
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -86,3 +86,18 @@ def test_a_failed_launch_stops_its_delegate(build, host_planned) -> None:
     for later in runs[1:]:
         assert "the CUDA context is unusable for this delegate" in later, runs
         assert "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in later, runs
+
+
+def test_a_program_larger_than_free_device_memory_fails_init_with_the_sizes(
+    build, tmp_path, host_planned
+) -> None:
+    pte, blobs, _ = host_planned
+    r, log = _run(build, tmp_path, pte, _expected(blobs, 80)[1], cc="8.0",
+                  extra_env={"FAKE_CUDA_MEMORY_BYTES": "4096"}, args=("--num_executions", "1"))  # fmt: skip
+    assert r.returncode == 1, r.stdout
+    assert "out of device memory: this delegate needs" in r.stderr, r.stderr[-2000:]
+    assert "weights" in r.stderr and "intermediates" in r.stderr and "free of 4.0 KiB" in r.stderr
+    failed = (
+        [line for line in log.read_text().splitlines() if line.startswith("FAIL")] if log.exists() else []
+    )
+    assert not failed, failed  # refused before any allocation was attempted

@@ -1,6 +1,7 @@
 #include "backend/delegate.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -58,6 +59,20 @@ bool same_planned_layout(const Tensor& t, const ValueRecord& vr) {
   return true;
 }
 
+// "1.5 MiB", for messages.
+std::string format_bytes(uint64_t n) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
 const char* kind_name(ValueKind k) {
   return k == ValueKind::kInput ? "input" : (k == ValueKind::kOutput ? "output" : "intermediate");
 }
@@ -69,32 +84,45 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const De
   std::unique_ptr<DelegateProgram> p(new DelegateProgram());
   p->blob_ = std::move(blob);
   p->io_on_device_ = options.io_on_device;
-  const int device = options.device;
-  const Blob& b = p->blob_;
   const Driver& d = Driver::get();
   if (!d.ok()) {
     return Status(Code::kNotSupported, d.error());
   }
-  CT_RETURN_IF_ERROR(DeviceRuntime::get(device, &p->device_));
+  CT_RETURN_IF_ERROR(DeviceRuntime::get(options.device, &p->device_));
   CT_RETURN_IF_ERROR(p->device_->health());
   ScopedContext scope(p->device_->context());
   CT_RETURN_IF_ERROR(scope.status());
 
-  // The device and the cubins for it.
-  int major = 0, minor = 0, smem_optin = 0;
+  int smem_optin = 0;
+  CT_RETURN_IF_ERROR(p->select_arch(&smem_optin));
+  CT_RETURN_IF_ERROR(Stream::create(&p->stream_));
+  CT_RETURN_IF_ERROR(Event::create(&p->inputs_ready_));
+  CT_RETURN_IF_ERROR(p->load_kernels(data_map, smem_optin));
+  CT_RETURN_IF_ERROR(p->check_layouts());
+  CT_RETURN_IF_ERROR(p->check_device_memory());
+  CT_RETURN_IF_ERROR(p->upload_constants(data_map));
+  CT_RETURN_IF_ERROR(p->allocate_values());
+  CT_RETURN_IF_ERROR(p->prepare_launches());
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status DelegateProgram::select_arch(int* smem_optin) {
+  const Driver& d = Driver::get();
+  int major = 0, minor = 0;
   CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, p->device_->device()),
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_->device()),
       "cuDeviceGetAttribute(major)"));
   CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, p->device_->device()),
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_->device()),
       "cuDeviceGetAttribute(minor)"));
-  CT_RETURN_IF_ERROR(check_cu(d.cuDeviceGetAttribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                                     p->device_->device()),
-                              "cuDeviceGetAttribute(shared optin)"));
-  p->arch_ = pick_arch(b.archs, major, minor);
-  if (p->arch_ == 0) {
+  CT_RETURN_IF_ERROR(check_cu(
+      d.cuDeviceGetAttribute(smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device_->device()),
+      "cuDeviceGetAttribute(shared optin)"));
+  arch_ = pick_arch(blob_.archs, major, minor);
+  if (arch_ == 0) {
     std::string have;
-    for (uint32_t a : b.archs) {
+    for (uint32_t a : blob_.archs) {
       have += (have.empty() ? "sm_" : ", sm_") + std::to_string(a);
     }
     return Status(Code::kIncompatible, "this program has cubins for " + have + " only; the GPU is compute capability " +
@@ -102,18 +130,26 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const De
                                            ". Re-export with a matching target arch (e.g. archs=[" +
                                            std::to_string(major * 10 + minor) + "]).");
   }
-  CT_RETURN_IF_ERROR(Stream::create(&p->stream_));
-  CT_RETURN_IF_ERROR(Event::create(&p->inputs_ready_));
+  return Status::Ok();
+}
 
-  p->kernels_.resize(b.kernels.size());
+uint32_t DelegateProgram::kernel_of(const LaunchRecord& launch) const {
+  for (const auto& [arch, index] : launch.kernels) {
+    if (arch == arch_) {
+      return index;
+    }
+  }
+  return 0;  // unreachable: the reader checked that every launch has a kernel for every arch of the blob
+}
+
+Status DelegateProgram::load_kernels(const NamedDataMap* data_map, int smem_optin) {
+  const Driver& d = Driver::get();
+  const Blob& b = blob_;
+  kernels_.resize(b.kernels.size());
   std::vector<bool> needed(b.kernels.size(), false);
   for (const OpRecord& op : b.ops) {
     for (const LaunchRecord& l : op.launches) {
-      for (const auto& [arch, ki] : l.kernels) {
-        if (arch == p->arch_) {
-          needed[ki] = true;
-        }
-      }
+      needed[kernel_of(l)] = true;
     }
   }
   for (size_t k = 0; k < b.kernels.size(); ++k) {
@@ -154,24 +190,86 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const De
     std::vector<uint64_t> image((cubin_buf.size() + 7) / 8 + 1, 0);
     std::memcpy(image.data(), cubin_bytes, cubin_buf.size());
     cubin_buf.Free();
-    st = Module::load(image.data(), &p->kernels_[k].module);
+    st = Module::load(image.data(), &kernels_[k].module);
     if (!st.ok()) {
       return Status(st.code(), "loading kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + ", triton " +
                                    b.triton_version + "): " + st.message());
     }
-    CT_RETURN_IF_ERROR(p->kernels_[k].module.function(kr.name.c_str(), &p->kernels_[k].function));
+    CT_RETURN_IF_ERROR(kernels_[k].module.function(kr.name.c_str(), &kernels_[k].function));
     if (kr.shared > 48 * 1024) {
-      CT_RETURN_IF_ERROR(check_cu(d.cuFuncSetAttribute(p->kernels_[k].function,
+      CT_RETURN_IF_ERROR(check_cu(d.cuFuncSetAttribute(kernels_[k].function,
                                                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                        static_cast<int>(kr.shared)),
                                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"));
     }
   }
+  return Status::Ok();
+}
 
-  // Constants: uploaded once from the named data map.
-  p->constants_.resize(b.constants.size());
-  for (size_t c = 0; c < b.constants.size(); ++c) {
-    const ConstantRecord& cr = b.constants[c];
+Status DelegateProgram::check_layouts() const {
+  // Every op's output layout, recomputed with the generated rule from its planned input, must be the planned
+  // output (execute checks the tensors ExecuTorch hands over against the plan).
+  const Blob& b = blob_;
+  for (uint32_t o = 0; o < b.ops.size(); ++o) {
+    const OpRecord& op = b.ops[o];
+    const ValueRecord& in = b.values[op.input];
+    const ValueRecord& out = b.values[op.output];
+    std::vector<int64_t> sizes, strides;
+    CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
+    if (!same_layout(sizes, strides, out.sizes, out.strides)) {
+      return Status(Code::kInvalidProgram, "op " + std::to_string(o) + ": output layout " + dims_to_string(sizes) +
+                                               "/" + dims_to_string(strides) + " differs from the plan");
+    }
+  }
+  return Status::Ok();
+}
+
+void DelegateProgram::scratch_bytes(uint64_t* global_bytes, uint64_t* profile_bytes) const {
+  *global_bytes = *profile_bytes = 0;
+  for (const OpRecord& op : blob_.ops) {
+    for (const LaunchRecord& l : op.launches) {
+      const KernelRecord& k = blob_.kernels[kernel_of(l)];
+      const uint64_t ctas = uint64_t(l.grid[0]) * l.grid[1] * l.grid[2] * k.num_ctas;
+      *global_bytes = std::max(*global_bytes, round_up(ctas * k.global_scratch_size, 256));
+      *profile_bytes = std::max(*profile_bytes, round_up(ctas * k.profile_scratch_size, 256));
+    }
+  }
+}
+
+Status DelegateProgram::check_device_memory() const {
+  // Everything this delegate allocates on the device, counted before any of it is: a program too large for the
+  // GPU fails here with the sizes, not halfway through its uploads with a bare CUDA_ERROR_OUT_OF_MEMORY.
+  uint64_t weights = 0, intermediates = 0, staging = 0, global_scratch = 0, profile_scratch = 0;
+  for (const ConstantRecord& c : blob_.constants) {
+    weights += round_up(c.nbytes, 256);
+  }
+  for (const ValueRecord& v : blob_.values) {
+    if (v.kind == ValueKind::kIntermediate) {
+      intermediates += round_up(v.storage_bytes, 256);
+    } else if (!io_on_device_) {
+      staging += round_up(v.storage_bytes, 256);
+    }
+  }
+  scratch_bytes(&global_scratch, &profile_scratch);
+  const uint64_t needed = weights + intermediates + staging + global_scratch + profile_scratch;
+  size_t free_bytes = 0, total_bytes = 0;
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo"));
+  if (needed <= free_bytes) {
+    return Status::Ok();
+  }
+  return Status(Code::kOutOfMemory,
+                "out of device memory: this delegate needs " + format_bytes(needed) + " (weights " +
+                    format_bytes(weights) + ", intermediates " + format_bytes(intermediates) + ", scratch " +
+                    format_bytes(global_scratch + profile_scratch) + ", input/output staging " +
+                    format_bytes(staging) + ") but device " + std::to_string(device_->ordinal()) + " has " +
+                    format_bytes(free_bytes) + " free of " + format_bytes(total_bytes));
+}
+
+Status DelegateProgram::upload_constants(const NamedDataMap* data_map) {
+  const Driver& d = Driver::get();
+  constants_.resize(blob_.constants.size());
+  for (size_t c = 0; c < blob_.constants.size(); ++c) {
+    const ConstantRecord& cr = blob_.constants[c];
     if (data_map == nullptr) {
       return Status(Code::kInvalidProgram, "constant " + cr.key +
                                                ": the program has no named data (weights); if they were exported "
@@ -188,59 +286,48 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const De
       return Status(Code::kInvalidProgram, "constant " + cr.key + " has " + std::to_string(buf.size()) +
                                                " bytes, the plan expects " + std::to_string(cr.nbytes));
     }
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(cr.nbytes, &p->constants_[c]));
+    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(cr.nbytes, &constants_[c]));
     if (cr.nbytes > 0) {
-      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoD(p->constants_[c].get(), buf.data(), cr.nbytes), "cuMemcpyHtoD"));
+      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoD(constants_[c].get(), buf.data(), cr.nbytes), "cuMemcpyHtoD"));
     }
     buf.Free();
   }
+  return Status::Ok();
+}
 
+Status DelegateProgram::allocate_values() {
   // Intermediates live on the device for the program's lifetime; host-planned inputs and outputs are staged
   // through a device buffer and a pinned host buffer each.
-  p->values_.resize(b.values.size());
-  for (size_t v = 0; v < b.values.size(); ++v) {
-    ValueState& vs = p->values_[v];
-    if (b.values[v].kind == ValueKind::kIntermediate) {
-      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(b.values[v].storage_bytes, &vs.device));
+  values_.resize(blob_.values.size());
+  for (size_t v = 0; v < blob_.values.size(); ++v) {
+    const ValueRecord& vr = blob_.values[v];
+    ValueState& vs = values_[v];
+    if (vr.kind == ValueKind::kIntermediate) {
+      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
       vs.address = vs.device.get();
-    } else if (!p->io_on_device_) {
-      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(b.values[v].storage_bytes, &vs.device));
-      CT_RETURN_IF_ERROR(PinnedBuffer::allocate(b.values[v].storage_bytes, &vs.pinned));
+    } else if (!io_on_device_) {
+      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
+      CT_RETURN_IF_ERROR(PinnedBuffer::allocate(vr.storage_bytes, &vs.pinned));
     }
   }
+  return Status::Ok();
+}
 
-  // Every op's output layout, recomputed with the generated rule from its planned input, must be the planned
-  // output (execute checks the tensors ExecuTorch hands over against the plan).
-  for (uint32_t o = 0; o < b.ops.size(); ++o) {
-    const OpRecord& op = b.ops[o];
-    const ValueRecord& in = b.values[op.input];
-    const ValueRecord& out = b.values[op.output];
-    std::vector<int64_t> sizes, strides;
-    CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
-    if (!same_layout(sizes, strides, out.sizes, out.strides)) {
-      return Status(Code::kInvalidProgram, "op " + std::to_string(o) + ": output layout " + dims_to_string(sizes) +
-                                               "/" + dims_to_string(strides) + " differs from the plan");
-    }
-  }
-
-  // Launches, with every argument slot that does not change between executions filled in now.
+Status DelegateProgram::prepare_launches() {
+  // Every argument slot that does not change between executions is filled in now.
   uint64_t gscratch = 0, pscratch = 0;
+  scratch_bytes(&gscratch, &pscratch);
+  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(gscratch, &global_scratch_));
+  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(pscratch, &profile_scratch_));
+  const Blob& b = blob_;
   for (uint32_t o = 0; o < b.ops.size(); ++o) {
     for (const LaunchRecord& l : b.ops[o].launches) {
       PreparedLaunch pl;
       pl.op = o;
-      uint32_t ki = 0;
-      for (const auto& [arch, index] : l.kernels) {
-        if (arch == p->arch_) {
-          ki = index;
-        }
-      }
+      const uint32_t ki = kernel_of(l);
       pl.kernel = &b.kernels[ki];
-      pl.function = p->kernels_[ki].function;
+      pl.function = kernels_[ki].function;
       std::copy(l.grid, l.grid + 3, pl.grid);
-      const uint64_t ctas = uint64_t(l.grid[0]) * l.grid[1] * l.grid[2] * pl.kernel->num_ctas;
-      gscratch = std::max(gscratch, round_up(ctas * pl.kernel->global_scratch_size, 256));
-      pscratch = std::max(pscratch, round_up(ctas * pl.kernel->profile_scratch_size, 256));
       pl.slots.assign(l.args.size() + 2, 0);
       for (size_t a = 0; a < l.args.size(); ++a) {
         const ArgRecord& ar = l.args[a];
@@ -248,9 +335,10 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const De
         switch (ar.kind) {
           case ArgKind::kValue:
             pl.value_slots.emplace_back(a, static_cast<uint32_t>(ar.ref));
+            slot = values_[ar.ref].address;
             break;
           case ArgKind::kConstant:
-            slot = p->constants_[ar.ref].get();
+            slot = constants_[ar.ref].get();
             break;
           case ArgKind::kNull:
             slot = 0;
@@ -268,25 +356,13 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const De
             break;
         }
       }
-      p->launches_.push_back(std::move(pl));
+      const size_t n = pl.slots.size();
+      pl.slots[n - 2] = pl.kernel->global_scratch_size ? global_scratch_.get() : 0;
+      pl.slots[n - 1] = pl.kernel->profile_scratch_size ? profile_scratch_.get() : 0;
+      pl.bind_params();
+      launches_.push_back(std::move(pl));
     }
   }
-  if (gscratch > 0) {
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(gscratch, &p->global_scratch_));
-  }
-  if (pscratch > 0) {
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(pscratch, &p->profile_scratch_));
-  }
-  for (PreparedLaunch& pl : p->launches_) {
-    const size_t n = pl.slots.size();
-    pl.slots[n - 2] = pl.kernel->global_scratch_size ? p->global_scratch_.get() : 0;
-    pl.slots[n - 1] = pl.kernel->profile_scratch_size ? p->profile_scratch_.get() : 0;
-    pl.params.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      pl.params[i] = &pl.slots[i];
-    }
-  }
-  *out = std::move(p);
   return Status::Ok();
 }
 
@@ -418,52 +494,7 @@ Status DelegateProgram::run() {
     for (const auto& [slot, value] : pl.value_slots) {
       pl.slots[slot] = values_[value].address;
     }
-    const KernelRecord& k = *pl.kernel;
-    const unsigned int block = 32u * k.num_warps;
-    CUresult r;
-    if (k.num_ctas > 1 || k.cooperative || k.pdl) {
-      CUlaunchAttribute attrs[4];
-      unsigned int n = 0;
-      if (k.num_ctas > 1) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attrs[n].value.clusterDim.x = k.num_ctas;
-        attrs[n].value.clusterDim.y = 1;
-        attrs[n].value.clusterDim.z = 1;
-        ++n;
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
-        attrs[n].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
-        ++n;
-      }
-      if (k.cooperative) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-        attrs[n].value.cooperative = 1;
-        ++n;
-      }
-      if (k.pdl) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attrs[n].value.programmaticStreamSerializationAllowed = 1;
-        ++n;
-      }
-      CUlaunchConfig cfg;
-      std::memset(&cfg, 0, sizeof(cfg));
-      cfg.gridDimX = pl.grid[0] * k.num_ctas;
-      cfg.gridDimY = pl.grid[1];
-      cfg.gridDimZ = pl.grid[2];
-      cfg.blockDimX = block;
-      cfg.blockDimY = 1;
-      cfg.blockDimZ = 1;
-      cfg.sharedMemBytes = k.shared;
-      cfg.hStream = stream_.get();
-      cfg.attrs = attrs;
-      cfg.numAttrs = n;
-      r = d.cuLaunchKernelEx(&cfg, pl.function, pl.params.data(), nullptr);
-    } else {
-      r = d.cuLaunchKernel(pl.function, pl.grid[0], pl.grid[1], pl.grid[2], block, 1, 1, k.shared, stream_.get(),
-                           pl.params.data(), nullptr);
-    }
-    if (r != CUDA_SUCCESS) {
-      return Status(code_of(r), "launching " + k.name + " (op " + std::to_string(pl.op) + ") failed: " + d.describe(r));
-    }
+    CT_RETURN_IF_ERROR(enqueue(pl, stream_.get()));
   }
 
   // Host-planned outputs come back through the pinned staging buffers.

@@ -13,6 +13,7 @@
 #include <executorch/runtime/core/span.h>
 
 #include "backend/device_runtime.h"
+#include "backend/launch.h"
 #include "blob/blob.h"
 #include "common/status.h"
 #include "cuda/handles.h"
@@ -27,8 +28,8 @@ struct DelegateOptions {
 
 class DelegateProgram {
  public:
-  // Loads the kernels of the device's arch, uploads the constants from `data_map` and allocates the
-  // intermediates, scratch and staging buffers.
+  // Loads the kernels of the device's arch, checks that the program fits in free device memory, uploads the
+  // constants from `data_map` and allocates the intermediates, scratch and staging buffers.
   static Status create(Blob blob, const executorch::runtime::NamedDataMap* data_map, const DelegateOptions& options,
                        std::unique_ptr<DelegateProgram>* out);
 
@@ -46,15 +47,6 @@ class DelegateProgram {
     Module module;
     CUfunction function = nullptr;
   };
-  struct PreparedLaunch {
-    uint32_t op = 0;
-    const KernelRecord* kernel = nullptr;
-    CUfunction function = nullptr;
-    uint32_t grid[3] = {1, 1, 1};
-    std::vector<uint64_t> slots;  // one 8-byte slot per kernel parameter (+ 2 scratch pointers)
-    std::vector<void*> params;    // pointers into `slots`
-    std::vector<std::pair<size_t, uint32_t>> value_slots;  // (slot, value index) patched per execute
-  };
   struct ValueState {
     DeviceBuffer device;   // intermediates, and staging for host-planned inputs/outputs
     PinnedBuffer pinned;   // host staging for host-planned inputs/outputs
@@ -62,6 +54,20 @@ class DelegateProgram {
     void* host = nullptr;  // set per execute: the host tensor data to stage (inputs) or copy back (outputs)
     bool in_caller_device_memory = false;  // set per execute: the tensor's own device memory is used in place
   };
+
+  // The stages of create(), in order.
+  Status select_arch(int* smem_optin);
+  Status load_kernels(const executorch::runtime::NamedDataMap* data_map, int smem_optin);
+  Status check_layouts() const;
+  Status check_device_memory() const;
+  Status upload_constants(const executorch::runtime::NamedDataMap* data_map);
+  Status allocate_values();
+  Status prepare_launches();
+
+  // Bytes of global / profile scratch the launches need (one buffer each, shared by all launches).
+  void scratch_bytes(uint64_t* global_bytes, uint64_t* profile_bytes) const;
+  // The kernel index of a launch for the device's arch.
+  uint32_t kernel_of(const LaunchRecord& launch) const;
 
   // Checks one delegate input/output against the plan and records where its bytes are; no CUDA calls.
   Status bind_value(size_t v, executorch::runtime::EValue* ev, bool is_output);
