@@ -4,7 +4,9 @@ The rule: for ANY bytes, the C++ runtime returns an ExecuTorch error (runner exi
 crashes. scripts/gpu_validate.py found two single-byte corruptions of the demo's blob that crashed the real
 driver (SIGSEGV inside cuModuleLoadData): they hit the cubin's ELF header (section header offset / count),
 which cuModuleLoadData follows without knowing the image's size. The fake driver follows those offsets the same
-way, so without the runtime's cubin check (check_cubin) these tests crash on the CPU too.
+way, so without the runtime's cubin check (check_cubin) these tests crash on the CPU too. Corrupted cubins that
+kept a valid ELF structure loaded and faulted on the GPU: every cubin is now checked against its content address
+(the SHA-256 its named-data key names) first, so any changed byte of a cubin is refused at init.
 
 Corruptions cover the WHOLE blob of a real export (header, every table byte) and every cubin the blobs name,
 where the .pte stores it (format version 2: once, as named data): every byte of its ELF header and section
@@ -17,15 +19,17 @@ import os
 import random
 import struct
 import subprocess
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
-from cuda_triton.serialization.blob import deserialize
+from cuda_triton.serialization.blob import cubin_named_key, deserialize
 from runtime_helpers import ensure_built, export_tiny
 
 INPUT_SHAPE = (1, 3, 16, 16)
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +63,15 @@ def program(tmp_path_factory) -> tuple[bytes, list[tuple[int, bytes]], list[tupl
     return data, located, placed, d / "in.bin"
 
 
-def _run_all(build: Path, work: Path, inputs: Path, variants: list[tuple[str, bytes]]) -> list[str]:
+REFUSED_CUBIN = "fails its integrity check"
+
+
+def _run_all(
+    build: Path, work: Path, inputs: Path, variants: list[tuple[str, bytes]], refused: str | None = None
+) -> list[str]:
     """Runs the runner on every (label, .pte bytes); returns the failures (signal, sanitizer report, timeout,
-    an exit code other than 0/1, or an error that is not ExecuTorch's)."""
+    an exit code other than 0/1, or an error that is not ExecuTorch's). With ``refused``, every variant must
+    fail (exit code 1) with that text in the error."""
     env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0")
 
     def one(item: tuple[int, tuple[str, bytes]]) -> str | None:
@@ -78,6 +88,8 @@ def _run_all(build: Path, work: Path, inputs: Path, variants: list[tuple[str, by
             path.unlink(missing_ok=True)
         if r.returncode not in (0, 1) or "Sanitizer" in r.stderr:
             return f"{label}: rc {r.returncode} {r.stderr[-400:]!r}"
+        if refused is not None and (r.returncode != 1 or refused not in r.stderr):
+            return f"{label}: not refused (rc {r.returncode}) {r.stderr[-400:]!r}"
         return None
 
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
@@ -93,23 +105,43 @@ def _cubin_offsets(cubin: bytes, rng: random.Random) -> list[int]:
     return sorted(set(picks))
 
 
-def test_single_byte_corruptions_across_the_whole_blob(build, program, tmp_path) -> None:
-    data, located, placed, inputs = program
-    rng = random.Random(1234)
+def _single_byte_variants(
+    data: bytes, regions: list[tuple[str, int, bytes, Iterable[int]]], rng: random.Random
+) -> list[tuple[str, bytes]]:
     variants = []
-    for what, at, payload, offsets in [
-        *((f"blob {i}", at, blob, range(len(blob))) for i, (at, blob) in enumerate(located)),
-        *((f"cubin {i}", at, cubin, _cubin_offsets(cubin, rng)) for i, (at, cubin) in enumerate(placed)),
-    ]:
+    for what, at, payload, offsets in regions:
         for o in offsets:
             new = (payload[o] + rng.randrange(1, 256)) % 256  # always a different byte
             b = bytearray(data)
             b[at + o] = new
             variants.append((f"{what} byte {o}: {payload[o]:#04x} -> {new:#04x}", bytes(b)))
+    return variants
+
+
+def test_single_byte_corruptions_across_the_whole_blob(build, program, tmp_path) -> None:
+    data, located, _, inputs = program
+    variants = _single_byte_variants(
+        data,
+        [(f"blob {i}", at, blob, range(len(blob))) for i, (at, blob) in enumerate(located)],
+        random.Random(1234),
+    )
     assert len(variants) > 500
     failures = _run_all(build, tmp_path, inputs, variants)
     shown = "\n".join(failures[:20])
     assert not failures, f"{len(failures)} of {len(variants)} corruptions crashed:\n{shown}"
+
+
+def test_every_corrupted_cubin_is_refused_at_init(build, program, tmp_path) -> None:
+    """A changed byte anywhere in a cubin (its ELF header, section headers, code): init refuses the program with
+    an error naming the kernel, before the driver sees the image (on a GPU such code faulted at execute)."""
+    data, _, placed, inputs = program
+    rng = random.Random(4321)
+    regions = [(f"cubin {i}", at, cubin, _cubin_offsets(cubin, rng)) for i, (at, cubin) in enumerate(placed)]
+    variants = _single_byte_variants(data, regions, rng)
+    assert len(variants) > 200
+    failures = _run_all(build, tmp_path, inputs, variants, refused=REFUSED_CUBIN)
+    shown = "\n".join(failures[:20])
+    assert not failures, f"{len(failures)} of {len(variants)} corrupted cubins were not refused:\n{shown}"
 
 
 def test_the_gpu_validate_corruption_sequence(build, program, tmp_path) -> None:
@@ -137,17 +169,28 @@ def test_the_gpu_validate_corruption_sequence(build, program, tmp_path) -> None:
 
 
 def test_corrupt_cubin_headers_are_clean_errors(build, program, tmp_path) -> None:
-    """The two crashes of the H200 run, on this export's first cubin: the section header count and offset."""
+    """The two crashes of the H200 run, on this export's first cubin: the section header count and offset. Once
+    refused by the integrity check; and once in a program rewritten to carry the corrupted image's own content
+    address (key in the blob and in the named data), where the ELF check must still refuse it."""
     data, _, placed, inputs = program
-    c, _ = placed[0]
+    c, cubin = placed[0]
+    old_key = cubin_named_key(80, cubin).encode()
     env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0")
     for off, value in ((61, 0xD7), (47, 0x4B)):  # high byte of e_shnum, high byte of e_shoff
         b = bytearray(data)
         b[c + off] = value
-        path = tmp_path / "bad.pte"
-        path.write_bytes(bytes(b))
-        r = subprocess.run([str(build / "cuda_triton_runner"), "--model_path", str(path), "--num_executions", "1",
-                            "--warmup", "0", "--inputs", str(inputs)], env=env, capture_output=True, text=True,
-                           errors="replace", timeout=60)  # fmt: skip
-        assert r.returncode == 1, (off, r.returncode, r.stderr[-2000:])
-        assert "malformed cubin: section header table" in r.stderr
+        bad_cubin = bytes(b[c : c + len(cubin)])
+        consistent = bytes(b).replace(old_key, cubin_named_key(80, bad_cubin).encode())
+        # the key is in the blob's KERN entry and in the named data
+        assert consistent.count(cubin_named_key(80, bad_cubin).encode()) >= 2
+        for variant, expected in (
+            (bytes(b), REFUSED_CUBIN),
+            (consistent, "malformed cubin: section header table"),
+        ):
+            path = tmp_path / "bad.pte"
+            path.write_bytes(variant)
+            r = subprocess.run([str(build / "cuda_triton_runner"), "--model_path", str(path), "--num_executions",
+                                "1", "--warmup", "0", "--inputs", str(inputs)], env=env, capture_output=True,
+                               text=True, errors="replace", timeout=60)  # fmt: skip
+            assert r.returncode == 1, (off, r.returncode, r.stderr[-2000:])
+            assert expected in r.stderr, r.stderr[-2000:]

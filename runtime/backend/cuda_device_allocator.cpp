@@ -2,13 +2,10 @@
 // their delegate inputs/outputs in a CUDA arena and copies host<->device with et_copy kernels that call
 // this allocator. Registered once, when the library loads, and only if no other CUDA allocator is
 // registered (a second registration aborts the process).
-#include <array>
-#include <memory>
-#include <mutex>
-
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "backend/device_runtime.h"
 #include "cuda/handles.h"
 
 namespace cuda_triton {
@@ -84,33 +81,22 @@ class CudaDeviceAllocator final : public DeviceAllocator {
   }
 
  private:
-  // Primary contexts are retained on first use and kept for the life of the process (released by the
-  // driver at exit), so device memory handed to ExecuTorch never outlives its context.
+  // The device's shared runtime (primary context, health), created on first use and kept for the life of the
+  // process, so device memory handed to ExecuTorch never outlives its context.
   Error context(DeviceIndex index, CUcontext* out) {
     if (!Driver::get().ok()) {
       ET_LOG(Error, "CudaDeviceAllocator: %s", Driver::get().error().c_str());
       return Error::NotSupported;
     }
-    if (index < 0 || index >= static_cast<DeviceIndex>(contexts_.size())) {
-      return Error::InvalidArgument;
+    DeviceRuntime* rt = nullptr;
+    Status st = DeviceRuntime::get(index, &rt);
+    if (!st.ok()) {
+      ET_LOG(Error, "CudaDeviceAllocator: %s", st.message().c_str());
+      return Error::NotSupported;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& slot = contexts_[static_cast<size_t>(index)];
-    if (!slot) {
-      auto ctx = std::make_unique<PrimaryContext>();
-      Status st = PrimaryContext::retain(index, ctx.get());
-      if (!st.ok()) {
-        ET_LOG(Error, "CudaDeviceAllocator: %s", st.message().c_str());
-        return Error::NotSupported;
-      }
-      slot = ctx.release();
-    }
-    *out = slot->get();
+    *out = rt->context();
     return Error::Ok;
   }
-
-  std::mutex mutex_;
-  std::array<PrimaryContext*, 64> contexts_{};
 };
 
 bool register_once() {

@@ -55,6 +55,7 @@ Error to_error(Code code) {
     case Code::kInvalidArgument:
       return Error::InvalidArgument;
     case Code::kDriver:
+    case Code::kDeviceFault:
     case Code::kInternal:
       return Error::Internal;
   }
@@ -68,23 +69,29 @@ Error report(const char* where, const Status& st) {
   return to_error(st.code());
 }
 
-// The device ordinal from the "target_device" compile spec ("cuda" or "cuda:N"); 0 otherwise.
-int device_from_specs(ArrayRef<CompileSpec> specs) {
+// The delegate's options from the program's compile specs: "target_device" ("cuda" or "cuda:N") means its inputs
+// and outputs are planned in device memory on that device; absent, they are host memory and device 0 runs it.
+DelegateOptions options_from_specs(ArrayRef<CompileSpec> specs) {
+  DelegateOptions options;
   for (const CompileSpec& s : specs) {
     if (s.key == nullptr || std::strcmp(s.key, "target_device") != 0 || s.value.buffer == nullptr) {
       continue;
     }
-    std::string v(static_cast<const char*>(s.value.buffer), s.value.nbytes);
+    const std::string v(static_cast<const char*>(s.value.buffer), s.value.nbytes);
+    if (v.rfind("cuda", 0) != 0) {
+      continue;
+    }
+    options.io_on_device = true;
     const size_t colon = v.find(':');
-    if (v.rfind("cuda", 0) == 0 && colon != std::string::npos) {
+    if (colon != std::string::npos) {
       char* end = nullptr;
-      long n = std::strtol(v.c_str() + colon + 1, &end, 10);
+      const long n = std::strtol(v.c_str() + colon + 1, &end, 10);
       if (end != v.c_str() + colon + 1 && n >= 0 && n < 1024) {
-        return static_cast<int>(n);
+        options.device = static_cast<int>(n);
       }
     }
   }
-  return 0;
+  return options;
 }
 
 class CudaTritonBackendImpl final : public BackendInterface {
@@ -112,7 +119,7 @@ class CudaTritonBackendImpl final : public BackendInterface {
       }
       processed->Free();  // everything needed was copied out
       std::unique_ptr<DelegateProgram> program;
-      st = DelegateProgram::create(std::move(blob), context.get_named_data_map(), device_from_specs(compile_specs),
+      st = DelegateProgram::create(std::move(blob), context.get_named_data_map(), options_from_specs(compile_specs),
                                    &program);
       if (!st.ok()) {
         return report("init", st);

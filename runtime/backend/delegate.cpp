@@ -1,10 +1,13 @@
 #include "backend/delegate.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
+
+#include "backend/integrity.h"
 
 namespace cuda_triton {
 
@@ -40,40 +43,86 @@ std::vector<int64_t> to_i64(executorch::runtime::ArrayRef<T> a) {
   return std::vector<int64_t>(a.begin(), a.end());
 }
 
+// The tensor's sizes equal the plan's, and so do its strides on every dim of size > 1 (same_layout, without
+// copying the tensor's dims).
+bool same_planned_layout(const Tensor& t, const ValueRecord& vr) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  if (sizes.size() != vr.sizes.size() || strides.size() != vr.strides.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] != vr.sizes[i] || (sizes[i] > 1 && strides[i] != vr.strides[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "1.5 MiB", for messages.
+std::string format_bytes(uint64_t n) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
 const char* kind_name(ValueKind k) {
   return k == ValueKind::kInput ? "input" : (k == ValueKind::kOutput ? "output" : "intermediate");
 }
 
 }  // namespace
 
-Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int device,
+Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const DelegateOptions& options,
                                std::unique_ptr<DelegateProgram>* out) {
   std::unique_ptr<DelegateProgram> p(new DelegateProgram());
   p->blob_ = std::move(blob);
-  const Blob& b = p->blob_;
+  p->io_on_device_ = options.io_on_device;
   const Driver& d = Driver::get();
   if (!d.ok()) {
     return Status(Code::kNotSupported, d.error());
   }
-  CT_RETURN_IF_ERROR(PrimaryContext::retain(device, &p->context_));
-  ScopedContext scope(p->context_.get());
+  CT_RETURN_IF_ERROR(DeviceRuntime::get(options.device, &p->device_));
+  CT_RETURN_IF_ERROR(p->device_->health());
+  ScopedContext scope(p->device_->context());
   CT_RETURN_IF_ERROR(scope.status());
 
-  // The device and the cubins for it.
-  int major = 0, minor = 0, smem_optin = 0;
+  int smem_optin = 0;
+  CT_RETURN_IF_ERROR(p->select_arch(&smem_optin));
+  CT_RETURN_IF_ERROR(Stream::create(&p->stream_));
+  CT_RETURN_IF_ERROR(Event::create(&p->inputs_ready_));
+  CT_RETURN_IF_ERROR(p->load_kernels(data_map, smem_optin));
+  CT_RETURN_IF_ERROR(p->check_layouts());
+  CT_RETURN_IF_ERROR(p->check_device_memory());
+  CT_RETURN_IF_ERROR(p->upload_constants(data_map));
+  CT_RETURN_IF_ERROR(p->allocate_values());
+  CT_RETURN_IF_ERROR(p->prepare_launches());
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status DelegateProgram::select_arch(int* smem_optin) {
+  const Driver& d = Driver::get();
+  int major = 0, minor = 0;
   CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, p->context_.device()),
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_->device()),
       "cuDeviceGetAttribute(major)"));
   CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, p->context_.device()),
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_->device()),
       "cuDeviceGetAttribute(minor)"));
-  CT_RETURN_IF_ERROR(check_cu(d.cuDeviceGetAttribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                                     p->context_.device()),
-                              "cuDeviceGetAttribute(shared optin)"));
-  p->arch_ = pick_arch(b.archs, major, minor);
-  if (p->arch_ == 0) {
+  CT_RETURN_IF_ERROR(check_cu(
+      d.cuDeviceGetAttribute(smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device_->device()),
+      "cuDeviceGetAttribute(shared optin)"));
+  arch_ = pick_arch(blob_.archs, major, minor);
+  if (arch_ == 0) {
     std::string have;
-    for (uint32_t a : b.archs) {
+    for (uint32_t a : blob_.archs) {
       have += (have.empty() ? "sm_" : ", sm_") + std::to_string(a);
     }
     return Status(Code::kIncompatible, "this program has cubins for " + have + " only; the GPU is compute capability " +
@@ -81,18 +130,26 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
                                            ". Re-export with a matching target arch (e.g. archs=[" +
                                            std::to_string(major * 10 + minor) + "]).");
   }
-  CT_RETURN_IF_ERROR(Stream::create(&p->stream_));
-  CT_RETURN_IF_ERROR(Event::create(&p->inputs_ready_));
+  return Status::Ok();
+}
 
-  p->kernels_.resize(b.kernels.size());
+uint32_t DelegateProgram::kernel_of(const LaunchRecord& launch) const {
+  for (const auto& [arch, index] : launch.kernels) {
+    if (arch == arch_) {
+      return index;
+    }
+  }
+  return 0;  // unreachable: the reader checked that every launch has a kernel for every arch of the blob
+}
+
+Status DelegateProgram::load_kernels(const NamedDataMap* data_map, int smem_optin) {
+  const Driver& d = Driver::get();
+  const Blob& b = blob_;
+  kernels_.resize(b.kernels.size());
   std::vector<bool> needed(b.kernels.size(), false);
   for (const OpRecord& op : b.ops) {
     for (const LaunchRecord& l : op.launches) {
-      for (const auto& [arch, ki] : l.kernels) {
-        if (arch == p->arch_) {
-          needed[ki] = true;
-        }
-      }
+      needed[kernel_of(l)] = true;
     }
   }
   for (size_t k = 0; k < b.kernels.size(); ++k) {
@@ -121,8 +178,10 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
                                                " bytes, the blob expects " + std::to_string(kr.cubin_size));
     }
     const uint8_t* cubin_bytes = static_cast<const uint8_t*>(cubin_buf.data());
-    // cuModuleLoadData takes no size and follows the image's own offsets: check them first, on the very bytes
-    // that are loaded.
+    // The key is the image's content address: corrupted code is refused here, before the driver sees it.
+    CT_RETURN_IF_ERROR(verify_cubin(kr, cubin_bytes, cubin_buf.size()));
+    // cuModuleLoadData takes no size and follows the image's own offsets: check them too (a program written to
+    // match its own addresses is still not trusted to be well-formed), on the very bytes that are loaded.
     Status st = check_cubin(cubin_bytes, cubin_buf.size());
     if (!st.ok()) {
       return Status(st.code(), kw + ": " + st.message());
@@ -131,24 +190,86 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
     std::vector<uint64_t> image((cubin_buf.size() + 7) / 8 + 1, 0);
     std::memcpy(image.data(), cubin_bytes, cubin_buf.size());
     cubin_buf.Free();
-    st = Module::load(image.data(), &p->kernels_[k].module);
+    st = Module::load(image.data(), &kernels_[k].module);
     if (!st.ok()) {
       return Status(st.code(), "loading kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + ", triton " +
                                    b.triton_version + "): " + st.message());
     }
-    CT_RETURN_IF_ERROR(p->kernels_[k].module.function(kr.name.c_str(), &p->kernels_[k].function));
+    CT_RETURN_IF_ERROR(kernels_[k].module.function(kr.name.c_str(), &kernels_[k].function));
     if (kr.shared > 48 * 1024) {
-      CT_RETURN_IF_ERROR(check_cu(d.cuFuncSetAttribute(p->kernels_[k].function,
+      CT_RETURN_IF_ERROR(check_cu(d.cuFuncSetAttribute(kernels_[k].function,
                                                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                        static_cast<int>(kr.shared)),
                                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"));
     }
   }
+  return Status::Ok();
+}
 
-  // Constants: uploaded once from the named data map.
-  p->constants_.resize(b.constants.size());
-  for (size_t c = 0; c < b.constants.size(); ++c) {
-    const ConstantRecord& cr = b.constants[c];
+Status DelegateProgram::check_layouts() const {
+  // Every op's output layout, recomputed with the generated rule from its planned input, must be the planned
+  // output (execute checks the tensors ExecuTorch hands over against the plan).
+  const Blob& b = blob_;
+  for (uint32_t o = 0; o < b.ops.size(); ++o) {
+    const OpRecord& op = b.ops[o];
+    const ValueRecord& in = b.values[op.input];
+    const ValueRecord& out = b.values[op.output];
+    std::vector<int64_t> sizes, strides;
+    CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
+    if (!same_layout(sizes, strides, out.sizes, out.strides)) {
+      return Status(Code::kInvalidProgram, "op " + std::to_string(o) + ": output layout " + dims_to_string(sizes) +
+                                               "/" + dims_to_string(strides) + " differs from the plan");
+    }
+  }
+  return Status::Ok();
+}
+
+void DelegateProgram::scratch_bytes(uint64_t* global_bytes, uint64_t* profile_bytes) const {
+  *global_bytes = *profile_bytes = 0;
+  for (const OpRecord& op : blob_.ops) {
+    for (const LaunchRecord& l : op.launches) {
+      const KernelRecord& k = blob_.kernels[kernel_of(l)];
+      const uint64_t ctas = uint64_t(l.grid[0]) * l.grid[1] * l.grid[2] * k.num_ctas;
+      *global_bytes = std::max(*global_bytes, round_up(ctas * k.global_scratch_size, 256));
+      *profile_bytes = std::max(*profile_bytes, round_up(ctas * k.profile_scratch_size, 256));
+    }
+  }
+}
+
+Status DelegateProgram::check_device_memory() const {
+  // Everything this delegate allocates on the device, counted before any of it is: a program too large for the
+  // GPU fails here with the sizes, not halfway through its uploads with a bare CUDA_ERROR_OUT_OF_MEMORY.
+  uint64_t weights = 0, intermediates = 0, staging = 0, global_scratch = 0, profile_scratch = 0;
+  for (const ConstantRecord& c : blob_.constants) {
+    weights += round_up(c.nbytes, 256);
+  }
+  for (const ValueRecord& v : blob_.values) {
+    if (v.kind == ValueKind::kIntermediate) {
+      intermediates += round_up(v.storage_bytes, 256);
+    } else if (!io_on_device_) {
+      staging += round_up(v.storage_bytes, 256);
+    }
+  }
+  scratch_bytes(&global_scratch, &profile_scratch);
+  const uint64_t needed = weights + intermediates + staging + global_scratch + profile_scratch;
+  size_t free_bytes = 0, total_bytes = 0;
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo"));
+  if (needed <= free_bytes) {
+    return Status::Ok();
+  }
+  return Status(Code::kOutOfMemory,
+                "out of device memory: this delegate needs " + format_bytes(needed) + " (weights " +
+                    format_bytes(weights) + ", intermediates " + format_bytes(intermediates) + ", scratch " +
+                    format_bytes(global_scratch + profile_scratch) + ", input/output staging " +
+                    format_bytes(staging) + ") but device " + std::to_string(device_->ordinal()) + " has " +
+                    format_bytes(free_bytes) + " free of " + format_bytes(total_bytes));
+}
+
+Status DelegateProgram::upload_constants(const NamedDataMap* data_map) {
+  const Driver& d = Driver::get();
+  constants_.resize(blob_.constants.size());
+  for (size_t c = 0; c < blob_.constants.size(); ++c) {
+    const ConstantRecord& cr = blob_.constants[c];
     if (data_map == nullptr) {
       return Status(Code::kInvalidProgram, "constant " + cr.key +
                                                ": the program has no named data (weights); if they were exported "
@@ -165,40 +286,48 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
       return Status(Code::kInvalidProgram, "constant " + cr.key + " has " + std::to_string(buf.size()) +
                                                " bytes, the plan expects " + std::to_string(cr.nbytes));
     }
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(cr.nbytes, &p->constants_[c]));
+    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(cr.nbytes, &constants_[c]));
     if (cr.nbytes > 0) {
-      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoD(p->constants_[c].get(), buf.data(), cr.nbytes), "cuMemcpyHtoD"));
+      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoD(constants_[c].get(), buf.data(), cr.nbytes), "cuMemcpyHtoD"));
     }
     buf.Free();
   }
+  return Status::Ok();
+}
 
-  // Intermediates live on the device for the program's lifetime.
-  p->values_.resize(b.values.size());
-  for (size_t v = 0; v < b.values.size(); ++v) {
-    if (b.values[v].kind == ValueKind::kIntermediate) {
-      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(b.values[v].storage_bytes, &p->values_[v].device));
-      p->values_[v].address = p->values_[v].device.get();
+Status DelegateProgram::allocate_values() {
+  // Intermediates live on the device for the program's lifetime; host-planned inputs and outputs are staged
+  // through a device buffer and a pinned host buffer each.
+  values_.resize(blob_.values.size());
+  for (size_t v = 0; v < blob_.values.size(); ++v) {
+    const ValueRecord& vr = blob_.values[v];
+    ValueState& vs = values_[v];
+    if (vr.kind == ValueKind::kIntermediate) {
+      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
+      vs.address = vs.device.get();
+    } else if (!io_on_device_) {
+      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
+      CT_RETURN_IF_ERROR(PinnedBuffer::allocate(vr.storage_bytes, &vs.pinned));
     }
   }
+  return Status::Ok();
+}
 
-  // Launches, with every argument slot that does not change between executions filled in now.
+Status DelegateProgram::prepare_launches() {
+  // Every argument slot that does not change between executions is filled in now.
   uint64_t gscratch = 0, pscratch = 0;
+  scratch_bytes(&gscratch, &pscratch);
+  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(gscratch, &global_scratch_));
+  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(pscratch, &profile_scratch_));
+  const Blob& b = blob_;
   for (uint32_t o = 0; o < b.ops.size(); ++o) {
     for (const LaunchRecord& l : b.ops[o].launches) {
       PreparedLaunch pl;
       pl.op = o;
-      uint32_t ki = 0;
-      for (const auto& [arch, index] : l.kernels) {
-        if (arch == p->arch_) {
-          ki = index;
-        }
-      }
+      const uint32_t ki = kernel_of(l);
       pl.kernel = &b.kernels[ki];
-      pl.function = p->kernels_[ki].function;
+      pl.function = kernels_[ki].function;
       std::copy(l.grid, l.grid + 3, pl.grid);
-      const uint64_t ctas = uint64_t(l.grid[0]) * l.grid[1] * l.grid[2] * pl.kernel->num_ctas;
-      gscratch = std::max(gscratch, round_up(ctas * pl.kernel->global_scratch_size, 256));
-      pscratch = std::max(pscratch, round_up(ctas * pl.kernel->profile_scratch_size, 256));
       pl.slots.assign(l.args.size() + 2, 0);
       for (size_t a = 0; a < l.args.size(); ++a) {
         const ArgRecord& ar = l.args[a];
@@ -206,9 +335,10 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
         switch (ar.kind) {
           case ArgKind::kValue:
             pl.value_slots.emplace_back(a, static_cast<uint32_t>(ar.ref));
+            slot = values_[ar.ref].address;
             break;
           case ArgKind::kConstant:
-            slot = p->constants_[ar.ref].get();
+            slot = constants_[ar.ref].get();
             break;
           case ArgKind::kNull:
             slot = 0;
@@ -226,33 +356,21 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, int devi
             break;
         }
       }
-      p->launches_.push_back(std::move(pl));
+      const size_t n = pl.slots.size();
+      pl.slots[n - 2] = pl.kernel->global_scratch_size ? global_scratch_.get() : 0;
+      pl.slots[n - 1] = pl.kernel->profile_scratch_size ? profile_scratch_.get() : 0;
+      pl.bind_params();
+      launches_.push_back(std::move(pl));
     }
   }
-  if (gscratch > 0) {
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(gscratch, &p->global_scratch_));
-  }
-  if (pscratch > 0) {
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(pscratch, &p->profile_scratch_));
-  }
-  for (PreparedLaunch& pl : p->launches_) {
-    const size_t n = pl.slots.size();
-    pl.slots[n - 2] = pl.kernel->global_scratch_size ? p->global_scratch_.get() : 0;
-    pl.slots[n - 1] = pl.kernel->profile_scratch_size ? p->profile_scratch_.get() : 0;
-    pl.params.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      pl.params[i] = &pl.slots[i];
-    }
-  }
-  *out = std::move(p);
   return Status::Ok();
 }
 
 DelegateProgram::~DelegateProgram() {
-  if (context_.get() == nullptr) {
+  if (device_ == nullptr) {
     return;
   }
-  ScopedContext scope(context_.get());
+  ScopedContext scope(device_->context());
   if (stream_.get() != nullptr) {
     (void)stream_.synchronize();
   }
@@ -266,26 +384,25 @@ DelegateProgram::~DelegateProgram() {
   stream_ = Stream();
 }
 
-Status DelegateProgram::prepare_value(size_t v, EValue* ev, bool is_output) {
+Status DelegateProgram::bind_value(size_t v, EValue* ev, bool is_output) {
   const ValueRecord& vr = blob_.values[v];
-  const std::string w = std::string("delegate ") + kind_name(vr.kind) + " " + std::to_string(vr.index);
+  // Messages are built only on failure: a successful check allocates nothing.
+  const auto what = [&vr]() { return std::string("delegate ") + kind_name(vr.kind) + " " + std::to_string(vr.index); };
   if (ev == nullptr || !ev->isTensor()) {
-    return Status(Code::kInvalidArgument, w + " is not a tensor");
+    return Status(Code::kInvalidArgument, what() + " is not a tensor");
   }
   const Tensor& t = ev->toTensor();
   if (t.scalar_type() != scalar_type_of(vr.dtype)) {
-    return Status(Code::kInvalidArgument, w + ": dtype " + std::to_string(static_cast<int>(t.scalar_type())) +
+    return Status(Code::kInvalidArgument, what() + ": dtype " + std::to_string(static_cast<int>(t.scalar_type())) +
                                               " does not match the plan's " + dtype_name(vr.dtype));
   }
-  const std::vector<int64_t> sizes = to_i64(t.sizes());
-  const std::vector<int64_t> strides = to_i64(t.strides());
-  if (!same_layout(sizes, strides, vr.sizes, vr.strides)) {
-    return Status(Code::kInvalidArgument, w + ": sizes " + dims_to_string(sizes) + " strides " +
-                                              dims_to_string(strides) + " do not match the plan's sizes " +
+  if (!same_planned_layout(t, vr)) {
+    return Status(Code::kInvalidArgument, what() + ": sizes " + dims_to_string(to_i64(t.sizes())) + " strides " +
+                                              dims_to_string(to_i64(t.strides())) + " do not match the plan's sizes " +
                                               dims_to_string(vr.sizes) + " strides " + dims_to_string(vr.strides));
   }
   if (t.nbytes() < vr.storage_bytes) {
-    return Status(Code::kInvalidArgument, w + ": tensor storage is smaller than the plan's");
+    return Status(Code::kInvalidArgument, what() + ": tensor storage is smaller than the plan's");
   }
   ValueState& vs = values_[v];
   vs.host = nullptr;
@@ -296,55 +413,69 @@ Status DelegateProgram::prepare_value(size_t v, EValue* ev, bool is_output) {
   }
   void* data = is_output ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
   if (data == nullptr) {
-    return Status(Code::kInvalidArgument, w + " has no data");
+    return Status(Code::kInvalidArgument, what() + " has no data");
   }
-  bool on_device = t.device_type() == executorch::runtime::etensor::DeviceType::CUDA;
-  if (!on_device) {
-    // A tensor not marked as CUDA may still live in device memory (e.g. a caller's own allocation).
-    unsigned int mem_type = 0;
-    CUresult r = Driver::get().cuPointerGetAttribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                                     reinterpret_cast<CUdeviceptr>(data));
-    on_device = r == CUDA_SUCCESS && mem_type == CU_MEMORYTYPE_DEVICE;
+  // Where the bytes live is known from the plan and the tensor's metadata, never probed: a device-planned
+  // program's delegate I/O is in ExecuTorch's CUDA arena; a host-planned one's is host memory unless the caller
+  // handed over a CUDA tensor.
+  const bool cuda_tensor = t.device_type() == executorch::runtime::etensor::DeviceType::CUDA;
+  if (io_on_device_ && !cuda_tensor) {
+    return Status(Code::kInvalidArgument, what() + " is a host tensor, but the program planned the delegate's inputs "
+                                                   "and outputs in device memory (target_device compile spec)");
   }
-  if (on_device) {
+  if (cuda_tensor) {
     vs.address = reinterpret_cast<CUdeviceptr>(data);
     vs.in_caller_device_memory = true;
     return Status::Ok();
   }
-  // Host-planned: stage through pinned memory (allocated on first use, kept for later executions).
-  if (vs.device.bytes() < vr.storage_bytes) {
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
-    CT_RETURN_IF_ERROR(PinnedBuffer::allocate(vr.storage_bytes, &vs.pinned));
-  }
-  vs.address = vs.device.get();
-  if (is_output) {
-    vs.host = data;
-  } else {
-    std::memcpy(vs.pinned.get(), data, vr.storage_bytes);
-    CT_RETURN_IF_ERROR(check_cu(
-        Driver::get().cuMemcpyHtoDAsync(vs.address, vs.pinned.get(), vr.storage_bytes, stream_.get()),
-        "cuMemcpyHtoDAsync (input)"));
-  }
+  vs.address = vs.device.get();  // the staging buffers allocated at init
+  vs.host = data;
   return Status::Ok();
 }
 
 Status DelegateProgram::execute(Span<EValue*> args) {
   const Blob& b = blob_;
+  CT_RETURN_IF_ERROR(device_->health());
+  if (!failure_.empty()) {
+    return Status(Code::kDeviceFault, "the CUDA context is unusable for this delegate: an earlier execute failed "
+                                      "on the device (" + failure_ + "); it does not run again in this process");
+  }
   if (args.size() != static_cast<size_t>(b.num_inputs) + b.num_outputs) {
     return Status(Code::kInvalidArgument, "execute() got " + std::to_string(args.size()) + " arguments, the plan has " +
                                               std::to_string(b.num_inputs) + " inputs and " +
                                               std::to_string(b.num_outputs) + " outputs");
   }
-  ScopedContext scope(context_.get());
-  CT_RETURN_IF_ERROR(scope.status());
-  const Driver& d = Driver::get();
-
   for (size_t v = 0; v < b.values.size(); ++v) {
     const ValueRecord& vr = b.values[v];
     if (vr.kind == ValueKind::kInput) {
-      CT_RETURN_IF_ERROR(prepare_value(v, args[vr.index], false));
+      CT_RETURN_IF_ERROR(bind_value(v, args[vr.index], false));
     } else if (vr.kind == ValueKind::kOutput) {
-      CT_RETURN_IF_ERROR(prepare_value(v, args[b.num_inputs + vr.index], true));
+      CT_RETURN_IF_ERROR(bind_value(v, args[b.num_inputs + vr.index], true));
+    }
+  }
+  Status st = run();
+  if (!st.ok()) {
+    failure_ = st.message();
+    device_->record_failure(st);
+  }
+  return st;
+}
+
+Status DelegateProgram::run() {
+  const Blob& b = blob_;
+  ScopedContext scope(device_->context());
+  CT_RETURN_IF_ERROR(scope.status());
+  const Driver& d = Driver::get();
+
+  // Host-planned inputs go through the pinned staging buffers.
+  for (size_t v = 0; v < b.values.size(); ++v) {
+    ValueState& vs = values_[v];
+    if (b.values[v].kind == ValueKind::kInput && vs.host != nullptr) {
+      std::memcpy(vs.pinned.get(), vs.host, b.values[v].storage_bytes);
+      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoDAsync(vs.address, vs.pinned.get(), b.values[v].storage_bytes,
+                                                      stream_.get()),
+                                  "cuMemcpyHtoDAsync (input)"));
+      vs.host = nullptr;
     }
   }
 
@@ -359,73 +490,11 @@ Status DelegateProgram::execute(Span<EValue*> args) {
     CT_RETURN_IF_ERROR(stream_.wait_for_default_streams(inputs_ready_.get()));
   }
 
-  uint32_t checked_op = UINT32_MAX;
   for (PreparedLaunch& pl : launches_) {
-    if (pl.op != checked_op) {
-      // The output layout, recomputed with the generated rule from the input ExecuTorch handed over; it must
-      // equal the planned output (already checked against the output tensor in prepare_value).
-      checked_op = pl.op;
-      const OpRecord& op = b.ops[pl.op];
-      const ValueRecord& in = b.values[op.input];
-      const ValueRecord& out = b.values[op.output];
-      std::vector<int64_t> sizes, strides;
-      CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
-      if (!same_layout(sizes, strides, out.sizes, out.strides)) {
-        return Status(Code::kInvalidArgument, "op " + std::to_string(pl.op) + ": output layout " +
-                                                  dims_to_string(sizes) + "/" + dims_to_string(strides) +
-                                                  " differs from the plan");
-      }
-    }
     for (const auto& [slot, value] : pl.value_slots) {
       pl.slots[slot] = values_[value].address;
     }
-    const KernelRecord& k = *pl.kernel;
-    const unsigned int block = 32u * k.num_warps;
-    CUresult r;
-    if (k.num_ctas > 1 || k.cooperative || k.pdl) {
-      CUlaunchAttribute attrs[4];
-      unsigned int n = 0;
-      if (k.num_ctas > 1) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attrs[n].value.clusterDim.x = k.num_ctas;
-        attrs[n].value.clusterDim.y = 1;
-        attrs[n].value.clusterDim.z = 1;
-        ++n;
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
-        attrs[n].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
-        ++n;
-      }
-      if (k.cooperative) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-        attrs[n].value.cooperative = 1;
-        ++n;
-      }
-      if (k.pdl) {
-        attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attrs[n].value.programmaticStreamSerializationAllowed = 1;
-        ++n;
-      }
-      CUlaunchConfig cfg;
-      std::memset(&cfg, 0, sizeof(cfg));
-      cfg.gridDimX = pl.grid[0] * k.num_ctas;
-      cfg.gridDimY = pl.grid[1];
-      cfg.gridDimZ = pl.grid[2];
-      cfg.blockDimX = block;
-      cfg.blockDimY = 1;
-      cfg.blockDimZ = 1;
-      cfg.sharedMemBytes = k.shared;
-      cfg.hStream = stream_.get();
-      cfg.attrs = attrs;
-      cfg.numAttrs = n;
-      r = d.cuLaunchKernelEx(&cfg, pl.function, pl.params.data(), nullptr);
-    } else {
-      r = d.cuLaunchKernel(pl.function, pl.grid[0], pl.grid[1], pl.grid[2], block, 1, 1, k.shared, stream_.get(),
-                           pl.params.data(), nullptr);
-    }
-    if (r != CUDA_SUCCESS) {
-      return Status(r == CUDA_ERROR_OUT_OF_MEMORY ? Code::kOutOfMemory : Code::kDriver,
-                    "launching " + k.name + " (op " + std::to_string(pl.op) + ") failed: " + d.describe(r));
-    }
+    CT_RETURN_IF_ERROR(enqueue(pl, stream_.get()));
   }
 
   // Host-planned outputs come back through the pinned staging buffers.

@@ -15,6 +15,8 @@ enum class Code {
   kOutOfMemory,       // device or pinned host allocation failed
   kInvalidArgument,   // tensors handed to execute() do not match the plan
   kDriver,            // any other CUDA driver failure
+  kDeviceFault,       // a fault that leaves the CUDA context unusable for the rest of the process (illegal
+                      // address or instruction, kernel assert, uncorrectable ECC error, ...)
   kInternal,
 };
 

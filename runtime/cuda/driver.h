@@ -41,7 +41,6 @@ namespace cuda_triton {
   X(cuMemcpyDtoH)                       \
   X(cuMemcpyHtoDAsync)                  \
   X(cuMemcpyDtoHAsync)                  \
-  X(cuPointerGetAttribute)              \
   X(cuStreamCreate)                     \
   X(cuStreamDestroy)                    \
   X(cuStreamSynchronize)                \

@@ -4,17 +4,42 @@
 
 namespace cuda_triton {
 
+Code code_of(CUresult result) {
+  switch (result) {
+    case CUDA_SUCCESS:
+      return Code::kOk;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return Code::kOutOfMemory;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+      return Code::kIncompatible;
+    // The driver documents these as leaving the process's context in an inconsistent state: every later call
+    // on it fails with the same error.
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+      return Code::kDeviceFault;
+    default:
+      return Code::kDriver;
+  }
+}
+
 Status check_cu(CUresult result, const char* what) {
   if (result == CUDA_SUCCESS) {
     return Status::Ok();
   }
-  const Driver& d = Driver::get();
-  Code code = (result == CUDA_ERROR_OUT_OF_MEMORY) ? Code::kOutOfMemory : Code::kDriver;
-  if (result == CUDA_ERROR_NO_BINARY_FOR_GPU || result == CUDA_ERROR_INVALID_PTX ||
-      result == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
-    code = Code::kIncompatible;
-  }
-  return Status(code, std::string(what) + " failed: " + d.describe(result));
+  return Status(code_of(result), std::string(what) + " failed: " + Driver::get().describe(result));
 }
 
 namespace {
@@ -125,7 +150,7 @@ Status DeviceBuffer::allocate(size_t bytes, DeviceBuffer* out) {
     CT_RETURN_IF_ERROR(need_driver());
     CUresult r = Driver::get().cuMemAlloc(&b.ptr_, bytes);
     if (r != CUDA_SUCCESS) {
-      return Status(r == CUDA_ERROR_OUT_OF_MEMORY ? Code::kOutOfMemory : Code::kDriver,
+      return Status(code_of(r),
                     "cuMemAlloc(" + std::to_string(bytes) + " bytes) failed: " + Driver::get().describe(r));
     }
     b.bytes_ = bytes;
@@ -148,7 +173,7 @@ Status PinnedBuffer::allocate(size_t bytes, PinnedBuffer* out) {
     CT_RETURN_IF_ERROR(need_driver());
     CUresult r = Driver::get().cuMemHostAlloc(&b.ptr_, bytes, 0);
     if (r != CUDA_SUCCESS) {
-      return Status(r == CUDA_ERROR_OUT_OF_MEMORY ? Code::kOutOfMemory : Code::kDriver,
+      return Status(code_of(r),
                     "cuMemHostAlloc(" + std::to_string(bytes) + " bytes) failed: " + Driver::get().describe(r));
     }
     b.bytes_ = bytes;

@@ -10,6 +10,10 @@
 
 namespace cuda_triton {
 
+// The Status code of a driver result: out of memory, incompatible code, a device fault (the context is unusable
+// afterwards), or another driver error.
+Code code_of(CUresult result);
+
 // Converts a driver result into a Status naming the call.
 Status check_cu(CUresult result, const char* what);
 

@@ -1,0 +1,45 @@
+// What every delegate on one CUDA device shares: the device's primary context and whether that context is still
+// usable. A kernel fault (illegal address or instruction, a kernel assert, ...) poisons a CUDA context for the
+// rest of the process; after one, every later execute on the device fails at once with an error that says so,
+// instead of running into a driver error per call.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "cuda/handles.h"
+
+namespace cuda_triton {
+
+class DeviceRuntime {
+ public:
+  // The runtime of device `ordinal`, created (its primary context retained) on first use and kept for the life
+  // of the process, so that device memory handed out never outlives its context.
+  static Status get(int ordinal, DeviceRuntime** out);
+
+  CUcontext context() const {
+    return context_.get();
+  }
+  CUdevice device() const {
+    return context_.device();
+  }
+  int ordinal() const {
+    return ordinal_;
+  }
+
+  // Ok while the context is usable, else the error every execute on this device returns.
+  Status health() const;
+  // Records a failure of CUDA work; a device fault (Code::kDeviceFault) marks the context unusable.
+  void record_failure(const Status& failure);
+
+ private:
+  DeviceRuntime() = default;
+
+  int ordinal_ = 0;
+  PrimaryContext context_;
+  mutable std::mutex mutex_;
+  std::string fault_;  // the first device fault, empty while the context is usable
+};
+
+}  // namespace cuda_triton
