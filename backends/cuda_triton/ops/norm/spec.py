@@ -6,6 +6,8 @@ Edge ops (output 0 only; the saved statistics are not computed):
 a 2-D to 5-D input; ``native_layer_norm(x, normalized_shape, weight?, bias?, eps)`` over the trailing dims;
 ``native_group_norm(x, weight?, bias?, N, C, HxW, group, eps)``; ``_softmax(x, dim, half_to_float)`` and
 ``_log_softmax`` over any dim (half_to_float False). Tensor roles: "in0", "weight", "bias", "mean", "var", "out".
+Each constructor lays the output out by the op's rule (layout.py) unless given ``out_strides`` (the graph's, or a
+consumer's layout): the kernels write any dense output layout.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from dataclasses import dataclass
 
 from ...kernel.launch import Support
 from ..indexing import MAX_DIMS
-from ..tensor_meta import TensorMeta, coalesce, float_dtype_support, is_contiguous
+from ..tensor_meta import (
+    TensorMeta,
+    coalesce,
+    float_dtype_support,
+    is_contiguous,
+    is_non_overlapping_and_dense,
+)
 from .layout import batch_norm_out, group_norm_out, layer_norm_out, softmax_out
 
 
@@ -83,11 +91,13 @@ def batch_norm_spec(
     mean: TensorMeta,
     var: TensorMeta,
     eps: float,
+    out_strides: tuple[int, ...] | None = None,
 ) -> BatchNormSpec:
     if x.rank < 2:
         raise ValueError(f"batch_norm: the input must have a channel dim (2-D to 5-D), it is {x.rank}-D")
-    sizes, strides = batch_norm_out(x.sizes, x.strides)
-    return BatchNormSpec(x, weight, bias, mean, var, float(eps), TensorMeta(sizes, strides, x.dtype))
+    sizes, strides = batch_norm_out(x.sizes, x.strides, weight is not None, bias is not None)
+    out = TensorMeta(sizes, out_strides or strides, x.dtype)
+    return BatchNormSpec(x, weight, bias, mean, var, float(eps), out)
 
 
 def layer_norm_spec(
@@ -96,6 +106,7 @@ def layer_norm_spec(
     weight: TensorMeta | None,
     bias: TensorMeta | None,
     eps: float,
+    out_strides: tuple[int, ...] | None = None,
 ) -> LayerNormSpec:
     k = len(normalized_shape)
     if k == 0 or k > x.rank or tuple(x.sizes[x.rank - k :]) != tuple(normalized_shape):
@@ -103,7 +114,7 @@ def layer_norm_spec(
             f"layer_norm: normalized_shape {tuple(normalized_shape)} is not the trailing sizes of the input {x.sizes}"
         )
     sizes, strides = layer_norm_out(x.sizes)
-    return LayerNormSpec(x, k, weight, bias, float(eps), TensorMeta(sizes, strides, x.dtype))
+    return LayerNormSpec(x, k, weight, bias, float(eps), TensorMeta(sizes, out_strides or strides, x.dtype))
 
 
 def group_norm_spec(
@@ -115,21 +126,29 @@ def group_norm_spec(
     hxw: int,
     groups: int,
     eps: float,
+    out_strides: tuple[int, ...] | None = None,
 ) -> GroupNormSpec:
     if x.rank < 2 or x.sizes[0] != n or x.sizes[1] != c or math.prod(x.sizes[2:]) != hxw:
         raise ValueError(f"group_norm: N={n}, C={c}, HxW={hxw} do not describe the input of sizes {x.sizes}")
     if groups <= 0 or c % groups:
         raise ValueError(f"group_norm: {c} channels do not split into {groups} groups")
     sizes, strides = group_norm_out(x.sizes, x.strides)
-    return GroupNormSpec(x, int(groups), weight, bias, float(eps), TensorMeta(sizes, strides, x.dtype))
+    out = TensorMeta(sizes, out_strides or strides, x.dtype)
+    return GroupNormSpec(x, int(groups), weight, bias, float(eps), out)
 
 
-def softmax_spec(x: TensorMeta, dim: int, half_to_float: bool = False, log: bool = False) -> SoftmaxSpec:
+def softmax_spec(
+    x: TensorMeta,
+    dim: int,
+    half_to_float: bool = False,
+    log: bool = False,
+    out_strides: tuple[int, ...] | None = None,
+) -> SoftmaxSpec:
     op = "log_softmax" if log else "softmax"
     if half_to_float:
         raise ValueError(f"{op}: half_to_float=True is not supported (the output keeps the input's dtype)")
     sizes, strides = softmax_out(x.sizes)
-    return SoftmaxSpec(x, _dim(dim, x.rank, op), log, TensorMeta(sizes, strides, x.dtype))
+    return SoftmaxSpec(x, _dim(dim, x.rank, op), log, TensorMeta(sizes, out_strides or strides, x.dtype))
 
 
 # ---- the [M, L] row view the row kernels read ------------------------------------------------------------------
@@ -223,6 +242,8 @@ def supports(spec: NormSpec) -> Support:
             return s
     if any(s < 0 for s in spec.x.strides):
         return Support.no(f"{op}: negative input strides are not supported")
+    if not is_non_overlapping_and_dense(spec.out.sizes, spec.out.strides):
+        return Support.no(f"{op}: the output strides {spec.out.strides} are not a dense layout")
     if isinstance(spec, BatchNormSpec):
         dims = batch_norm_dims(spec)[0]
         if len(dims) > MAX_DIMS:
