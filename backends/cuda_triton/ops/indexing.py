@@ -15,17 +15,19 @@ import triton
 import triton.language as tl
 
 MAX_DIMS = 5  # dims a kernel indexes, after merging the dims every operand steps through alike
-ZERO, UNIT, ANY = 0, 1, 2  # stride kinds
+ZERO = tl.constexpr(0)  # stride kinds
+UNIT = tl.constexpr(1)
+ANY = tl.constexpr(2)
 
 
 def stride_pattern(offset: int, strides: Sequence[int]) -> tuple[int, ...]:
     """The constexpr stride pattern of an operand at ``offset`` with ``strides`` (padded to `MAX_DIMS`)."""
 
     def kind(s: int) -> int:
-        return ZERO if s == 0 else UNIT if s == 1 else ANY
+        return (ZERO if s == 0 else UNIT if s == 1 else ANY).value
 
     padded = tuple(strides) + (0,) * (MAX_DIMS - len(strides))
-    return (ZERO if offset == 0 else ANY, *(kind(s) for s in padded))
+    return (kind(0) if offset == 0 else ANY.value, *(kind(s) for s in padded))
 
 
 def pad_dims(
@@ -63,24 +65,17 @@ def unravel(lin, sizes, RANK: tl.constexpr):
 
 
 @triton.jit
-def _term(index, stride, KIND: tl.constexpr):
-    if KIND == 0:
-        return 0
-    elif KIND == 1:
-        return index
-    else:
-        return index * stride
-
-
-@triton.jit
 def strided_offset(off, strides, idx, KINDS: tl.constexpr):
     """Element offsets ``off + sum(idx[d] * strides[d])`` of an operand with stride pattern KINDS (a tensor shaped
     like ``idx[0]`` even when every stride is 0)."""
-    o = tl.zeros_like(idx[0])
-    if KINDS[0] != 0:
+    o = idx[0] * 0
+    if KINDS[0] != ZERO:
         o += off
     for d in tl.static_range(len(idx)):
-        o += _term(idx[d], strides[d], KINDS[d + 1])
+        if KINDS[d + 1] == UNIT:
+            o += idx[d]
+        elif KINDS[d + 1] == ANY:
+            o += idx[d] * strides[d]
     return o
 
 

@@ -1,0 +1,251 @@
+"""The normalisation kernels: inference batch norm (elementwise), layer/group norm and softmax (row kernels).
+
+``batch_norm_kernel`` is elementwise over the output in its memory order (dims merged as in the elementwise
+kernel); the per-channel parameters are read at the channel index, which the stride pattern C_KINDS picks out of
+the merged dims (1 on the channel dim, 0 elsewhere). Arguments (PTX order): out, x, mean, var, weight, bias
+pointers (an absent weight/bias is given the mean's pointer and HAS_WEIGHT/HAS_BIAS False), numel, sizes 1-4,
+out strides 0-4, x strides 0-4, eps; constexprs RANK, OUT_KINDS, X_KINDS, C_KINDS, HAS_WEIGHT, HAS_BIAS, BLOCK,
+INDEX_64. Grid: (cdiv(numel, BLOCK), 1, 1).
+
+The row kernels see input and output as [M, L] (spec.RowView): M rows over the kept dims, L elements per row
+over the normalized dims, each an index space of up to 5 merged dims with runtime sizes and the input's and
+output's strides. A program takes BLOCK_K rows. With ONE_TILE a row fits in one [BLOCK_K, BLOCK_R] tile held in
+registers (one read of the input); otherwise the kernel sweeps each row in BLOCK_R steps: two statistics passes
+and a writing pass for the norms, an online max/sum pass and a writing pass for softmax. Statistics in fp32.
+
+``row_norm_kernel`` (layer and group norm) arguments (PTX order): x, out, weight, bias pointers, M, L, row sizes
+1-4, row x strides 0-4, row out strides 0-4, in-row sizes 1-4, in-row x strides 0-4, in-row out strides 0-4,
+groups, group_channels, channel_stride (group norm's channel of element (row, col) is (row % groups) *
+group_channels + col // channel_stride; layer norm's parameter index is col), divisor (fp32 L), eps. Constexprs:
+K_RANK, R_RANK, four stride patterns, HAS_WEIGHT, HAS_BIAS, PER_GROUP, ONE_TILE, BLOCK_K, BLOCK_R, INDEX_64.
+``softmax_kernel``: the same without weight, bias, groups, divisor and eps, and with LOG. Grid of both:
+(cdiv(M, BLOCK_K), 1, 1).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ...conv.templates.geometry import NUM_SMS
+from ...kernel.launch import Schedule, cdiv
+from ..indexing import load_fp32, strided_offset, unravel
+
+ONE_TILE_MAX = 4096  # longest row held in registers
+
+
+# ---- batch norm ------------------------------------------------------------------------------------------------
+@triton.jit
+def batch_norm(x, mean, var, weight, bias, eps, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """Inference batch norm of fp32 ``x`` with its channel's statistics and parameters (also an epilogue's)."""
+    y = (x - mean) * tl.div_rn(1.0, tl.sqrt_rn(var + eps))
+    if HAS_WEIGHT:
+        y = y * weight
+    if HAS_BIAS:
+        y = y + bias
+    return y
+
+
+@triton.jit
+def batch_norm_kernel(
+    out_ptr, x_ptr, mean_ptr, var_ptr, w_ptr, b_ptr,
+    numel, size1, size2, size3, size4,
+    out_s0, out_s1, out_s2, out_s3, out_s4, x_s0, x_s1, x_s2, x_s3, x_s4, eps,
+    RANK: tl.constexpr, OUT_KINDS: tl.constexpr, X_KINDS: tl.constexpr, C_KINDS: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    lin = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = lin < numel
+    idx = unravel(lin, (size1, size2, size3, size4), RANK)
+    x = load_fp32(x_ptr, 0, (x_s0, x_s1, x_s2, x_s3, x_s4), idx, X_KINDS, mask)
+    c = strided_offset(
+        0, (0, 0, 0, 0, 0), idx, C_KINDS
+    )  # the channel: C_KINDS has only unit and zero strides
+    mean = tl.load(mean_ptr + c, mask=mask).to(tl.float32)
+    var = tl.load(var_ptr + c, mask=mask).to(tl.float32)
+    weight = 1.0
+    if HAS_WEIGHT:
+        weight = tl.load(w_ptr + c, mask=mask).to(tl.float32)
+    bias = 0.0
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + c, mask=mask).to(tl.float32)
+    y = batch_norm(x, mean, var, weight, bias, eps, HAS_WEIGHT, HAS_BIAS)
+    out = out_ptr + strided_offset(0, (out_s0, out_s1, out_s2, out_s3, out_s4), idx, OUT_KINDS)
+    tl.store(out, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# ---- row kernels -----------------------------------------------------------------------------------------------
+@triton.jit
+def _offsets(
+    lin, sizes, x_strides, out_strides, RANK: tl.constexpr, X_KINDS: tl.constexpr, OUT_KINDS: tl.constexpr
+):
+    """Input and output element offsets of the linear indices ``lin`` of a merged index space."""
+    idx = unravel(lin, sizes, RANK)
+    return strided_offset(0, x_strides, idx, X_KINDS), strided_offset(0, out_strides, idx, OUT_KINDS)
+
+
+@triton.jit
+def _affine(y, w_ptr, b_ptr, rows, cols, mask, col_ok, groups, group_channels, channel_stride,
+            HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, PER_GROUP: tl.constexpr):  # fmt: skip
+    """``y * weight + bias`` with the parameters of each element's channel (group norm) or in-row position."""
+    if PER_GROUP:
+        ch = (rows % groups)[:, None] * group_channels + (cols // channel_stride)[None, :]
+        ok = mask
+    else:
+        ch = cols[None, :]
+        ok = col_ok[None, :]
+    if HAS_WEIGHT:
+        y = y * tl.load(w_ptr + ch, mask=ok, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        y = y + tl.load(b_ptr + ch, mask=ok, other=0.0).to(tl.float32)
+    return y
+
+
+@triton.jit
+def row_norm_kernel(
+    x_ptr, out_ptr, w_ptr, b_ptr, M, L,
+    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+    groups, group_channels, channel_stride, divisor, eps,
+    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
+    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    PER_GROUP: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
+    INDEX_64: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    rows = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+    row_ok = rows < M
+    ksizes = (ksize1, ksize2, ksize3, ksize4)
+    rsizes = (rsize1, rsize2, rsize3, rsize4)
+    x_r = (x_r0, x_r1, x_r2, x_r3, x_r4)
+    out_r = (out_r0, out_r1, out_r2, out_r3, out_r4)
+    x_rows, out_rows = _offsets(rows, ksizes, (x_k0, x_k1, x_k2, x_k3, x_k4), (out_k0, out_k1, out_k2, out_k3, out_k4),
+                                K_RANK, X_K_KINDS, OUT_K_KINDS)  # fmt: skip
+    if ONE_TILE:
+        cols = tl.arange(0, BLOCK_R)
+        x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+        mask = row_ok[:, None] & (cols < L)[None, :]
+        x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        mean = tl.div_rn(tl.sum(x, axis=1), divisor)
+        d = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(tl.sum(d * d, axis=1), divisor) + eps))
+        y = _affine(d * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L, groups, group_channels,
+                    channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+        tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        total = tl.zeros((BLOCK_K,), tl.float32)
+        for start in range(0, L, BLOCK_R):
+            cols = start + tl.arange(0, BLOCK_R)
+            x_cols, _ = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+            mask = row_ok[:, None] & (cols < L)[None, :]
+            total += tl.sum(
+                tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32), 1
+            )
+        mean = tl.div_rn(total, divisor)
+        squares = tl.zeros((BLOCK_K,), tl.float32)
+        for start in range(0, L, BLOCK_R):
+            cols = start + tl.arange(0, BLOCK_R)
+            x_cols, _ = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+            mask = row_ok[:, None] & (cols < L)[None, :]
+            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            d = tl.where(mask, x - mean[:, None], 0.0)
+            squares += tl.sum(d * d, axis=1)
+        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(squares, divisor) + eps))
+        for start in range(0, L, BLOCK_R):
+            cols = start + tl.arange(0, BLOCK_R)
+            x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+            mask = row_ok[:, None] & (cols < L)[None, :]
+            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
+                        groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+            tl.store(
+                out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
+            )
+
+
+@triton.jit
+def _softmax_row_stats(x, m, s):
+    """Running max ``m`` and sum ``s`` of exp(x - m) per row, updated with the tile ``x`` (-inf where masked);
+    rows that are -inf so far keep s = 0 rather than exp(-inf - -inf) = NaN."""
+    m_new = tl.maximum(m, tl.max(x, axis=1))
+    finite = m_new != float("-inf")
+    scale = tl.where(finite, tl.exp(m - m_new), 0.0)
+    p = tl.where(finite[:, None], tl.exp(x - m_new[:, None]), 0.0)
+    return m_new, s * scale + tl.sum(p, axis=1)
+
+
+@triton.jit
+def softmax_kernel(
+    x_ptr, out_ptr, M, L,
+    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
+    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, LOG: tl.constexpr, ONE_TILE: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    rows = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+    row_ok = rows < M
+    rsizes = (rsize1, rsize2, rsize3, rsize4)
+    x_r = (x_r0, x_r1, x_r2, x_r3, x_r4)
+    out_r = (out_r0, out_r1, out_r2, out_r3, out_r4)
+    x_rows, out_rows = _offsets(rows, (ksize1, ksize2, ksize3, ksize4), (x_k0, x_k1, x_k2, x_k3, x_k4),
+                                (out_k0, out_k1, out_k2, out_k3, out_k4), K_RANK, X_K_KINDS, OUT_K_KINDS)  # fmt: skip
+    m = tl.full((BLOCK_K,), float("-inf"), tl.float32)
+    s = tl.zeros((BLOCK_K,), tl.float32)
+    if ONE_TILE:
+        cols = tl.arange(0, BLOCK_R)
+        x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+        mask = row_ok[:, None] & (cols < L)[None, :]
+        x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=float("-inf")).to(tl.float32)
+        m, s = _softmax_row_stats(x, m, s)
+        if LOG:
+            y = x - m[:, None] - tl.log(s)[:, None]
+        else:
+            y = tl.div_rn(tl.exp(x - m[:, None]), s[:, None])
+        tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        for start in range(0, L, BLOCK_R):
+            cols = start + tl.arange(0, BLOCK_R)
+            x_cols, _ = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+            mask = row_ok[:, None] & (cols < L)[None, :]
+            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=float("-inf")).to(
+                tl.float32
+            )
+            m, s = _softmax_row_stats(x, m, s)
+        for start in range(0, L, BLOCK_R):
+            cols = start + tl.arange(0, BLOCK_R)
+            x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+            mask = row_ok[:, None] & (cols < L)[None, :]
+            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=float("-inf")).to(
+                tl.float32
+            )
+            if LOG:
+                y = x - m[:, None] - tl.log(s)[:, None]
+            else:
+                y = tl.div_rn(tl.exp(x - m[:, None]), s[:, None])
+            tl.store(
+                out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
+            )
+
+
+# ---- schedules -------------------------------------------------------------------------------------------------
+def row_schedule(m: int, length: int) -> Schedule:
+    """A row in one tile up to ONE_TILE_MAX elements (BLOCK_R its next power of 2), else 1024-element steps;
+    BLOCK_K fills a tile of up to 4096 elements, halved while that leaves fewer than two programs per SM."""
+    one_tile = length <= ONE_TILE_MAX
+    block_r = max(2, triton.next_power_of_2(max(length, 1))) if one_tile else 1024
+    block_k = max(1, min(triton.next_power_of_2(max(m, 1)), 4096 // block_r))
+    while block_k > 1 and cdiv(m, block_k) < 2 * NUM_SMS:
+        block_k //= 2
+    warps = min(8, max(1, block_k * block_r // 512))
+    return Schedule.make(
+        num_warps=warps, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r, ONE_TILE=int(one_tile)
+    )
