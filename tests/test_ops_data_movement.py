@@ -481,3 +481,38 @@ def test_kernels_compile_for_sm80_and_sm90() -> None:
 
 def test_tolerances_helper_is_strict_for_copies() -> None:
     assert tolerances(torch.float32)["rtol"] <= 1e-5
+
+
+# ---- the shape rules stay in the subset the C++ header generator translates ---------------------------------
+@pytest.mark.parametrize(
+    "module",
+    ["ops/pooling/shape.py", "ops/data_movement/shape.py", "ops/data_movement/views.py", "ops/gemm/shape.py"],
+)
+def test_shape_rules_translate_to_cpp(module: str) -> None:
+    """scripts/gen_layout_header.py translates the module (with the conv layout helpers it imports inlined, as a
+    generator covering several modules would)."""
+    import ast
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        import gen_layout_header
+    finally:
+        sys.path.pop(0)
+    tree = ast.parse((root / "backends/cuda_triton" / module).read_text())
+    layout = ast.parse((root / "backends/cuda_triton/conv/layout.py").read_text())
+    imported = {
+        alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__"
+        for alias in node.names
+    }
+    helpers = [n for n in layout.body if isinstance(n, ast.FunctionDef) and n.name in imported]
+    assert len(helpers) == len(imported), imported
+    body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module != "__future__")]
+    tree.body = body[:2] + helpers + body[2:]
+    header = gen_layout_header.generate(ast.unparse(tree))
+    for fn in (n for n in body if isinstance(n, ast.FunctionDef)):
+        assert f" {fn.name}(" in header

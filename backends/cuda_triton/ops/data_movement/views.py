@@ -10,7 +10,7 @@ a chunk ending where the next outer dim (of size > 1) does not step exactly over
 chunk's element count times the chunk's innermost stride). A view is free when the new dims, also taken from the
 innermost, fill those chunks one after another exactly: a new dim never straddles two chunks. A new dim's stride
 is the chunk's innermost stride times the elements the new dims already placed in the chunk cover; new dims of size
-1 go with the chunk being filled. Written in the translator's subset of Python (as shape.py).
+1 go with the chunk being filled. Written in the translator's subset of Python (as shape.py); docs/data_movement.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ load of the tile. Sizes and strides are runtime arguments, so any input and outp
 tensors (channel stride 1 on both sides: ``C_UNIT``) get a wide channel tile, so every load and store is a run of
 adjacent channels; other layouts a one-channel tile along the output positions.
 
-Semantics (ATen's CPU and CUDA kernels):
+Semantics (ATen's CPU and CUDA kernels, docs/pooling.md):
 
 * max: taps in the padding are skipped; a NaN in the window wins (``v > best or v is NaN``), so NaN propagates.
 * avg: the window starts at ``o * stride - padding``; its sum is divided by ``divisor_override`` when given,
