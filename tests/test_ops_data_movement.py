@@ -5,11 +5,9 @@ upsample nearest/nearest-exact (1-3 D) and bilinear; the layout rules against AT
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from cuda_triton.kernel.aot import CompiledKernel, compile_cache_key, compile_launches
 from cuda_triton.ops.data_movement import (
     CatSpec,
     CopyPiece,
@@ -37,7 +35,17 @@ from cuda_triton.ops.data_movement.shape import (
     pad_out_shape_and_stride,
 )
 from cuda_triton.ops.tensor_meta import TensorMeta
-from op_tensors import DTYPES, assert_matches, device, poisoned, run, same_layout, tolerances
+from op_tensors import (
+    DTYPES,
+    assert_compiles_for_sm80_and_sm90,
+    assert_matches,
+    device,
+    distinct_kernels,
+    poisoned,
+    run,
+    same_layout,
+    tolerances,
+)
 
 pytestmark = pytest.mark.timeout(300)
 INT64_MAX = 2**63 - 1
@@ -460,23 +468,13 @@ def _aot_launches() -> list:
 
 @pytest.mark.timeout(900)
 def test_kernels_compile_for_sm80_and_sm90() -> None:
-    unique = {}
-    for launch in _aot_launches():
-        unique.setdefault(compile_cache_key(launch, 90), launch)
-    todo = list(unique.values())
+    todo = distinct_kernels(_aot_launches())
     names = {la.name for la in todo}
     assert names >= {
         "strided_copy_kernel", "pad_copy_kernel", "transpose_copy_kernel", "upsample_nearest_kernel",
         "upsample_bilinear_kernel",
     }  # fmt: skip
-    with ThreadPoolExecutor(2) as pool:
-        results = dict(
-            zip((80, 90), pool.map(lambda arch: compile_launches(todo, arch), (80, 90)), strict=True)
-        )
-    for arch, compiled in results.items():
-        for launch, ck in zip(todo, compiled, strict=True):
-            assert isinstance(ck, CompiledKernel) and ck.arch == arch and ck.cubin, launch.name
-            assert ck.num_warps == launch.num_warps
+    assert_compiles_for_sm80_and_sm90(todo)
 
 
 def test_tolerances_helper_is_strict_for_copies() -> None:

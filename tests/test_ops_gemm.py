@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from cuda_triton.kernel.aot import CompiledKernel, compile_cache_key, compile_launches
 from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, reference_gemm, schedules, scratch
 from cuda_triton.ops.tensor_meta import TensorMeta
-from op_tensors import DTYPES, device, poisoned, run
+from op_tensors import DTYPES, assert_compiles_for_sm80_and_sm90, device, distinct_kernels, poisoned, run
 
 pytestmark = pytest.mark.timeout(300)
 meta = TensorMeta.of
@@ -227,16 +225,6 @@ def _aot_launches() -> list:
 
 @pytest.mark.timeout(900)
 def test_kernels_compile_for_sm80_and_sm90() -> None:
-    unique = {}
-    for launch in _aot_launches():
-        unique.setdefault(compile_cache_key(launch, 90), launch)
-    todo = list(unique.values())
+    todo = distinct_kernels(_aot_launches())
     assert {la.name for la in todo} == {"gemm_kernel", "gemm_splitk_reduce_kernel"}
-    with ThreadPoolExecutor(2) as pool:
-        results = dict(
-            zip((80, 90), pool.map(lambda arch: compile_launches(todo, arch), (80, 90)), strict=True)
-        )
-    for arch, compiled in results.items():
-        for launch, ck in zip(todo, compiled, strict=True):
-            assert isinstance(ck, CompiledKernel) and ck.arch == arch and ck.cubin, launch.name
-            assert ck.num_warps == launch.num_warps and ck.shared <= 232448
+    assert_compiles_for_sm80_and_sm90(todo)

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import Schedule
+from ..tiling import channel_offsets, split_positions, tile_offsets
 
 MAX_RANK = 6
 
@@ -173,24 +174,13 @@ def upsample_nearest_kernel(
     EXACT: tl.constexpr, C_UNIT: tl.constexpr, INT64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     """Tiles of BLOCK_P output positions (batch and spatial flattened) by BLOCK_C channels."""
-    offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    if INT64:
-        offs_p = offs_p.to(tl.int64)
+    offs_p, offs_c = tile_offsets(BLOCK_P, BLOCK_C, INT64)
     ok = (offs_p < M)[:, None] & (offs_c < C)[None, :]
-    ow = offs_p % OW
-    oh = (offs_p // OW) % OH
-    od = (offs_p // (OW * OH)) % OD
-    n = offs_p // (OW * OH * OD)
+    n, od, oh, ow = split_positions(offs_p, OD, OH, OW)
     di = _nearest_source(od, D, SCALE_D, EXACT)
     hi = _nearest_source(oh, H, SCALE_H, EXACT)
     wi = _nearest_source(ow, W, SCALE_W, EXACT)
-    if C_UNIT:
-        x_c = offs_c
-        y_c = offs_c
-    else:
-        x_c = offs_c * XSC
-        y_c = offs_c * YSC
+    x_c, y_c = channel_offsets(offs_c, XSC, YSC, C_UNIT)
     src = (n * XSN + di * XSD + hi * XSH + wi * XSW)[:, None] + x_c[None, :]
     v = tl.load(x_ptr + src, mask=ok)
     dst = (n * YSN + od * YSD + oh * YSH + ow * YSW)[:, None] + y_c[None, :]
@@ -219,22 +209,14 @@ def upsample_bilinear_kernel(
     ALIGN_CORNERS: tl.constexpr, C_UNIT: tl.constexpr, INT64: tl.constexpr,
     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
-    offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    if INT64:
-        offs_p = offs_p.to(tl.int64)
+    offs_p, offs_c = tile_offsets(BLOCK_P, BLOCK_C, INT64)
     ok = (offs_p < M)[:, None] & (offs_c < C)[None, :]
-    ow = offs_p % OW
-    oh = (offs_p // OW) % OH
-    n = offs_p // (OW * OH)
+    n, _, oh, ow = split_positions(offs_p, 1, OH, OW)
     h0, h1, lh = _linear_source(oh, H, RATIO_H, ALIGN_CORNERS)
     w0, w1, lw = _linear_source(ow, W, RATIO_W, ALIGN_CORNERS)
-    if C_UNIT:
-        x_c = offs_c[None, :]
-        y_c = offs_c[None, :]
-    else:
-        x_c = offs_c[None, :] * XSC
-        y_c = offs_c[None, :] * YSC
+    x_c, y_c = channel_offsets(offs_c, XSC, YSC, C_UNIT)
+    x_c = x_c[None, :]
+    y_c = y_c[None, :]
     x_n = x_ptr + n * XSN
     x00 = tl.load((x_n + h0 * XSH + w0 * XSW)[:, None] + x_c, mask=ok).to(tl.float32)
     x01 = tl.load((x_n + h0 * XSH + w1 * XSW)[:, None] + x_c, mask=ok).to(tl.float32)

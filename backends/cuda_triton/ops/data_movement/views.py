@@ -15,6 +15,8 @@ is the chunk's innermost stride times the elements the new dims already placed i
 
 from __future__ import annotations
 
+from ...conv.layout import contiguous_strides
+
 
 def view_strides(sizes: list[int], strides: list[int], new_sizes: list[int]) -> list[int]:
     """Strides of the view of (``sizes``, ``strides``) as ``new_sizes`` (same element count, no -1 entry): the
@@ -29,15 +31,7 @@ def view_strides(sizes: list[int], strides: list[int], new_sizes: list[int]) -> 
     if numel == 0:
         if sizes == new_sizes:
             return list(strides)
-        running = 1
-        for back in range(len(new_sizes)):
-            d = len(new_sizes) - 1 - back
-            result[d] = running
-            size = new_sizes[d]
-            if size < 1:
-                size = 1
-            running = running * size
-        return result
+        return contiguous_strides(new_sizes)
     view_d = len(new_sizes) - 1
     base = strides[rank - 1]  # innermost stride of the chunk being filled
     chunk_numel = 1
