@@ -323,7 +323,9 @@ def test_upsample_matches_aten(mode: str, spatial: int, dtype: torch.dtype) -> N
         align = rng.random() < 0.5
         spec = UpsampleSpec.of(mode, TensorMeta.of(x), out_size, scales, align)
         (y,) = _run(spec, [x])
-        expected = reference_upsample(spec, x)
+        expected = reference_upsample(
+            spec, x.cpu()
+        )  # ATen's CPU formulas (its CUDA kernels differ, upsample.py)
         assert same_layout(y.shape, y.stride(), _meta_upsample(spec, x).stride())
         assert_matches(y, expected, exact=mode != "bilinear")
 
@@ -352,7 +354,7 @@ def test_upsample_sizes_follow_aten() -> None:
 def test_layout_changes_are_tiled_transposes() -> None:
     """contiguous <-> channels-last (any dtype change too) runs the transpose kernel; odd sizes, every element."""
     gen = torch.Generator().manual_seed(5)
-    x = torch.randn(3, 37, 5, 21, generator=gen)
+    x = torch.randn(3, 37, 5, 21, generator=gen).to(device())
     for src, order, dtype in (
         (x, [0, 2, 3, 1], "float16"),
         (x.contiguous(memory_format=torch.channels_last), [0, 1, 2, 3], "float32"),

@@ -41,7 +41,9 @@ def _check(spec: GemmSpec, tensors: dict[str, torch.Tensor], schedule=None) -> N
     assert out.shape == expected.shape and out.dtype == expected.dtype
     # fp32: the kernel sums K products in fp32 (the reference in fp64); 16-bit: one rounding of that sum.
     scale = expected.float().abs().max().item()
-    if spec.dtype == "float32":
+    if spec.dtype == "float32" and tf32 and device() == "cuda":  # tensor cores sum in their own order
+        tol = {"rtol": 1e-4, "atol": 1e-5 * spec.k**0.5 * max(scale, 1.0)}
+    elif spec.dtype == "float32":  # the interpreter's dot is plain fp32: the rounding must match exactly
         tol = {"rtol": 1e-5, "atol": 1e-6 * spec.k**0.5 * max(scale, 1.0)}
     else:
         tol = {"rtol": 1e-2 if spec.dtype == "bfloat16" else 2e-3, "atol": 1e-3}
@@ -109,7 +111,7 @@ def test_beta_zero_ignores_the_bias() -> None:
     """ATen: with beta = 0 the bias is not read, so its NaNs do not propagate."""
     gen = torch.Generator().manual_seed(4)
     x, w = _randn(gen, 5, 7), _randn(gen, 7, 3)
-    bias = torch.full((3,), float("nan"))
+    bias = torch.full((3,), float("nan"), device=device())
     spec = GemmSpec.addmm(meta(bias), meta(x), meta(w), beta=0.0)
     assert spec.bias is None
     out = _run(spec, {"in0": bias, "in1": x, "in2": w})

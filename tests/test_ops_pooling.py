@@ -24,6 +24,7 @@ from op_tensors import (
     LAYOUTS,
     assert_compiles_for_sm80_and_sm90,
     assert_matches,
+    device,
     distinct_kernels,
     poisoned,
     random_input,
@@ -139,6 +140,7 @@ def test_max_pool_propagates_nan_and_inf() -> None:
     x[0, 0, 1, 1] = float("nan")
     x[0, 1, 2, 3] = float("inf")
     x[0, 2] = float("-inf")
+    x = x.to(device())
     spec = PoolSpec.max_pool(TensorMeta.of(x), 2, [2], [2])
     y = poisoned(spec.output())
     run(launches(spec, heuristic_schedule(spec)), {"in0": x, "out": y})
