@@ -107,3 +107,31 @@ def same_layout(sizes, strides_a, strides_b) -> bool:
     """Equal strides on every dim of size > 1 (a size-1 dim's stride never addresses anything, and ATen's eager
     kernels and meta functions disagree on it: (N, 1, H, W) channels-last or contiguous)."""
     return all(s == 1 or a == b for s, a, b in zip(sizes, strides_a, strides_b, strict=True))
+
+
+def distinct_kernels(launches) -> list:
+    """One launch per distinct compiled kernel (equal AOT cache keys give identical cubins)."""
+    from cuda_triton.kernel.aot import compile_cache_key
+
+    unique = {}
+    for launch in launches:
+        unique.setdefault(compile_cache_key(launch, 90), launch)
+    return list(unique.values())
+
+
+def assert_compiles_for_sm80_and_sm90(launches) -> None:
+    """Every launch compiles ahead of time for both archs (one compile process per arch, side by side), with the
+    launch's warps and at most the H100/H200's shared memory per block."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_triton.kernel.aot import CompiledKernel, compile_launches
+
+    archs = (80, 90)
+    with ThreadPoolExecutor(len(archs)) as pool:
+        results = dict(
+            zip(archs, pool.map(lambda arch: compile_launches(launches, arch), archs), strict=True)
+        )
+    for arch, compiled in results.items():
+        for launch, ck in zip(launches, compiled, strict=True):
+            assert isinstance(ck, CompiledKernel) and ck.arch == arch and ck.cubin, launch.name
+            assert ck.num_warps == launch.num_warps and ck.shared <= 232448, launch.name

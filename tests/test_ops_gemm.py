@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from cuda_triton.kernel.aot import CompiledKernel, compile_cache_key, compile_launches
 from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, reference_gemm, schedules, scratch
 from cuda_triton.ops.tensor_meta import TensorMeta
-from op_tensors import DTYPES, device, poisoned, run
+from op_tensors import DTYPES, assert_compiles_for_sm80_and_sm90, device, distinct_kernels, poisoned, run
 
 pytestmark = pytest.mark.timeout(300)
 meta = TensorMeta.of
@@ -43,7 +41,9 @@ def _check(spec: GemmSpec, tensors: dict[str, torch.Tensor], schedule=None) -> N
     assert out.shape == expected.shape and out.dtype == expected.dtype
     # fp32: the kernel sums K products in fp32 (the reference in fp64); 16-bit: one rounding of that sum.
     scale = expected.float().abs().max().item()
-    if spec.dtype == "float32":
+    if spec.dtype == "float32" and tf32 and device() == "cuda":  # tensor cores sum in their own order
+        tol = {"rtol": 1e-4, "atol": 1e-5 * spec.k**0.5 * max(scale, 1.0)}
+    elif spec.dtype == "float32":  # the interpreter's dot is plain fp32: the rounding must match exactly
         tol = {"rtol": 1e-5, "atol": 1e-6 * spec.k**0.5 * max(scale, 1.0)}
     else:
         tol = {"rtol": 1e-2 if spec.dtype == "bfloat16" else 2e-3, "atol": 1e-3}
@@ -111,7 +111,7 @@ def test_beta_zero_ignores_the_bias() -> None:
     """ATen: with beta = 0 the bias is not read, so its NaNs do not propagate."""
     gen = torch.Generator().manual_seed(4)
     x, w = _randn(gen, 5, 7), _randn(gen, 7, 3)
-    bias = torch.full((3,), float("nan"))
+    bias = torch.full((3,), float("nan"), device=device())
     spec = GemmSpec.addmm(meta(bias), meta(x), meta(w), beta=0.0)
     assert spec.bias is None
     out = _run(spec, {"in0": bias, "in1": x, "in2": w})
@@ -227,16 +227,6 @@ def _aot_launches() -> list:
 
 @pytest.mark.timeout(900)
 def test_kernels_compile_for_sm80_and_sm90() -> None:
-    unique = {}
-    for launch in _aot_launches():
-        unique.setdefault(compile_cache_key(launch, 90), launch)
-    todo = list(unique.values())
+    todo = distinct_kernels(_aot_launches())
     assert {la.name for la in todo} == {"gemm_kernel", "gemm_splitk_reduce_kernel"}
-    with ThreadPoolExecutor(2) as pool:
-        results = dict(
-            zip((80, 90), pool.map(lambda arch: compile_launches(todo, arch), (80, 90)), strict=True)
-        )
-    for arch, compiled in results.items():
-        for launch, ck in zip(todo, compiled, strict=True):
-            assert isinstance(ck, CompiledKernel) and ck.arch == arch and ck.cubin, launch.name
-            assert ck.num_warps == launch.num_warps and ck.shared <= 232448
+    assert_compiles_for_sm80_and_sm90(todo)

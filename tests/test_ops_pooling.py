@@ -5,11 +5,9 @@ count_include_pad, divisor_override, dilation; the layout rule against ATen's me
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from cuda_triton.kernel.aot import CompiledKernel, compile_cache_key, compile_launches
 from cuda_triton.ops.pooling import (
     ADAPTIVE_AVG_POOL,
     AVG_POOL,
@@ -21,7 +19,17 @@ from cuda_triton.ops.pooling import (
     schedules,
 )
 from cuda_triton.ops.tensor_meta import TensorMeta
-from op_tensors import DTYPES, LAYOUTS, assert_matches, poisoned, random_input, run
+from op_tensors import (
+    DTYPES,
+    LAYOUTS,
+    assert_compiles_for_sm80_and_sm90,
+    assert_matches,
+    device,
+    distinct_kernels,
+    poisoned,
+    random_input,
+    run,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,6 +140,7 @@ def test_max_pool_propagates_nan_and_inf() -> None:
     x[0, 0, 1, 1] = float("nan")
     x[0, 1, 2, 3] = float("inf")
     x[0, 2] = float("-inf")
+    x = x.to(device())
     spec = PoolSpec.max_pool(TensorMeta.of(x), 2, [2], [2])
     y = poisoned(spec.output())
     run(launches(spec, heuristic_schedule(spec)), {"in0": x, "out": y})
@@ -237,18 +246,8 @@ def _aot_specs() -> list[PoolSpec]:
 
 @pytest.mark.timeout(600)
 def test_kernels_compile_for_sm80_and_sm90() -> None:
-    unique = {}
     for spec in _aot_specs():
         assert spec.supports(), spec.supports().reason
-        for launch in launches(spec, heuristic_schedule(spec)):
-            unique.setdefault(compile_cache_key(launch, 90), launch)
-    todo = list(unique.values())
+    todo = distinct_kernels([la for spec in _aot_specs() for la in launches(spec, heuristic_schedule(spec))])
     assert any(dict(la.constexprs)["INT64"] for la in todo)
-    with ThreadPoolExecutor(2) as pool:
-        results = dict(
-            zip((80, 90), pool.map(lambda arch: compile_launches(todo, arch), (80, 90)), strict=True)
-        )
-    for arch, compiled in results.items():
-        for launch, ck in zip(todo, compiled, strict=True):
-            assert isinstance(ck, CompiledKernel) and ck.arch == arch and ck.cubin
-            assert ck.num_warps == launch.num_warps
+    assert_compiles_for_sm80_and_sm90(todo)

@@ -1,6 +1,10 @@
-"""Tile shapes shared by the kernels that tile (output positions x channels): pooling and upsampling."""
+"""Tiles of (output positions x channels) shared by the pooling and upsampling kernels: their shapes and the
+index helpers of the kernels."""
 
 from __future__ import annotations
+
+import triton
+import triton.language as tl
 
 from ..conv.templates.geometry import next_pow2
 from ..kernel.launch import Schedule, cdiv
@@ -46,3 +50,36 @@ def ncdhw(sizes: tuple[int, ...], strides: tuple[int, ...], spatial: int) -> tup
 def channels_adjacent(channels: int, *channel_strides: int) -> bool:
     """Whether every tensor has its channels adjacent (stride 1), the channels-last fast path of the tiles."""
     return channels == 1 or all(s == 1 for s in channel_strides)
+
+
+@triton.jit
+def split_positions(offs_p, OD, OH, OW):
+    """(n, od, oh, ow) of flat output positions (batch and spatial positions flattened, the last fastest)."""
+    ow = offs_p % OW
+    oh = (offs_p // OW) % OH
+    od = (offs_p // (OW * OH)) % OD
+    n = offs_p // (OW * OH * OD)
+    return n, od, oh, ow
+
+
+@triton.jit
+def channel_offsets(offs_c, XSC, YSC, C_UNIT: tl.constexpr):
+    """The channels' element offsets in the input and the output; C_UNIT: both strides are 1 (written as 1 so
+    the compiler sees adjacent channels)."""
+    if C_UNIT:
+        x_c = offs_c
+        y_c = offs_c
+    else:
+        x_c = offs_c * XSC
+        y_c = offs_c * YSC
+    return x_c, y_c
+
+
+@triton.jit
+def tile_offsets(BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, INT64: tl.constexpr):
+    """This program's output positions (grid axis 0; 64-bit with INT64) and channels (grid axis 1)."""
+    offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    if INT64:
+        offs_p = offs_p.to(tl.int64)
+    return offs_p, offs_c

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ...conv.templates.geometry import next_pow2
 from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..tensor_meta import max_offset, needs_int64
 from .kernels import MAX_RANK, pad_copy_kernel, strided_copy_kernel, transpose_copy_kernel
@@ -158,7 +159,9 @@ def copy_launch(piece: CopyPiece, schedule: Schedule) -> KernelLaunch:
         return [values[d] for d in inner_first] + [fill] * pad
 
     sizes = padded_list(piece.sizes, 1)[: MAX_RANK - 1]
-    scalars = [ScalarArg("NUMEL", index, piece.numel), *offsets]
+    block_r, block_i = run_tile(piece.sizes[-1], schedule["BLOCK"])
+    rows = piece.numel // piece.sizes[-1]
+    scalars = [ScalarArg("ROWS", index, rows), *offsets]
     if piece.padded:
         value = float(torch.full((), piece.value, dtype=getattr(torch, piece.dst_dtype)).item())
         scalars.append(ScalarArg("VALUE", "fp32", value))
@@ -168,14 +171,21 @@ def copy_launch(piece: CopyPiece, schedule: Schedule) -> KernelLaunch:
         scalars += [ScalarArg(f"I{k}", index, v) for k, v in enumerate(padded_list(piece.src_sizes, 1))]
     scalars += [ScalarArg(f"XS{k}", index, v) for k, v in enumerate(padded_list(piece.src_strides, 0))]
     scalars += [ScalarArg(f"YS{k}", index, v) for k, v in enumerate(padded_list(piece.dst_strides, 0))]
-    block = schedule["BLOCK"]
     constexprs = (
         ("RANK", rank),
         ("X_UNIT", piece.src_strides[-1] == 1),
         ("Y_UNIT", piece.dst_strides[-1] == 1),
         ("INT64", int64),
-        ("BLOCK", block),
+        ("BLOCK_R", block_r),
+        ("BLOCK_I", block_i),
     )
     kernel = pad_copy_kernel if piece.padded else strided_copy_kernel
-    grid = (cdiv(piece.numel, block), 1, 1)
+    grid = (cdiv(rows, block_r) * cdiv(piece.sizes[-1], block_i), 1, 1)
     return KernelLaunch(kernel, (*tensors, *scalars), constexprs, grid, schedule.num_warps, 1)
+
+
+def run_tile(run: int, block: int) -> tuple[int, int]:
+    """(BLOCK_R, BLOCK_I): rows by run elements of a ``block``-element tile, the run tile the run's length rounded
+    up to a power of two (at most ``block``)."""
+    block_i = min(next_pow2(run), block)
+    return max(1, block // block_i), block_i

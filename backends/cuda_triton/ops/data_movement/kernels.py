@@ -12,8 +12,9 @@
 * `upsample_nearest_kernel`, `upsample_bilinear_kernel`: (positions x channels) tiles as the pooling kernel has;
   source indices follow ATen's CPU formulas (docs/data_movement.md).
 
-The generic walk takes the box's sizes innermost first (S0 is the innermost; the outermost size follows from
-NUMEL) so that a kernel of any rank reads the same argument list; dims above RANK are unused (size 1, stride 0).
+The generic walks take the box's sizes innermost first (S0 is the innermost; the outermost size follows from
+ROWS, the product of the sizes above dim 0) so that a kernel of any rank reads the same argument list; dims above
+RANK are unused (size 1, stride 0).
 """
 
 from __future__ import annotations
@@ -22,19 +23,33 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import Schedule
+from ..tiling import channel_offsets, split_positions, tile_offsets
 
 MAX_RANK = 6
 
 
 @triton.jit
-def _unravel(i, S0, S1, S2, S3, S4, RANK: tl.constexpr):
-    """Coordinates (innermost first) of flat index ``i`` in a box of RANK dims with sizes S0 (innermost), S1, ...;
-    the outermost dim takes what is left; unused dims are 0."""
-    zero = i * 0
-    c0, c1, c2, c3, c4, c5 = i, zero, zero, zero, zero, zero
-    if RANK > 1:
-        c1 = c0 // S0
-        c0 = c0 % S0
+def _copy_tile(ROWS, S0, INT64: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    """This program's rows (flat indices over the box's outer dims) and run positions (along dim 0)."""
+    pid = tl.program_id(0)
+    runs = tl.cdiv(S0, BLOCK_I)
+    r = (pid // runs) * BLOCK_R + tl.arange(0, BLOCK_R)
+    j = (pid % runs) * BLOCK_I + tl.arange(0, BLOCK_I)
+    if INT64:
+        r = r.to(tl.int64)
+        j = j.to(tl.int64)
+    return r, j
+
+
+@triton.jit
+def _row_coords(r, S1, S2, S3, S4, RANK: tl.constexpr):
+    """Coordinates of dims 1-5 (innermost first) of row ``r``, with sizes S1, S2, ...: the outermost used dim
+    takes what is left; unused dims are 0."""
+    c1 = r
+    c2 = r * 0
+    c3 = r * 0
+    c4 = r * 0
+    c5 = r * 0
     if RANK > 2:
         c2 = c1 // S1
         c1 = c1 % S1
@@ -47,16 +62,13 @@ def _unravel(i, S0, S1, S2, S3, S4, RANK: tl.constexpr):
     if RANK > 5:
         c5 = c4 // S4
         c4 = c4 % S4
-    return c0, c1, c2, c3, c4, c5
+    return c1, c2, c3, c4, c5
 
 
 @triton.jit
-def _offset(c0, c1, c2, c3, c4, c5, T0, T1, T2, T3, T4, T5, RANK: tl.constexpr, UNIT: tl.constexpr):
-    """Element offset of coordinates c with strides T (innermost first); UNIT: the innermost stride is 1."""
-    if UNIT:
-        off = c0
-    else:
-        off = c0 * T0
+def _row_offset(c1, c2, c3, c4, c5, T1, T2, T3, T4, T5, RANK: tl.constexpr):
+    """Element offset of a row's coordinates with strides T1, T2, ... (dims above RANK unused)."""
+    off = c1 * 0
     if RANK > 1:
         off += c1 * T1
     if RANK > 2:
@@ -71,22 +83,33 @@ def _offset(c0, c1, c2, c3, c4, c5, T0, T1, T2, T3, T4, T5, RANK: tl.constexpr, 
 
 
 @triton.jit
+def _run_offset(j, T0, UNIT: tl.constexpr):
+    """Element offset along the run; UNIT: its stride is 1 (written as 1 so the compiler sees adjacent elements)."""
+    if UNIT:
+        off = j
+    else:
+        off = j * T0
+    return off
+
+
+@triton.jit
 def strided_copy_kernel(
-    x_ptr, y_ptr, NUMEL, X_OFFSET, Y_OFFSET,
+    x_ptr, y_ptr, ROWS, X_OFFSET, Y_OFFSET,
     S0, S1, S2, S3, S4,
     XS0, XS1, XS2, XS3, XS4, XS5,
     YS0, YS1, YS2, YS3, YS4, YS5,
-    RANK: tl.constexpr, X_UNIT: tl.constexpr, Y_UNIT: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr,
+    RANK: tl.constexpr, X_UNIT: tl.constexpr, Y_UNIT: tl.constexpr, INT64: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
 ):  # fmt: skip
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    if INT64:
-        i = i.to(tl.int64)
-    ok = i < NUMEL
-    c0, c1, c2, c3, c4, c5 = _unravel(i, S0, S1, S2, S3, S4, RANK)
-    src = X_OFFSET + _offset(c0, c1, c2, c3, c4, c5, XS0, XS1, XS2, XS3, XS4, XS5, RANK, X_UNIT)
-    dst = Y_OFFSET + _offset(c0, c1, c2, c3, c4, c5, YS0, YS1, YS2, YS3, YS4, YS5, RANK, Y_UNIT)
-    v = tl.load(x_ptr + src, mask=ok)
-    tl.store(y_ptr + dst, v.to(y_ptr.dtype.element_ty), mask=ok)
+    """Tiles of BLOCK_R rows by BLOCK_I elements of the runs along dim 0 (S0 long); the row index is split over
+    the outer dims once per row, not per element. Grid: (cdiv(ROWS, BLOCK_R) * cdiv(S0, BLOCK_I), 1, 1)."""
+    r, j = _copy_tile(ROWS, S0, INT64, BLOCK_R, BLOCK_I)
+    ok = (r < ROWS)[:, None] & (j < S0)[None, :]
+    c1, c2, c3, c4, c5 = _row_coords(r, S1, S2, S3, S4, RANK)
+    src = (X_OFFSET + _row_offset(c1, c2, c3, c4, c5, XS1, XS2, XS3, XS4, XS5, RANK))[:, None]
+    dst = (Y_OFFSET + _row_offset(c1, c2, c3, c4, c5, YS1, YS2, YS3, YS4, YS5, RANK))[:, None]
+    v = tl.load(x_ptr + src + _run_offset(j, XS0, X_UNIT)[None, :], mask=ok)
+    tl.store(y_ptr + dst + _run_offset(j, YS0, Y_UNIT)[None, :], v.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -96,37 +119,38 @@ def _inside(c, before, size):
 
 @triton.jit
 def pad_copy_kernel(
-    x_ptr, y_ptr, NUMEL, X_OFFSET, Y_OFFSET, VALUE,
+    x_ptr, y_ptr, ROWS, X_OFFSET, Y_OFFSET, VALUE,
     S0, S1, S2, S3, S4,
     B0, B1, B2, B3, B4, B5,
     I0, I1, I2, I3, I4, I5,
     XS0, XS1, XS2, XS3, XS4, XS5,
     YS0, YS1, YS2, YS3, YS4, YS5,
-    RANK: tl.constexpr, X_UNIT: tl.constexpr, Y_UNIT: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr,
+    RANK: tl.constexpr, X_UNIT: tl.constexpr, Y_UNIT: tl.constexpr, INT64: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,
 ):  # fmt: skip
-    """S: output box sizes, B: padding before each dim (negative: cropped), I: input sizes; all innermost first."""
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    if INT64:
-        i = i.to(tl.int64)
-    ok = i < NUMEL
-    c0, c1, c2, c3, c4, c5 = _unravel(i, S0, S1, S2, S3, S4, RANK)
-    inside = ok & _inside(c0, B0, I0)
+    """The tiles of `strided_copy_kernel` over the output box S; B: padding before each dim (negative: cropped),
+    I: input sizes, both innermost first."""
+    r, j = _copy_tile(ROWS, S0, INT64, BLOCK_R, BLOCK_I)
+    ok = (r < ROWS)[:, None] & (j < S0)[None, :]
+    c1, c2, c3, c4, c5 = _row_coords(r, S1, S2, S3, S4, RANK)
+    row_inside = r >= 0
     if RANK > 1:
-        inside &= _inside(c1, B1, I1)
+        row_inside &= _inside(c1, B1, I1)
     if RANK > 2:
-        inside &= _inside(c2, B2, I2)
+        row_inside &= _inside(c2, B2, I2)
     if RANK > 3:
-        inside &= _inside(c3, B3, I3)
+        row_inside &= _inside(c3, B3, I3)
     if RANK > 4:
-        inside &= _inside(c4, B4, I4)
+        row_inside &= _inside(c4, B4, I4)
     if RANK > 5:
-        inside &= _inside(c5, B5, I5)
-    src = X_OFFSET + _offset(
-        c0 - B0, c1 - B1, c2 - B2, c3 - B3, c4 - B4, c5 - B5, XS0, XS1, XS2, XS3, XS4, XS5, RANK, X_UNIT
+        row_inside &= _inside(c5, B5, I5)
+    inside = ok & row_inside[:, None] & _inside(j, B0, I0)[None, :]
+    src = X_OFFSET + _row_offset(c1 - B1, c2 - B2, c3 - B3, c4 - B4, c5 - B5, XS1, XS2, XS3, XS4, XS5, RANK)
+    dst = Y_OFFSET + _row_offset(c1, c2, c3, c4, c5, YS1, YS2, YS3, YS4, YS5, RANK)
+    v = tl.load(x_ptr + src[:, None] + _run_offset(j - B0, XS0, X_UNIT)[None, :], mask=inside, other=VALUE)
+    tl.store(
+        y_ptr + dst[:, None] + _run_offset(j, YS0, Y_UNIT)[None, :], v.to(y_ptr.dtype.element_ty), mask=ok
     )
-    dst = Y_OFFSET + _offset(c0, c1, c2, c3, c4, c5, YS0, YS1, YS2, YS3, YS4, YS5, RANK, Y_UNIT)
-    v = tl.load(x_ptr + src, mask=inside, other=VALUE)
-    tl.store(y_ptr + dst, v.to(y_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -173,24 +197,13 @@ def upsample_nearest_kernel(
     EXACT: tl.constexpr, C_UNIT: tl.constexpr, INT64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     """Tiles of BLOCK_P output positions (batch and spatial flattened) by BLOCK_C channels."""
-    offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    if INT64:
-        offs_p = offs_p.to(tl.int64)
+    offs_p, offs_c = tile_offsets(BLOCK_P, BLOCK_C, INT64)
     ok = (offs_p < M)[:, None] & (offs_c < C)[None, :]
-    ow = offs_p % OW
-    oh = (offs_p // OW) % OH
-    od = (offs_p // (OW * OH)) % OD
-    n = offs_p // (OW * OH * OD)
+    n, od, oh, ow = split_positions(offs_p, OD, OH, OW)
     di = _nearest_source(od, D, SCALE_D, EXACT)
     hi = _nearest_source(oh, H, SCALE_H, EXACT)
     wi = _nearest_source(ow, W, SCALE_W, EXACT)
-    if C_UNIT:
-        x_c = offs_c
-        y_c = offs_c
-    else:
-        x_c = offs_c * XSC
-        y_c = offs_c * YSC
+    x_c, y_c = channel_offsets(offs_c, XSC, YSC, C_UNIT)
     src = (n * XSN + di * XSD + hi * XSH + wi * XSW)[:, None] + x_c[None, :]
     v = tl.load(x_ptr + src, mask=ok)
     dst = (n * YSN + od * YSD + oh * YSH + ow * YSW)[:, None] + y_c[None, :]
@@ -219,22 +232,14 @@ def upsample_bilinear_kernel(
     ALIGN_CORNERS: tl.constexpr, C_UNIT: tl.constexpr, INT64: tl.constexpr,
     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
-    offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    if INT64:
-        offs_p = offs_p.to(tl.int64)
+    offs_p, offs_c = tile_offsets(BLOCK_P, BLOCK_C, INT64)
     ok = (offs_p < M)[:, None] & (offs_c < C)[None, :]
-    ow = offs_p % OW
-    oh = (offs_p // OW) % OH
-    n = offs_p // (OW * OH)
+    n, _, oh, ow = split_positions(offs_p, 1, OH, OW)
     h0, h1, lh = _linear_source(oh, H, RATIO_H, ALIGN_CORNERS)
     w0, w1, lw = _linear_source(ow, W, RATIO_W, ALIGN_CORNERS)
-    if C_UNIT:
-        x_c = offs_c[None, :]
-        y_c = offs_c[None, :]
-    else:
-        x_c = offs_c[None, :] * XSC
-        y_c = offs_c[None, :] * YSC
+    x_c, y_c = channel_offsets(offs_c, XSC, YSC, C_UNIT)
+    x_c = x_c[None, :]
+    y_c = y_c[None, :]
     x_n = x_ptr + n * XSN
     x00 = tl.load((x_n + h0 * XSH + w0 * XSW)[:, None] + x_c, mask=ok).to(tl.float32)
     x01 = tl.load((x_n + h0 * XSH + w1 * XSW)[:, None] + x_c, mask=ok).to(tl.float32)
@@ -251,7 +256,8 @@ def upsample_bilinear_kernel(
 
 # ---- schedules ---------------------------------------------------------------------------------------------
 def copy_schedule(block: int = 1024, tile: int = 64, num_warps: int = 4) -> Schedule:
-    """A copy schedule: BLOCK elements per program for the strided walks, TILE x TILE for transposes."""
+    """A copy schedule: BLOCK elements per program for the strided walks (BLOCK_R rows by BLOCK_I run elements,
+    the run tile as long as the run up to BLOCK: `copy_plan.run_tile`), TILE x TILE for transposes."""
     return Schedule.make(num_warps, 1, BLOCK=block, TILE=tile)
 
 

@@ -1,4 +1,5 @@
-"""Output sizes and strides of the data-movement ops, as the node's recorded value (ATen's meta functions) has them.
+"""Output sizes and strides of the data-movement ops, as the node's recorded value (ATen's meta functions) has
+them (docs/data_movement.md).
 
 Written in the small subset of Python that ``scripts/gen_layout_header.py`` translates to C++ (integer
 arithmetic, ``if``/``for i in range(...)``, lists of ints, calls of the layout helpers), so the C++ runtime can
@@ -121,24 +122,6 @@ def dim_order_copy_strides(sizes: list[int], strides: list[int], dim_order: list
     return dim_order_strides(sizes, dim_order)
 
 
-def slice_length(size: int, start: int, end: int, step: int) -> int:
-    """Elements ``slice_copy`` keeps of a dim of ``size``: negative bounds count from the end, bounds clamp to
-    [0, size] (``end`` may be huge: the edge graph writes an open end as 2^63 - 1)."""
-    if start < 0:
-        start = start + size
-    if end < 0:
-        end = end + size
-    if start < 0:
-        start = 0
-    if start > size:
-        start = size
-    if end > size:
-        end = size
-    if end < start:
-        end = start
-    return (end - start + step - 1) // step
-
-
 def slice_start(size: int, start: int) -> int:
     """The first index ``slice_copy`` keeps (``start`` normalised as in `slice_length`)."""
     if start < 0:
@@ -148,6 +131,19 @@ def slice_start(size: int, start: int) -> int:
     if start > size:
         start = size
     return start
+
+
+def slice_length(size: int, start: int, end: int, step: int) -> int:
+    """Elements ``slice_copy`` keeps of a dim of ``size``: negative bounds count from the end, bounds clamp to
+    [0, size] (``end`` may be huge: the edge graph writes an open end as 2^63 - 1)."""
+    start = slice_start(size, start)
+    if end < 0:
+        end = end + size
+    if end > size:
+        end = size
+    if end < start:
+        end = start
+    return (end - start + step - 1) // step
 
 
 def permute_sizes(sizes: list[int], dims: list[int]) -> list[int]:

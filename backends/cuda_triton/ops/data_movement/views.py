@@ -10,10 +10,12 @@ a chunk ending where the next outer dim (of size > 1) does not step exactly over
 chunk's element count times the chunk's innermost stride). A view is free when the new dims, also taken from the
 innermost, fill those chunks one after another exactly: a new dim never straddles two chunks. A new dim's stride
 is the chunk's innermost stride times the elements the new dims already placed in the chunk cover; new dims of size
-1 go with the chunk being filled. Written in the translator's subset of Python (as shape.py).
+1 go with the chunk being filled. Written in the translator's subset of Python (as shape.py); docs/data_movement.md.
 """
 
 from __future__ import annotations
+
+from ...conv.layout import contiguous_strides
 
 
 def view_strides(sizes: list[int], strides: list[int], new_sizes: list[int]) -> list[int]:
@@ -29,15 +31,7 @@ def view_strides(sizes: list[int], strides: list[int], new_sizes: list[int]) -> 
     if numel == 0:
         if sizes == new_sizes:
             return list(strides)
-        running = 1
-        for back in range(len(new_sizes)):
-            d = len(new_sizes) - 1 - back
-            result[d] = running
-            size = new_sizes[d]
-            if size < 1:
-                size = 1
-            running = running * size
-        return result
+        return contiguous_strides(new_sizes)
     view_d = len(new_sizes) - 1
     base = strides[rank - 1]  # innermost stride of the chunk being filled
     chunk_numel = 1

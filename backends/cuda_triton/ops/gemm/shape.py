@@ -1,4 +1,4 @@
-"""Output sizes and strides of the GEMM ops: always contiguous, as ATen's meta functions give them.
+"""Output sizes and strides of the GEMM ops: always contiguous, as ATen's meta functions give them (docs/gemm.md).
 
 Written in the small subset of Python that ``scripts/gen_layout_header.py`` translates to C++ (as the other
 families' shape rules), so the C++ runtime can check the same rule at execute.

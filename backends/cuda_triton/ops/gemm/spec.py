@@ -6,7 +6,7 @@ weight as a transposed view when the permute is free, a bmm's operands may be ex
 broadcasts to [M, N] (addmm's ``self``: [N], [1, N], [M, 1], [M, N], or a scalar-shaped [1]).
 
 ``allow_tf32`` (default off, as PyTorch's own matmuls: ``torch.backends.cuda.matmul.allow_tf32`` is False unless
-set) lets fp32 run on TF32 tensor cores; the partitioner passes its option.
+set; docs/gemm.md) lets fp32 run on TF32 tensor cores; the partitioner passes its option.
 
 Tensor roles, by the op's argument order: addmm(in0=bias, in1=a, in2=w); mm/bmm(in0=a, in1=w);
 linear(in0=x, in1=weight, in2=bias); the output is "out", the split-K partial sums "workspace".

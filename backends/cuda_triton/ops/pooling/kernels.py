@@ -6,7 +6,7 @@ load of the tile. Sizes and strides are runtime arguments, so any input and outp
 tensors (channel stride 1 on both sides: ``C_UNIT``) get a wide channel tile, so every load and store is a run of
 adjacent channels; other layouts a one-channel tile along the output positions.
 
-Semantics (ATen's CPU and CUDA kernels):
+Semantics (ATen's CPU and CUDA kernels, docs/pooling.md):
 
 * max: taps in the padding are skipped; a NaN in the window wins (``v > best or v is NaN``), so NaN propagates.
 * avg: the window starts at ``o * stride - padding``; its sum is divided by ``divisor_override`` when given,
@@ -24,7 +24,14 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import Schedule
-from ..tiling import channels_adjacent, positions_by_channels, positions_by_channels_space
+from ..tiling import (
+    channel_offsets,
+    channels_adjacent,
+    positions_by_channels,
+    positions_by_channels_space,
+    split_positions,
+    tile_offsets,
+)
 from .spec import PoolSpec
 
 
@@ -41,22 +48,11 @@ def pool_kernel(
     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
     """KIND 0: max, 1: avg, 2: adaptive avg (then KD, KH, KW are the longest windows)."""
-    offs_p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    if INT64:
-        offs_p = offs_p.to(tl.int64)
+    offs_p, offs_c = tile_offsets(BLOCK_P, BLOCK_C, INT64)
     p_ok = offs_p < M
     c_ok = offs_c < C
-    ow = offs_p % OW
-    oh = (offs_p // OW) % OH
-    od = (offs_p // (OW * OH)) % OD
-    n = offs_p // (OW * OH * OD)
-    if C_UNIT:
-        x_c = offs_c
-        y_c = offs_c
-    else:
-        x_c = offs_c * XSC
-        y_c = offs_c * YSC
+    n, od, oh, ow = split_positions(offs_p, OD, OH, OW)
+    x_c, y_c = channel_offsets(offs_c, XSC, YSC, C_UNIT)
 
     if KIND == 2:  # adaptive: [floor(o * I / O), ceil((o + 1) * I / O))
         d0 = (od * D) // OD

@@ -1,4 +1,5 @@
-"""Output sizes and strides of the pooling ops, as the node's recorded value (ATen's meta functions) has them.
+"""Output sizes and strides of the pooling ops, as the node's recorded value (ATen's meta functions) has them
+(docs/pooling.md).
 
 Written in the small subset of Python that ``scripts/gen_layout_header.py`` translates to C++ (integer
 arithmetic, ``if``/``for i in range(...)``, lists of ints, calls of the layout helpers), so the C++ runtime can

@@ -27,6 +27,13 @@ def _per_dim(op: str, name: str, value: int | list[int] | tuple[int, ...], spati
     return values
 
 
+def _window(op: str, spatial: int, kernel_size, stride, padding) -> tuple[tuple[int, ...], ...]:
+    """(kernel, stride, padding) per spatial dim; an empty stride means the kernel size, as in ATen."""
+    kernel = _per_dim(op, "kernel_size", kernel_size, spatial)
+    strides = kernel if stride in ((), []) else _per_dim(op, "stride", stride, spatial)
+    return kernel, strides, _per_dim(op, "padding", padding, spatial)
+
+
 @dataclass(frozen=True)
 class PoolSpec:
     """A pool: ``kind`` is MAX_POOL, AVG_POOL or ADAPTIVE_AVG_POOL (shape.py); per-spatial-dim tuples.
@@ -58,14 +65,13 @@ class PoolSpec:
         ceil_mode: bool = False,
     ) -> PoolSpec:
         op = f"max_pool{spatial}d"
-        kernel = _per_dim(op, "kernel_size", kernel_size, spatial)
-        strides = kernel if stride in ((), []) else _per_dim(op, "stride", stride, spatial)
+        kernel, strides, pads = _window(op, spatial, kernel_size, stride, padding)
         return PoolSpec(
             MAX_POOL,
             input,
             kernel,
             strides,
-            _per_dim(op, "padding", padding, spatial),
+            pads,
             _per_dim(op, "dilation", dilation, spatial),
             bool(ceil_mode),
         )
@@ -81,15 +87,13 @@ class PoolSpec:
         count_include_pad: bool = True,
         divisor_override: int | None = None,
     ) -> PoolSpec:
-        op = f"avg_pool{spatial}d"
-        kernel = _per_dim(op, "kernel_size", kernel_size, spatial)
-        strides = kernel if stride in ((), []) else _per_dim(op, "stride", stride, spatial)
+        kernel, strides, pads = _window(f"avg_pool{spatial}d", spatial, kernel_size, stride, padding)
         return PoolSpec(
             AVG_POOL,
             input,
             kernel,
             strides,
-            _per_dim(op, "padding", padding, spatial),
+            pads,
             (1,) * spatial,
             bool(ceil_mode),
             bool(count_include_pad),
