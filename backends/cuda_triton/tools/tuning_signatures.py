@@ -11,7 +11,7 @@ the papers' / reference implementations' layer tables at their usual inference r
 
 `problems(networks, batches, dtypes, layouts)` turns them into `ConvProblem`s (batch sizes are applied here;
 1-D layers are always contiguous; 2-D/3-D layers come in each requested layout, input and weight alike).
-Run it to print a summary: ``PYTHONPATH=backends python scripts/tuning_signatures.py``.
+Run it to print a summary: ``PYTHONPATH=backends python -m cuda_triton.tools.tuning_signatures``.
 """
 
 from __future__ import annotations

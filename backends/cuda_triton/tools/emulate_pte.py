@@ -17,7 +17,7 @@ For every lowered module of an edge program the emulator
 `run_program` interprets the whole edge program (CPU ops in PyTorch, delegates emulated) so that its output can
 be compared with eager PyTorch. ``main`` does that for a zoo model:
 
-    TRITON_INTERPRET=1 python scripts/emulate_pte.py demo --dtype fp32
+    TRITON_INTERPRET=1 PYTHONPATH=backends python -m cuda_triton.tools.emulate_pte demo --dtype fp32
 
 (kernels are not compiled: the AOT compile is replaced by fake kernel records with the launch's ABI).
 """
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
+
 from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
@@ -502,8 +503,9 @@ def _run_chain(prog: Any, plan: Any, values: list[Any], named: dict[str, bytes])
 def lower(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = "transform_and_lower",
           allow_tf32: bool = False) -> Any:  # fmt: skip
     """Export and lower ``model`` with the CudaTritonPartitioner (fake AOT compile); the edge ExportedProgram."""
-    from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
     from executorch.exir import to_edge, to_edge_transform_and_lower
+
+    from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
 
     options = CudaTritonOptions(allow_tf32=allow_tf32)
     with fake_compile():

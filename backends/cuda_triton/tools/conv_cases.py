@@ -4,8 +4,8 @@ A case is a plain dict (JSON-friendly): dims-long tuples ``spatial``, ``kernel``
 ``pad_after``, ``dilation``, ``output_padding``, and ``N``, ``C`` (input channels), ``K`` (output channels),
 ``groups``, ``transposed``, ``channels_last``, ``bias``, ``dtype`` ("float16"/"bfloat16"/"float32").
 
-``CASE_GENERATORS`` maps a template family to ``fn(rng: random.Random) -> case``; each family adds its own
-(depthwise and transposed live in part 2). Depends on torch and cuda_triton.conv only.
+``CASE_GENERATORS`` maps a template family to ``fn(rng: random.Random) -> case``. Depends on torch and
+cuda_triton.conv only (imported on the GPU machine, which has no executorch).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
 from cuda_triton.conv import ConvParams
 from cuda_triton.conv.layout import conv_out_size
 
