@@ -5,7 +5,7 @@
 
 Rows are (precision, layout, signature); each column is one table's ``time_us`` with its speed-up over the
 first table's ``cudnn_us``; a footer gives the geometric mean of each table's speed-up over cuDNN on the rows
-every table has. Used by scripts/gpu_tf32_modes.sh; works on any tables scripts/tune.py wrote.
+every table has. Works on any tables scripts/tune.py wrote (e.g. two runs with different settings).
 """
 
 from __future__ import annotations

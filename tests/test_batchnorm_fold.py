@@ -1,4 +1,4 @@
-"""Inference BatchNorm folded into the delegated convolution before it (partitioner + preprocess, issue #6).
+"""Inference BatchNorm folded into the delegated convolution before it (partitioner + preprocess).
 
 The partitioner puts an eval-mode batch norm (``_native_batch_norm_legit_no_training`` and its ``getitem(bn, 0)``)
 whose input is a delegated forward convolution with no other user into that convolution's partition; the

@@ -1,4 +1,4 @@
-"""Depthwise and phase-decomposed transposed convolution templates (issue 5).
+"""Depthwise and phase-decomposed transposed convolution templates against ATen.
 
 On CPU the kernels run in Triton's interpreter (TRITON_INTERPRET=1, set by conftest.py and again here before
 anything imports the kernels); outputs are NaN-poisoned first and every element is compared against ATen
