@@ -21,6 +21,7 @@ import pytest
 import torch
 import triton
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+from cuda_triton.conv import compile_pool
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.templates import get_template
 from cuda_triton.partition.graph import conv_problem
@@ -38,9 +39,9 @@ def triton_cache(tmp_path_factory):
     """One Triton cache for the session (cold at first: each distinct kernel compiles once)."""
     old = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton_cache"))
-    backend._COMPILER.shutdown()  # compile workers fork with the new environment
+    compile_pool.shutdown()  # compile workers fork with the new environment
     yield
-    backend._COMPILER.shutdown()
+    compile_pool.shutdown()
     if old is None:
         os.environ.pop("TRITON_CACHE_DIR", None)
     else:

@@ -1,6 +1,6 @@
 """`CudaTritonBackend`: the AOT preprocess that turns a delegated subgraph into a delegate blob.
 
-For each convolution of a partition (in graph order) the prepress
+For each convolution of a partition (in graph order) the preprocess
 
 1. binds it (`bind_conv`), folding a zero spatial ``constant_pad_nd`` the partitioner put in front of it
    (`cuda_triton.partition.graph.pad_fold`, the same function the partitioner used), and an inference batch
@@ -14,27 +14,23 @@ For each convolution of a partition (in graph order) the prepress
    ExecuTorch's NamedDataStore under content-addressed keys (in the .pte, or ``<tag>.ptd`` with an external tag);
 4. asks the template for its `KernelLaunch` list and compiles every distinct kernel (``compile_cache_key``) for
    every target arch with ``conv.aot.compile_launch`` - across all partitions of the program at once
-   (`preprocess_multimethod`), in a process pool with a progress bar; Triton's own cache (``TRITON_CACHE_DIR``)
-   makes a re-export cheap;
+   (`preprocess_multimethod`), in `conv.compile_pool`'s process pool with a progress bar; Triton's own cache
+   (``TRITON_CACHE_DIR``) makes a re-export cheap;
 5. writes the blob (`cuda_triton.serialization.blob.serialize`), each identical kernel once per arch; the cubins
    themselves go to the NamedDataStore under content-addressed keys (always in the .pte, never in a .ptd:
    they are code, not weights), so a cubin that several partitions use is stored once per .pte.
 
-Environment: ``TRITON_DISABLE_LINE_INFO`` defaults to 1 here (smaller cubins), ``CUDA_TRITON_JOBS`` (compile processes, default: every core; 1 compiles in this process),
-``CUDA_TRITON_PROGRESS`` (1/0: force the progress bar on/off; default: on when stderr is a terminal).
+Environment: ``TRITON_DISABLE_LINE_INFO`` defaults to 1 here (smaller cubins); ``CUDA_TRITON_JOBS`` and
+``CUDA_TRITON_PROGRESS`` set the compile pool's workers and progress bar (`cuda_triton.conv.compile_pool`);
+``CUDA_TRITON_PREFETCH=0`` stops the partitioner from starting compiles early.
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import logging
-import multiprocessing
 import os
-import sys
 import time
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +42,12 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from .conv.aot import CompiledKernel, abi_types, compile_cache_key, compile_launch
+from .conv.aot import CompiledKernel, abi_types, compile_cache_key
 from .conv.binding import ConvArgs, bind_conv, is_conv_node
+from .conv.compile_pool import CompileJob, compile_all, default_pool
 from .conv.params import ConvParams
 from .conv.problem import ConvProblem
-from .conv.templates import ConvTemplate, KernelLaunch, Schedule, get_template, select_candidate
+from .conv.templates import ConvTemplate, KernelLaunch, Schedule, select_candidate
 from .conv.templates._f16_mma import f16_mma_policy
 from .conv.templates.base import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from .partition.graph import (
@@ -136,126 +133,6 @@ def reset_stats() -> None:
 
 
 # ---- compile jobs ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CompileJob:
-    """Everything a worker needs to rebuild one launch and compile it (all picklable)."""
-
-    template: str
-    problem: ConvProblem
-    schedule: Schedule
-    launch_index: int
-    arch: int
-
-
-def _run_job(job: CompileJob) -> CompiledKernel:
-    launch = get_template(job.template).launches(job.problem, job.schedule)[job.launch_index]
-    return compile_launch(launch, job.arch)
-
-
-_MEMO: dict[str, CompiledKernel] = {}  # compile key -> kernel, for repeated exports in one process
-
-
-def _jobs_setting() -> int:
-    raw = os.environ.get("CUDA_TRITON_JOBS", "").strip()
-    if raw:
-        return max(1, int(raw))
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-
-
-def _progress_disabled() -> bool | None:
-    """tqdm's ``disable``: False shows the bar, True hides it, None lets tqdm decide (shown on a terminal)."""
-    raw = os.environ.get("CUDA_TRITON_PROGRESS", "").strip().lower()
-    if raw in ("1", "true", "on", "yes"):
-        return False
-    if raw in ("0", "false", "off", "no"):
-        return True
-    return None
-
-
-class _Compiler:
-    """A process pool that lives as long as the exporting process, so compiles can start early.
-
-    The partitioner submits the kernels of every convolution it delegates (`prefetch`) as soon as it has decided,
-    and the preprocess collects them (`compile_all`): compiling overlaps ExecuTorch's own lowering work. Workers
-    are forked (they inherit the imported templates; nothing re-imports torch or triton). With
-    ``CUDA_TRITON_JOBS=1`` or without fork, kernels compile in this process when the preprocess asks for them.
-    """
-
-    def __init__(self) -> None:
-        self.pool: ProcessPoolExecutor | None = None
-        self.futures: dict[str, Future[CompiledKernel]] = {}
-        self.broken = False
-
-    def _get_pool(self) -> ProcessPoolExecutor | None:
-        if self.broken or _jobs_setting() <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            return None
-        if self.pool is None:
-            ctx = multiprocessing.get_context("fork")
-            self.pool = ProcessPoolExecutor(max_workers=_jobs_setting(), mp_context=ctx)
-            atexit.register(self.shutdown)
-        return self.pool
-
-    def shutdown(self, wait: bool = False) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=wait, cancel_futures=True)
-            self.pool = None
-        self.futures.clear()
-
-    def submit(self, jobs: dict[str, CompileJob]) -> None:
-        pool = self._get_pool()
-        if pool is None:
-            return
-        for key, job in jobs.items():
-            if key in _MEMO or key in self.futures:
-                continue
-            try:
-                self.futures[key] = pool.submit(_run_job, job)
-            except BrokenProcessPool:
-                self._break()
-                return
-
-    def _break(self) -> None:
-        logger.warning("cuda_triton: the compile process pool broke; compiling in this process instead")
-        self.broken = True
-        self.futures.clear()
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = None
-
-    def compile_all(self, jobs: dict[str, CompileJob]) -> dict[str, CompiledKernel]:
-        from tqdm.auto import tqdm
-
-        todo = {k: j for k, j in jobs.items() if k not in _MEMO}
-        if todo:
-            self.submit(todo)
-            desc = f"cuda_triton: compiling {len(todo)} kernels"
-            with tqdm(
-                total=len(todo), desc=desc, unit="kernel", disable=_progress_disabled(), file=sys.stderr
-            ) as bar:
-                pending = {self.futures[k]: k for k in todo if k in self.futures}
-                try:
-                    for fut in as_completed(pending):
-                        key = pending[fut]
-                        _MEMO[key] = fut.result()
-                        self.futures.pop(key, None)
-                        bar.update(1)
-                except BrokenProcessPool:
-                    self._break()
-                for key, job in todo.items():  # no pool, or it broke: compile here
-                    if key not in _MEMO:
-                        _MEMO[key] = _run_job(job)
-                        bar.update(1)
-        return {k: _MEMO[k] for k in jobs}
-
-
-_COMPILER = _Compiler()
-
-
-def compile_all(jobs: dict[str, CompileJob]) -> dict[str, CompiledKernel]:
-    """Compile every job (key -> job) for which no kernel is known yet, in parallel, with a progress bar."""
-    return _COMPILER.compile_all(jobs)
-
-
 def prefetch_enabled() -> bool:
     return os.environ.get("CUDA_TRITON_PREFETCH", "1").strip().lower() not in ("0", "false", "off", "no")
 
@@ -293,7 +170,8 @@ def prefetch(problems: list[ConvProblem], options: CudaTritonOptions) -> int:
     Returns how many compile jobs were submitted. A wrong guess only costs CPU time: the preprocess compiles
     exactly what it needs and reuses what was prefetched.
     """
-    if not prefetch_enabled() or _COMPILER._get_pool() is None:
+    pool = default_pool()
+    if not prefetch_enabled() or pool.executor() is None:
         return 0
     tuning = _Tuning(options)
     jobs: dict[str, CompileJob] = {}
@@ -302,9 +180,9 @@ def prefetch(problems: list[ConvProblem], options: CudaTritonOptions) -> int:
             jobs.update(conv_jobs(problem, options, tuning))
         except Exception as e:  # never let a speculative compile break partitioning
             logger.debug("cuda_triton: prefetch skipped a convolution: %s", e)
-    before = len(_COMPILER.futures)
-    _COMPILER.submit(jobs)
-    return len(_COMPILER.futures) - before
+    before = pool.pending
+    pool.submit(jobs)
+    return pool.pending - before
 
 
 # ---- one program -> a draft blob --------------------------------------------------------------------------------
