@@ -115,7 +115,13 @@ SETS["box"] = [
 # alone (three UNets fill the 64 MiB carry).
 SETS["box_debug"] = [
     ("unet_bf16_box", "unet", "bf16", ("--pin-template", "implicit_gemm_box"), "pass"),
-    ("unet_fp16_box_device", "unet", "fp16", ("--device-memory", "--pin-template", "implicit_gemm_box"), "pass"),
+    (
+        "unet_fp16_box_device",
+        "unet",
+        "fp16",
+        ("--device-memory", "--pin-template", "implicit_gemm_box"),
+        "pass",
+    ),
     ("unet_bf16_device", "unet", "bf16", ("--device-memory",), "pass"),
 ]
 # One carry for a closing run: the core set plus ResNet-18 (BatchNorm folds, split-K and channels-last copies).

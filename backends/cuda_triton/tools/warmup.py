@@ -2,26 +2,32 @@
 
 Triton's JIT keeps compiled kernels in its on-disk cache (``TRITON_CACHE_DIR``), Inductor its FX graphs and
 autotuning results in its own: a worker that compiles a kernel leaves it there, and the measuring process then
-loads it in milliseconds instead of compiling it between two timings. Two kinds of job:
+loads it in milliseconds instead of compiling it between two timings. The workers are the export's compile pool
+(`cuda_triton.conv.compile_pool.CompilePool`), spawned rather than forked (a forked child of a process that has
+initialised CUDA cannot use it). Two kinds of job:
 
 * `ScheduleWarmup` (scripts/tune.py): JIT-compile the launches of some schedules of one template for one
   problem, without launching them (no GPU memory is touched: tensors are stand-ins carrying their dtype);
 * `CaseWarmup` (scripts/bench_conv.py, scripts/gpu_numerics.py): run a case once on the GPU through our op
-  (its own choice or a forced template and schedule) or through Inductor.
+  (its own choice or a forced template and schedule) or through Inductor, stopping at a deadline.
 
-Workers are spawned, not forked: a forked child of a process that has initialised CUDA cannot use it.
 Depends on torch and cuda_triton.conv only.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing as mp
+import signal
 import time
+from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from cuda_triton.conv.compile_pool import CompilePool
 
 from . import conv_cases as nc
 
@@ -36,7 +42,7 @@ class ScheduleWarmup:
     template: str
     schedules: tuple[dict[str, int], ...]
 
-    def run(self) -> tuple[int, list[str]]:
+    def compile(self) -> tuple[int, list[str]]:
         """(schedules compiled, errors): a template error is reported, never raised."""
         from cuda_triton.conv.templates import get_template
         from cuda_triton.conv.templates.base import Schedule, TensorArg, running_arch
@@ -71,39 +77,43 @@ class ScheduleWarmup:
 @dataclass(frozen=True)
 class CaseWarmup:
     """Run ``case`` once on the GPU: ``kind`` "ours" (with ``template``/``schedule`` forced when given) or
-    "inductor"."""
+    "inductor"; a run still going at ``deadline`` (``time.time()``) is stopped there."""
 
     kind: str
     case: nc.Case
     template: str | None = None
     schedule: dict[str, int] | None = None
+    deadline: float | None = None
 
     @property
     def label(self) -> str:
         return job_label(self.kind, self.case, self.template, self.schedule)
 
-    def run(self) -> tuple[str, str]:
+    def compile(self) -> tuple[str, str]:
         """(label, "ok" or the error's first line)."""
-        from .bench_contenders import inductor_call, ours_call
-
         try:
-            torch.backends.cudnn.benchmark = True
-            x, w, b = nc.make_tensors(self.case, "cuda")
-            if self.kind == "ours":
-                from cuda_triton.conv.templates import force_conv_candidate
-                from cuda_triton.conv.templates.base import Schedule
-
-                if self.template is None:
-                    ours_call(self.case, x, w, b)()
-                else:
-                    with force_conv_candidate(self.template, Schedule.from_dict(self.schedule or {})):
-                        ours_call(self.case, x, w, b)()
-            else:
-                inductor_call(self.case, x, w, b)()
-            torch.cuda.synchronize()
+            with _stop_at(self.deadline):
+                self._run()
             return self.label, "ok"
         except Exception as e:
             return self.label, f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+
+    def _run(self) -> None:
+        from .bench_contenders import inductor_call, ours_call
+
+        torch.backends.cudnn.benchmark = True
+        x, w, b = nc.make_tensors(self.case, "cuda")
+        if self.kind == "inductor":
+            inductor_call(self.case, x, w, b)()
+        elif self.template is None:
+            ours_call(self.case, x, w, b)()
+        else:
+            from cuda_triton.conv.templates import force_conv_candidate
+            from cuda_triton.conv.templates.base import Schedule
+
+            with force_conv_candidate(self.template, Schedule.from_dict(self.schedule or {})):
+                ours_call(self.case, x, w, b)()
+        torch.cuda.synchronize()
 
 
 def job_label(kind: str, case: nc.Case, template: str | None, schedule: dict | None) -> str:
@@ -113,46 +123,77 @@ def job_label(kind: str, case: nc.Case, template: str | None, schedule: dict | N
     )
 
 
-def _run(job: ScheduleWarmup | CaseWarmup) -> Any:
-    return job.run()
+class DeadlinePassed(Exception):
+    """A warm-up job reached its deadline (reported as its status, like any other error)."""
+
+
+@contextmanager
+def _stop_at(deadline: float | None) -> Iterator[None]:
+    """Raise DeadlinePassed in this (worker) process's main thread once ``deadline`` is reached."""
+    if deadline is None:
+        yield
+        return
+    left = deadline - time.time()
+    if left <= 0:
+        raise DeadlinePassed("the warm-up deadline had passed")
+
+    def fire(signum: int, frame: Any) -> None:
+        raise DeadlinePassed("stopped at the warm-up deadline")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def warm_cases(jobs: list[CaseWarmup], workers: int, deadline_s: float) -> dict[str, str]:
-    """Run case jobs in ``workers`` spawned processes until done or ``deadline_s`` seconds have passed;
-    returns label -> status for the jobs that finished."""
+    """Run case jobs in ``workers`` spawned processes for at most ``deadline_s`` seconds; returns label ->
+    status for the jobs that finished in time. With one worker or fewer they run in this process."""
     if not jobs or workers <= 0:
         return {}
+    deadline = time.time() + deadline_s
+    timed = {job.label: CaseWarmup(job.kind, job.case, job.template, job.schedule, deadline) for job in jobs}
+    pool = CompilePool(workers, start_method="spawn")
     status: dict[str, str] = {}
-    t0 = time.time()
-    with mp.get_context("spawn").Pool(workers, maxtasksperchild=64) as pool:
-        pending = pool.imap_unordered(_run, jobs)
-        for _ in range(len(jobs)):
-            left = deadline_s - (time.time() - t0)
-            if left <= 0:
+    if pool.executor() is None:
+        for job in timed.values():
+            if time.time() >= deadline:
                 break
-            try:
-                label, st = pending.next(timeout=left)
-            except mp.TimeoutError:
-                break
+            label, st = job.compile()
             status[label] = st
-        pool.terminate()
+        return status
+    pool.submit(timed)
+    try:
+        for fut in cf.as_completed(list(pool.futures.values()), timeout=max(0.0, deadline - time.time())):
+            label, st = fut.result()
+            status[label] = st
+    except (cf.TimeoutError, BrokenProcessPool):  # out of time, or a worker died: measure with what is warm
+        pass
+    finally:
+        pool.shutdown()
     return status
 
 
 class Precompiler:
-    """Submits every problem's schedule jobs up front; `wait(key)` blocks until one problem's are done."""
+    """Compiles every problem's schedule jobs in the background; `wait(key)` blocks until one problem's are
+    done (or the deadline)."""
 
-    def __init__(self, jobs: int) -> None:
-        self.pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
-        self.futures: dict[str, list[cf.Future]] = {}
+    def __init__(self, workers: int) -> None:
+        self.pool = CompilePool(workers, start_method="spawn")
+        self.keys: dict[str, list[str]] = {}
 
     def submit(self, key: str, jobs: list[ScheduleWarmup]) -> None:
-        self.futures[key] = [self.pool.submit(_run, job) for job in jobs]
+        named = {f"{key}#{i}": job for i, job in enumerate(jobs)}
+        self.keys[key] = list(named)
+        self.pool.submit(named)
 
     def wait(self, key: str, deadline: float | None) -> None:
-        futs = self.futures.pop(key, [])
+        futs = [self.pool.futures.pop(k) for k in self.keys.pop(key, []) if k in self.pool.futures]
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         cf.wait(futs, timeout=timeout)
 
     def shutdown(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
