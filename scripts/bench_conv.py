@@ -30,17 +30,14 @@ Writes OUT/bench.json (raw), OUT/bench.txt (table), OUT/speedup.png (when matplo
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
 import platform
 import shlex
-import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +55,7 @@ from cuda_triton.tools.bench_contenders import (  # noqa: E402
 from cuda_triton.tools.bench_report import fmt_us, is_target, render  # noqa: E402
 from cuda_triton.tools.suites import PUBLIC_SUITE, load_suite  # noqa: E402
 from cuda_triton.tools.timing import gpu_state, time_gpu_us, time_side_by_side  # noqa: E402
-from cuda_triton.tools.warmup import CaseWarmup, job_label, warm_cases  # noqa: E402
+from cuda_triton.tools.warmup import CaseWarmup, job_label, time_limit, warm_cases  # noqa: E402
 
 # Roofline ceilings of the H200 (docs/platform_facts.md: measured fp16 matmul 740 TFLOP/s and 4.3 TB/s device
 # copy; TF32 is half the fp16 dense rate, plain fp32 FMA about 60 TFLOP/s).
@@ -117,26 +114,6 @@ def candidates(problem) -> list[tuple[str, Any]]:
         if verdict:
             out.extend((template.name, s) for s in template.schedules(problem))
     return out
-
-
-class CompileTimeout(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def alarm(seconds: float) -> Iterator[None]:
-    """Raise CompileTimeout in the main thread after ``seconds`` (Inductor compiles can take minutes)."""
-
-    def fire(signum, frame):
-        raise CompileTimeout(f"no result within {seconds:.0f} s")
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def table_times(problem) -> dict[str, Any] | None:
@@ -239,7 +216,7 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
         rec["inductor_us"], rec["inductor_note"] = None, "cannot compile: " + cannot
     else:
         try:
-            with alarm(args.inductor_timeout):
+            with time_limit(args.inductor_timeout):
                 fn = inductor_call(case, x, w, b)
                 rec["inductor_path"] = inductor_conv_path(fn)
                 rec["inductor_check"] = check(case, fn, x, w, b)

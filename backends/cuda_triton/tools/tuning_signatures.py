@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from cuda_triton.conv.layout import channels_last_strides, contiguous_strides
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.problem import ConvProblem
 
@@ -388,14 +389,9 @@ NETWORKS: dict[str, Callable[[], list[Layer]]] = {
 # ---- layers -> problems --------------------------------------------------------------------------------------
 def dense_strides(sizes: tuple[int, ...], layout: str) -> tuple[int, ...]:
     """Element strides of a dense tensor: 'contiguous' (N, C, *spatial) or 'channels_last' (N, *spatial, C)."""
-    rank = len(sizes)
-    order = list(range(rank)) if layout == "contiguous" else [0, *range(2, rank), 1]
-    strides = [0] * rank
-    acc = 1
-    for d in reversed(order):
-        strides[d] = acc
-        acc *= sizes[d]
-    return tuple(strides)
+    if layout == "contiguous":
+        return tuple(contiguous_strides(list(sizes)))
+    return tuple(channels_last_strides(list(sizes)))
 
 
 def layer_problem(layer: Layer, batch: int, dtype: str, layout: str, allow_tf32: bool = True) -> ConvProblem:

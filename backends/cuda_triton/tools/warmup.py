@@ -21,7 +21,7 @@ import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +92,7 @@ class CaseWarmup:
     def compile(self) -> tuple[str, str]:
         """(label, "ok" or the error's first line)."""
         try:
-            with _stop_at(self.deadline):
+            with nullcontext() if self.deadline is None else time_limit(self.deadline - time.time()):
                 self._run()
             return self.label, "ok"
         except Exception as e:
@@ -123,25 +123,21 @@ def job_label(kind: str, case: nc.Case, template: str | None, schedule: dict | N
     )
 
 
-class DeadlinePassed(Exception):
-    """A warm-up job reached its deadline (reported as its status, like any other error)."""
+class CompileTimeout(Exception):
+    """A compile (a warm-up job, an Inductor compile) ran past its time limit."""
 
 
 @contextmanager
-def _stop_at(deadline: float | None) -> Iterator[None]:
-    """Raise DeadlinePassed in this (worker) process's main thread once ``deadline`` is reached."""
-    if deadline is None:
-        yield
-        return
-    left = deadline - time.time()
-    if left <= 0:
-        raise DeadlinePassed("the warm-up deadline had passed")
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise CompileTimeout in this process's main thread after ``seconds`` (at once when there are none left)."""
+    if seconds <= 0:
+        raise CompileTimeout("no time left")
 
     def fire(signum: int, frame: Any) -> None:
-        raise DeadlinePassed("stopped at the warm-up deadline")
+        raise CompileTimeout(f"no result within {seconds:.1f} s")
 
     previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, left)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
