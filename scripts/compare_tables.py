@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Print tuning tables side by side: the best measured time per convolution in each, and cuDNN's.
 
-    python scripts/compare_tables.py cvt=/tmp/a/sm90.json bits=/tmp/b/sm90.json 0=/tmp/c/sm90.json
+    python scripts/compare_tables.py shipped=backends/cuda_triton/conv/tuning/sm90.json new=/tmp/t/sm90.json
 
 Rows are (precision, layout, signature); each column is one table's ``time_us`` with its speed-up over the
 first table's ``cudnn_us``; a footer gives the geometric mean of each table's speed-up over cuDNN on the rows
-every table has. Used by scripts/gpu_tf32_modes.sh; works on any tables scripts/tune.py wrote.
+every table has. Works on any tables scripts/tune.py wrote (e.g. two runs with different settings).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ def load(path: str) -> dict[tuple[str, str, str], dict]:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     if not argv or any("=" not in a for a in argv):
         print(__doc__)
         return 2

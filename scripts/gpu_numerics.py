@@ -4,15 +4,15 @@
 
 Checks, each with a fresh random input/weight/bias, the output pre-filled with NaN (in the layout rule's
 strides), every element compared with an fp32 ATen reference (TF32 off) under a dtype- and reduction-scaled
-tolerance (scripts/numerics_cases.py):
-  1. ``--count`` random shapes drawn round-robin from ``numerics_cases.CASE_GENERATORS`` (each family's
+tolerance (cuda_triton/tools/conv_cases.py):
+  1. ``--count`` random shapes drawn round-robin from ``conv_cases.CASE_GENERATORS`` (each family's
      template is forced when it supports the case, else the op's own choice runs);
   2. the public suite x fp16/bf16/fp32 with the op's own choice, plus the op itself (output strides must match
      the layout rule);
   3. every schedule of every template on ``--schedule-cases`` random cases of its family (force_conv_candidate);
   4. every split-K and channels-last-copy schedule of the GEMM templates on ``--split-copy-cases`` random
-     few-tile, long-K cases (``numerics_cases.gen_few_tiles_long_k``), and every tail-split schedule on as many
-     cases of whole waves plus a few rows (``numerics_cases.gen_tail_waves``);
+     few-tile, long-K cases (``conv_cases.gen_few_tiles_long_k``), and every tail-split schedule on as many
+     cases of whole waves plus a few rows (``conv_cases.gen_tail_waves``);
   5. every F16_MMA schedule (implicit GEMM, transposed) on ``--f16-cases`` fp32 cases scaled far outside fp16's
      range; 6. every W_FOLD schedule of the transposed template on ``--fold-cases`` convs with kernel == stride
      along W; 7. every TF32 schedule of the box template (fp32 boxes, A rounded to TF32) on ``--f16-cases``.
@@ -35,9 +35,11 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_conv  # noqa: E402
-import numerics_cases as nc  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
+from cuda_triton.tools import conv_cases as nc  # noqa: E402
+from cuda_triton.tools.bench_report import is_target  # noqa: E402
+from cuda_triton.tools.suites import PUBLIC_SUITE, load_suite  # noqa: E402
+from cuda_triton.tools.warmup import CaseWarmup, job_label, warm_cases  # noqa: E402
 
 
 def one(
@@ -93,7 +95,7 @@ def main() -> None:
         default=3,
         help="transposed convs with kernel == stride along W whose W_FOLD schedules all run",
     )
-    ap.add_argument("--suite", type=Path, default=bench_conv.DEFAULT_SUITE)
+    ap.add_argument("--suite", type=Path, default=PUBLIC_SUITE)
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument(
         "--device", default="cuda", help="cpu: a dry run under TRITON_INTERPRET=1 (tiny counts only)"
@@ -123,8 +125,8 @@ def main() -> None:
         plan.append(("random:" + fam, case, forced, None, False))
     # 2. the public suite
     for dtype in nc.DTYPES if args.suite.name and args.suite_cases != "none" else ():
-        for c in bench_conv.load_suite(args.suite):
-            if args.suite_cases == "target" and not bench_conv.is_target(nc.case_from_suite(c, dtype)):
+        for c in load_suite(args.suite):
+            if args.suite_cases == "target" and not is_target(nc.case_from_suite(c, dtype)):
                 continue
             plan.append(("suite", nc.case_from_suite(c, dtype, bias=rng.random() < 0.5), None, None, True))
 
@@ -201,13 +203,15 @@ def main() -> None:
     t0 = time.time()
     status: dict[str, str] | None = None
     if not args.no_warm and args.device == "cuda":
-        jobs = [("ours", c, tname, s.as_dict() if s is not None else None) for _, c, tname, s, _ in plan]
-        status = bench_conv.warm(jobs, args.workers, args.compile_timeout)
+        jobs = [
+            CaseWarmup("ours", c, tname, s.as_dict() if s is not None else None) for _, c, tname, s, _ in plan
+        ]
+        status = warm_cases(jobs, args.workers, args.compile_timeout)
         print(f"warmed {len(status)}/{len(jobs)} kernels in {time.time() - t0:.0f} s", flush=True)
 
     records = []
     for i, (group, case, tname, sched, op_too) in enumerate(plan):
-        label = bench_conv.job_label("ours", case, tname, sched.as_dict() if sched is not None else None)
+        label = job_label("ours", case, tname, sched.as_dict() if sched is not None else None)
         if time.time() - t0 > args.time_limit:
             records.append({"group": group, "label": nc.case_label(case), "case": case, "status": "skipped"})
             continue

@@ -4,7 +4,8 @@
 #   device: bash scripts/gpu_session.sh   (carry .carry/gpu_validate; results in $OUT/session.tgz)
 # Each step has its own time limit so one slow step cannot starve the others, and every step's output is
 # packed at the end (the device tool returns at most 8 files). SKIP="layout bench" leaves steps out; T_<STEP>
-# variables change their limits.
+# variables change their limits. Steps, in order: layout validate num_dw_tr num_gemm num_all num_box num_f16 dw1d
+# [retune merge: RETUNE=...] [bench_warmup: BENCH_WARMUP=1] bench unseen [noise_*: NOISE=1] bench_heur.
 set -u
 export PYTHONPATH=backends PYTHONUNBUFFERED=1
 o=/tmp/gpu_session
@@ -22,10 +23,10 @@ nvidia-smi -q -d PERFORMANCE,CLOCK > "$o/gpu_state_start.txt" 2>&1  # clocks and
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 step layout "${T_LAYOUT:-60}" python3 scripts/check_layout_gpu.py --out "$o/layout"
 step validate "${T_VALIDATE:-200}" python3 scripts/gpu_validate.py run --out "$o/validate" --corruptions 20
-step num_part2 "${T_NUM2:-80}" python3 scripts/gpu_numerics.py --out "$o/num_part2" --families depthwise,transposed --count 120 --time-limit 60
-step num_part1 "${T_NUM1:-70}" python3 scripts/gpu_numerics.py --out "$o/num_part1" --families gemm,implicit_gemm --count 100 --time-limit 50
-# random shapes only (the schedule, split/copy, tail and F16 groups are num_part1/num_part2/num_f16's): with them,
-# the warm-up compiled ~1000 kernels and left time for 42 random cases (07:42 UTC)
+step num_dw_tr "${T_NUM_DW_TR:-80}" python3 scripts/gpu_numerics.py --out "$o/num_dw_tr" --families depthwise,transposed --count 120 --time-limit 60
+step num_gemm "${T_NUM_GEMM:-70}" python3 scripts/gpu_numerics.py --out "$o/num_gemm" --families gemm,implicit_gemm --count 100 --time-limit 50
+# random shapes only (the schedule, split/copy, tail and F16 groups are num_gemm/num_dw_tr/num_f16's): with them
+# all, the warm-up compiles ~1000 kernels and leaves time for a few dozen random cases
 step num_all "${T_NUMALL:-100}" python3 scripts/gpu_numerics.py --out "$o/num_all" --families gemm,implicit_gemm,implicit_gemm_tma,implicit_gemm_box,depthwise,transposed --count "${NUM_COUNT:-220}" \
   --schedule-cases 0 --split-copy-cases 0 --f16-cases 0 --suite-cases none --time-limit "${NUM_LIMIT:-80}"
 # the Gluon box template: random shapes of its domain, every schedule on a few of them, every TF32 one on fp32 cases
@@ -36,7 +37,8 @@ step num_box "${T_NUMBOX:-120}" python3 scripts/gpu_numerics.py --out "$o/num_bo
 step num_f16 "${T_NUMF16:-120}" python3 scripts/gpu_numerics.py --out "$o/num_f16" --families implicit_gemm,transposed \
   --count 0 --suite-cases none --schedule-cases 0 --split-copy-cases 0 --f16-cases "${F16_CASES:-6}" --time-limit 90
 # every depthwise schedule (direct and tensor-core band kernels) on 1-D depthwise rows, next to cuDNN
-step dw1d "${T_DW1D:-75}" python3 scripts/bench_depthwise1d.py --out "$o/dw1d" --jobs 16 --budget-s 55
+step dw1d "${T_DW1D:-75}" python3 scripts/tune.py --out "$o/dw1d" --problems set:depthwise-1d --templates depthwise \
+  --jobs 16 --budget-s 55
 # RETUNE=public (any tune.py --problems value): re-tune those convolutions over every schedule and merge them
 # into the package table before the bench (the merged table comes back as sm90.merged.json)
 if [ -n "${RETUNE:-}" ]; then
@@ -46,8 +48,8 @@ if [ -n "${RETUNE:-}" ]; then
     --out backends/cuda_triton/conv/tuning/sm90.json --note "${RETUNE_NOTE:-re-tuned by gpu_session.sh}" ${MERGE_EXTRA:-}
   cp backends/cuda_triton/conv/tuning/sm90.json "$o/sm90.merged.json"
 fi
-# BENCH_WARMUP=1: one suite pass without Inductor first, not the record: small kernels of ours read 2-4x slower in
-# the first minutes of some device calls while cuDNN held (docs/performance.md, session 8)
+# BENCH_WARMUP=1: one suite pass without Inductor first, not the record (for checking whether the first minutes
+# of a device call time slower than the rest)
 if [ -n "${BENCH_WARMUP:-}" ]; then
   step bench_warmup "${T_BENCH_WARMUP:-120}" python3 scripts/bench_conv.py --out "$o/bench_warmup" --all-cases \
     --no-inductor --workers 15

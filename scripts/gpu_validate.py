@@ -111,11 +111,17 @@ SETS["box"] = [
         "pass",
     ),
 ]
-# Which part of the bf16 box failure (2026-12-03 13:26: unet_bf16_box_device 0.57 err/max, fp16 box passed) is
-# bf16, device memory or the box template: each variant alone (three UNets fill the 64 MiB carry).
+# Separates three causes of a wrong UNet output: bf16, device-planned memory or the box template, each variant
+# alone (three UNets fill the 64 MiB carry).
 SETS["box_debug"] = [
     ("unet_bf16_box", "unet", "bf16", ("--pin-template", "implicit_gemm_box"), "pass"),
-    ("unet_fp16_box_device", "unet", "fp16", ("--device-memory", "--pin-template", "implicit_gemm_box"), "pass"),
+    (
+        "unet_fp16_box_device",
+        "unet",
+        "fp16",
+        ("--device-memory", "--pin-template", "implicit_gemm_box"),
+        "pass",
+    ),
     ("unet_bf16_device", "unet", "bf16", ("--device-memory",), "pass"),
 ]
 # One carry for a closing run: the core set plus ResNet-18 (BatchNorm folds, split-K and channels-last copies).

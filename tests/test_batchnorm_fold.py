@@ -1,11 +1,11 @@
-"""Inference BatchNorm folded into the delegated convolution before it (partitioner + preprocess, issue #6).
+"""Inference BatchNorm folded into the delegated convolution before it (partitioner + preprocess).
 
 The partitioner puts an eval-mode batch norm (``_native_batch_norm_legit_no_training`` and its ``getitem(bn, 0)``)
 whose input is a delegated forward convolution with no other user into that convolution's partition; the
 preprocess folds it into the weight and bias. Checked through both lowering APIs, 1-D/2-D/3-D, with and without
 a conv bias, affine and non-affine, fp32 and fp16: no batch norm is left in the CPU graph and the lowered program,
-run with the delegate blobs emulated on the CPU exactly as the runtime runs them (scripts/emulate_pte.py, Triton
-interpreter), matches the eager module. Batch norms that must stay on the CPU stay there.
+run with the delegate blobs emulated on the CPU exactly as the runtime runs them (cuda_triton.tools.emulate_pte,
+Triton interpreter), matches the eager module. Batch norms that must stay on the CPU stay there.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
+import cuda_triton.backend as backend  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -34,8 +32,7 @@ from torch import nn  # noqa: E402
 if os.environ.get("TRITON_INTERPRET") != "1":  # a GPU machine: the emulator needs the interpreter
     pytest.skip("needs TRITON_INTERPRET=1", allow_module_level=True)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import emulate_pte as E  # noqa: E402
+from cuda_triton.tools import emulate_pte as E  # noqa: E402
 
 APIS = ["transform_and_lower", "to_backend"]
 CONV = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}

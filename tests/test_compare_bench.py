@@ -61,7 +61,7 @@ def test_runs_without_common_cases_are_refused(tmp_path: Path) -> None:
 
 
 def test_stored_unseen_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The two stored runs of the unseen suite (01:11 and 09:33 UTC): every case matched, a report printed."""
+    """Two stored runs of the unseen suite (docs/bench/): every case matched, a report printed."""
     old = ROOT / "docs" / "bench" / "h200-2026-12-03-0111-unseen.json"
     new = ROOT / "docs" / "bench" / "h200-2026-12-03-0933-unseen.json"
     assert compare_bench.main([str(old), str(new)]) == 0

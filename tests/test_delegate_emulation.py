@@ -1,4 +1,4 @@
-"""Delegate blobs executed on the CPU the way the C++ runtime executes them (scripts/emulate_pte.py).
+"""Delegate blobs executed on the CPU the way the C++ runtime executes them (cuda_triton.tools.emulate_pte).
 
 Each lowered partition's blob is parsed, its constants taken from the named data, values allocated with the
 recorded sizes/strides, and every LaunchRecord replayed through the Triton interpreter with the RECORDED args
@@ -14,7 +14,6 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -26,9 +25,8 @@ pytest.importorskip("executorch")
 if os.environ.get("TRITON_INTERPRET") != "1":  # a GPU machine: the emulator needs the interpreter
     pytest.skip("needs TRITON_INTERPRET=1", allow_module_level=True)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import emulate_pte as E  # noqa: E402
 from cuda_triton.models.zoo import build  # noqa: E402
+from cuda_triton.tools import emulate_pte as E  # noqa: E402
 
 
 def _assert_ok(run: E.ProgramRun, err: float, tol: float) -> None:

@@ -25,7 +25,7 @@ from cuda_triton.conv.templates.depthwise.geometry import is_band as _is_band  #
 from cuda_triton.conv.templates.depthwise.kernels import _depthwise_band1d_kernel  # noqa: E402
 from cuda_triton.conv.templates.depthwise.schedules import BAND_MIN_TAPS  # noqa: E402
 from cuda_triton.kernel.launch import Schedule  # noqa: E402
-from test_templates_part2 import DTYPES, DW, _dw_inputs, check  # noqa: E402
+from test_depthwise_transposed_templates import DTYPES, DW, _dw_inputs, check  # noqa: E402
 
 # (name, N, C, mult, spatial, kernel, stride, pad_before, pad_after, dilation, layout, bias)
 BAND_CASES = [
@@ -81,8 +81,8 @@ def test_heuristic_picks_band_for_1d_rows(dtype):
     assert _is_band(s) and s in DW.schedules(problem)
     assert band_geometry(problem) == (8, 16)
     assert interior_fraction(problem, s) == 0.0  # one masked path, no interior split
-    # Whole rows per program, 2+ programs per SM of an H200, no padding waste beyond the last segment: the 07:03
-    # sweep's winner (IMG 8, SEG 32, SEGS 16, 4 warps), on the 1-D kernel's 2-D grid.
+    # Whole rows per program, 2+ programs per SM of an H200, no padding waste beyond the last segment: the H200
+    # schedule sweep's winner (IMG 8, SEG 32, SEGS 16, 4 warps), on the 1-D kernel's 2-D grid.
     launch = DW.launches(problem, s)[0]
     assert launch.fn is _depthwise_band1d_kernel
     assert launch.grid == (512, 1, 1) and s == Schedule.make(4, 1, SEG=32, SEGS=16, IMG=8)
@@ -90,7 +90,7 @@ def test_heuristic_picks_band_for_1d_rows(dtype):
 
 
 def _row(n: int, c: int, length: int, k: int, dtype: str = "float16") -> ConvProblem:
-    """The 1-D shapes of scripts/bench_depthwise1d.py: contiguous, stride 1, 'same' padding."""
+    """A 1-D depthwise row like those of set depthwise-1d (bench/tuning_layer_sets.txt): contiguous, 'same'."""
     return ConvProblem.from_shapes(
         (n, c, length), (c * length, length, 1), (c, 1, k), (k, k, 1), False,
         ConvParams((1,), (k // 2,), (k // 2,), (1,), False, (0,), c), dtype,
@@ -98,7 +98,7 @@ def _row(n: int, c: int, length: int, k: int, dtype: str = "float16") -> ConvPro
 
 
 def test_heuristic_keeps_direct_for_short_filters():
-    """Band only from BAND_MIN_TAPS taps, as the 07:03 H200 sweep (us, best band vs best direct): short.dw3
+    """Band only from BAND_MIN_TAPS taps, as an H200 sweep of every schedule measured (us, best band vs best direct): short.dw3
     (N=8, C=1024, L=100) 8.43 vs 3.66 and long.dw5 (N=1, C=256, L=4000, bf16) 3.96 vs 3.80 stay direct;
     conformer.dw15 (6.16 vs 10.16), its N=1 row (3.05 vs 3.36) and wide.dw31 (6.72 vs 17.58) take the band, each
     on the schedule that won there."""

@@ -21,14 +21,8 @@ from cuda_triton.conv.op import reference_in_layout  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import Candidate, force_conv_candidate  # noqa: E402
-from cuda_triton.conv.templates.base import (  # noqa: E402
-    ConvTemplate,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    Support,
-    TensorArg,
-)
+from cuda_triton.conv.templates.base import ConvTemplate  # noqa: E402
+from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, Support, TensorArg  # noqa: E402
 
 P3 = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
 

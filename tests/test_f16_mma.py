@@ -19,7 +19,7 @@ from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import _f16_mma, get_template  # noqa: E402
 from cuda_triton.conv.tf32 import round_to_tf32  # noqa: E402
 from cuda_triton.kernel.launch import Schedule, TensorArg  # noqa: E402
-from test_templates_part1 import DEVICE, _params, _run, _tensors  # noqa: E402
+from test_gemm_templates import DEVICE, _params, _run, _tensors  # noqa: E402
 
 IG = get_template("implicit_gemm")
 

@@ -22,7 +22,7 @@ from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates.geometry import Geometry  # noqa: E402
 from cuda_triton.conv.templates.implicit_gemm_box.boxes import box_shapes, box_waste  # noqa: E402
 from cuda_triton.kernel.aot import compile_cache_key, compile_launches  # noqa: E402
-from test_templates_part1 import _check, _params, _run, _tensors  # noqa: E402
+from test_gemm_templates import _check, _params, _run, _tensors  # noqa: E402
 
 BOX = "implicit_gemm_box"
 

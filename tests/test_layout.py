@@ -1,5 +1,6 @@
 """`out_shape_and_stride` (the CUDA output-layout rule) against an emulation of ATen's CUDA convolution and against
-hand-computed expectations for every case in FACTS.md's layout section; the op's fake allocates with the rule.
+hand-computed expectations for every case of docs/platform_facts.md's layout section; the op's fake allocates
+with the rule.
 
 A CPU-only torch cannot run the CUDA path (meta and fake CUDA tensors report contiguous outputs), so the emulation
 replays ATen's ``_convolution`` steps with real tensor operations:
@@ -128,7 +129,7 @@ def strided(sizes, strides, dtype=torch.float32) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# FACTS.md's layout cases, with hand-computed expectations
+# The layout cases of docs/platform_facts.md, with hand-computed expectations
 # ---------------------------------------------------------------------------------------------------------
 CL, CL3 = torch.channels_last, torch.channels_last_3d
 

@@ -318,7 +318,7 @@ class Chain(Tiny):
 
 
 def test_identical_cubins_are_stored_once_per_pte(tmp_path):
-    """Partitions that use the same kernel share one copy of its cubin in the .pte (issue #6)."""
+    """Partitions that use the same kernel share one copy of its cubin in the .pte."""
     torch.manual_seed(0)
     edge, p = lower(Chain(), example())
     mods = lowered_modules(edge)

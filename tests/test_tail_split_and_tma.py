@@ -1,6 +1,6 @@
 """Tail-split implicit GEMM schedules and the TMA implicit-GEMM template against ATen (TRITON_INTERPRET=1 on CPU).
 
-Same checks as test_templates_part1 (fresh random inputs, NaN-poisoned output and scratch, every element against
+Same checks as test_gemm_templates (fresh random inputs, NaN-poisoned output and scratch, every element against
 an fp32 ATen reference): the tail split on small problems with forced tail geometry (the real trigger needs
 more than a wave of 132 programs), and the TMA template over dims, dilation, asymmetric padding, layouts and
 dtypes, its whole schedule space on one problem, its support rules and its scratch.
@@ -22,7 +22,7 @@ from cuda_triton.conv.templates._pad_copy import padded_extent  # noqa: E402
 from cuda_triton.conv.templates._splitk import tail_options, tail_rows  # noqa: E402
 from cuda_triton.conv.templates.geometry import NUM_SMS, Geometry  # noqa: E402
 from cuda_triton.kernel.launch import Schedule  # noqa: E402
-from test_templates_part1 import _check, _params, _run, _tensors  # noqa: E402
+from test_gemm_templates import _check, _params, _run, _tensors  # noqa: E402
 
 
 def _meta_problem(n, c, k, spatial, kernel, dtype="float16", **kw) -> ConvProblem:

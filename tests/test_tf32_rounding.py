@@ -1,4 +1,4 @@
-"""Round-to-nearest TF32 operands on the fp32-with-TF32 path (issue 7).
+"""Round-to-nearest TF32 operands on the fp32-with-TF32 path.
 
 The torch conversion (conv/tf32.py) and the kernels' Triton helper (templates/_tf32.py) are checked bit for bit
 against an independent fp64 reference (specials, ties, negatives, subnormals, overflow); the prepared fp32

@@ -28,7 +28,7 @@ from cuda_triton.conv.templates.transposed.phases import phase_taps  # noqa: E40
 from cuda_triton.conv.templates.transposed.template import SMEM_LIMIT  # noqa: E402
 from cuda_triton.conv.tf32 import round_to_tf32  # noqa: E402
 from cuda_triton.kernel.launch import Schedule, TensorArg  # noqa: E402
-from test_templates_part2 import TR, TR_CASES, _channels_last, _tr_inputs  # noqa: E402
+from test_depthwise_transposed_templates import TR, TR_CASES, _channels_last, _tr_inputs  # noqa: E402
 
 NAN = float("nan")
 
@@ -215,7 +215,7 @@ def test_every_tile_config_on_offer_in_each_mode(monkeypatch: pytest.MonkeyPatch
         exact = _problem(*_meta(**FCN, cl=cl), allow_tf32=False)
         space = TR.schedules(tf32)
         assert {_mode(s) for s in space} == {0, 1, 2}
-        assert [s for s in space if not _mode(s)] == TR.schedules(exact)  # today's space, unchanged
+        assert [s for s in space if not _mode(s)] == TR.schedules(exact)  # the exact-fp32 space, unchanged
         for s in TR.schedules(exact):
             for mode in (1, 2):
                 twins = [
@@ -275,7 +275,7 @@ def test_weight_scratch_and_launches(mode: int) -> None:
     problem = _problem(x, w, b, p)
     s = _fewest_programs(problem, mode)
     plain = Schedule.from_dict({k: v for k, v in s.as_dict().items() if k != "F16_MMA"})
-    # The weight: today's (unrounded) matrix, scaled to fp16 and flattened, then its shift.
+    # The weight: the exact path's (unrounded) matrix, scaled to fp16 and flattened, then its shift.
     matrix = TR.prepare_weight(w, _problem(x, w, b, p, allow_tf32=False), plain)
     prepared = TR.prepare_weight(w, problem, s)
     assert prepared.dtype == torch.float16 and prepared.dim() == 1

@@ -28,7 +28,7 @@ from cuda_triton.conv.templates.transposed import template as transposed_mod  # 
 from cuda_triton.conv.templates.transposed.phases import uses_w_fold, w_phases_fold  # noqa: E402
 from cuda_triton.conv.templates.transposed.template import SMEM_LIMIT  # noqa: E402
 from cuda_triton.kernel.launch import Schedule, TensorArg  # noqa: E402
-from test_templates_part2 import DTYPES, TR, _channels_last, _module_for, _tr_inputs, check  # noqa: E402
+from test_depthwise_transposed_templates import DTYPES, TR, _channels_last, _module_for, _tr_inputs, check  # noqa: E402
 from test_transposed_f16_mma import UNET3D, _check_tf32_accuracy, _meta, _run  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def _fewest_programs(problem: ConvProblem, f16: int = 0) -> Schedule:
 
 
 # ---- numerics ----------------------------------------------------------------------------------------------------
-# As test_templates_part2.TR_CASES: (name, N, C_in, C_out, spatial, kernel, stride, pad_before, pad_after, dilation,
+# As test_depthwise_transposed_templates.TR_CASES: (name, N, C_in, C_out, spatial, kernel, stride, pad_before, pad_after, dilation,
 # output_padding, groups, layout, bias). Along W always kernel == stride, dilation 1, no padding before.
 FOLD_CASES = [
     ("2d_k2s2_cl", 2, 8, 6, (3, 5), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), (0, 0), 1, "cl", True),
@@ -223,7 +223,7 @@ def test_folded_space_is_the_plain_space_within_the_limits() -> None:
 
 def test_heuristic_folds_only_channels_last_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
     """The heuristic takes W_FOLD 64 x 64 x 32 without F16_MMA for channels-last fp32 with TF32 (the tuner's pick
-    for both such suite convs, 2026-12-03); elsewhere it picks what it picked before W_FOLD existed."""
+    for both such public-suite convs on the H200); elsewhere it picks what it picked before W_FOLD existed."""
     unfolded = [
         _geometry(),
         _geometry(cl=False),

@@ -520,11 +520,8 @@ def test_problem_from_signature():
 
 
 def test_tuning_signatures_cover_the_networks():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import tuning_signatures as ts
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    from cuda_triton.tools import tuning_signatures as ts
+
     want = {"resnet18", "resnet50", "mobilenetv2", "efficientnet_b0", "convnext_t", "unet", "deeplabv3", "wav2vec2",
             "whisper", "hifigan", "wavenet", "r2plus1d", "x3d"}  # fmt: skip
     assert want <= set(ts.NETWORKS)

@@ -1,0 +1,568 @@
+"""Run CudaTritonBackend delegate blobs on the CPU exactly as the C++ runtime would (TRITON_INTERPRET=1).
+
+For every lowered module of an edge program the emulator
+
+1. parses the blob with the Python reader (`cuda_triton.serialization.blob.deserialize`);
+2. takes the constants (prepared weights, biases) from the module's named data, by key, with the recorded dtype;
+3. allocates one flat buffer per value (the recorded sizes/strides' storage span), copies the delegate inputs it
+   receives - in the order of the ``executorch_call_delegate`` node's arguments, which is what ExecuTorch hands the
+   runtime - into them with the recorded strides;
+4. for each launch: re-derives the template's `KernelLaunch` list from the recorded op (ConvProblem + template +
+   schedule), checks that the recorded args and grid equal the derived ones, and calls the ``@triton.jit``
+   function named by the kernel record through the interpreter with the RECORDED args and grid and the derived
+   constexprs (pointers = the flat buffers, like device addresses);
+5. compares every op's output with ATen (`reference_convolution` on the emulated input) and returns the delegate
+   outputs read back with the recorded strides.
+
+`run_program` interprets the whole edge program (CPU ops in PyTorch, delegates emulated) so that its output can
+be compared with eager PyTorch. ``main`` does that for a zoo model:
+
+    TRITON_INTERPRET=1 PYTHONPATH=backends python -m cuda_triton.tools.emulate_pte demo --dtype fp32
+
+(kernels are not compiled: the AOT compile is replaced by fake kernel records with the launch's ABI).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import copy  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+
+from cuda_triton.conv.op import reference_convolution  # noqa: E402
+from cuda_triton.conv.params import ConvParams  # noqa: E402
+from cuda_triton.conv.problem import ConvProblem  # noqa: E402
+from cuda_triton.conv.templates import get_template  # noqa: E402
+from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
+from cuda_triton.conv.templates.base import SCRATCH_ROLES  # noqa: E402
+from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, TensorArg, running_arch  # noqa: E402
+from cuda_triton.serialization.blob import (  # noqa: E402
+    ConstantRef,
+    DelegateBlob,
+    NullPtr,
+    OpRecord,
+    Scalar,
+    ValueRef,
+    deserialize,
+)
+
+if os.environ.get("TRITON_INTERPRET") == "1":  # bf16 kernels are emulated too (see _interpreter.py)
+    patch_interpreter_bf16_dot()
+
+TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
+PROBLEM_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+
+class EmulationError(AssertionError):
+    """The blob disagrees with what the templates would launch, or an op computes a wrong result."""
+
+
+# ---- fake AOT compile -----------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def fake_compile() -> Iterator[None]:
+    """Replace the AOT compile with kernel records that carry the launch's name and ABI (no cubins built)."""
+    from cuda_triton.kernel.aot import CompiledKernel, abi_types
+    from cuda_triton.preprocess import kernels
+
+    saved = (kernels.compile_all, kernels.launch_key, kernels.prefetch_enabled)
+
+    def key(template: str, problem: ConvProblem, schedule: Schedule, index: int, launch: KernelLaunch,
+            arch: int) -> str:  # fmt: skip
+        return repr((template, problem, schedule, index, int(arch)))
+
+    def compile_all(jobs: dict[str, Any]) -> dict[str, CompiledKernel]:
+        out = {}
+        for k, job in jobs.items():
+            launch = get_template(job.template).launches(job.problem, job.schedule)[job.launch_index]
+            launch = launch.for_arch(job.arch)
+            name = launch.name
+            # A distinct "cubin" per distinct kernel (name + constexprs), so deduplication behaves as for real.
+            cubin = repr((name, launch.constexprs, sorted(launch.compile_options().items()))).encode()
+            out[k] = CompiledKernel(
+                name=name, arch=job.arch, cubin=cubin, ptx="", num_warps=launch.num_warps, num_ctas=1, shared=0,
+                global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0, profile_scratch_align=1,
+                launch_cooperative_grid=False, launch_pdl=False, param_types=abi_types(launch),
+                triton_version="emulated",
+            )  # fmt: skip
+        return out
+
+    kernels.compile_all = compile_all  # type: ignore[assignment]
+    kernels.launch_key = key  # type: ignore[assignment]
+    kernels.prefetch_enabled = lambda: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        kernels.compile_all, kernels.launch_key, kernels.prefetch_enabled = saved
+
+
+# ---- one blob -------------------------------------------------------------------------------------------------
+def _span(sizes: list[int], strides: list[int]) -> int:
+    if any(s == 0 for s in sizes):
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True))
+
+
+def _parse_schedule(key: str) -> dict[str, int]:
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"([A-Za-z_]+?)(-?\d+)(?:_|$)", key)}
+
+
+def op_params(op: OpRecord) -> ConvParams:
+    return ConvParams(
+        tuple(op.stride), tuple(op.padding_before), tuple(op.padding_after), tuple(op.dilation),
+        bool(op.transposed), tuple(op.output_padding), int(op.groups),
+    )  # fmt: skip
+
+
+def derive_launches(
+    blob: DelegateBlob, op: OpRecord, allow_tf32: bool
+) -> tuple[ConvProblem, list[KernelLaunch]]:
+    """The launches the templates give for the recorded op (what the preprocess should have recorded)."""
+    x = blob.values[op.input]
+    template = get_template(op.template)
+    raw = _parse_schedule(op.schedule)
+    # Schedule keys are "<name><value>"; names that end in a digit cannot be split back, so match on the
+    # template's own schedules when possible.
+    sched = Schedule.make(raw.pop("w", 4), raw.pop("s", 2), **raw)
+    problem = ConvProblem.from_shapes(
+        tuple(x.sizes), tuple(x.strides), tuple(op.weight_sizes), tuple(op.weight_strides), op.bias is not None,
+        op_params(op), PROBLEM_DTYPES[x.dtype], allow_tf32,
+    )  # fmt: skip
+    for cand in [sched, *template.schedules(problem), template.heuristic_schedule(problem)]:
+        if cand.key() == op.schedule:
+            sched = cand
+            break
+    return problem, template.launches(problem, sched)
+
+
+@dataclass
+class BlobRun:
+    outputs: list[torch.Tensor]
+
+
+def _rel_err(out: Any, ref: Any) -> float:
+    """max |out - ref| / max |ref| (the worst over tuple outputs)."""
+    if isinstance(out, (tuple, list)):
+        return max(_rel_err(o, r) for o, r in zip(out, ref, strict=True))
+    out64, ref64 = out.detach().double(), ref.detach().double()
+    if out64.numel() == 0:
+        return 0.0
+    if not torch.isfinite(out64).all():
+        return float("inf")
+    return float((out64 - ref64).abs().max() / ref64.abs().max().clamp_min(1e-30))
+
+
+def _tol(dtype: str) -> float:
+    return {"fp32": 2e-3, "fp64": 1e-9, "fp16": 2e-2, "bf16": 5e-2}[dtype]
+
+
+def emulate_blob(
+    data: bytes,
+    named_data: dict[str, bytes],
+    inputs: list[torch.Tensor],
+    allow_tf32: bool = False,
+) -> BlobRun:
+    """Execute one delegate blob on the CPU the way runtime/backend/delegate.cpp does."""
+    blob = deserialize(data)
+    if len(inputs) != blob.num_inputs:
+        raise EmulationError(f"the delegate gets {len(inputs)} inputs, the blob has {blob.num_inputs}")
+    consts: list[torch.Tensor] = []
+    for c in blob.constants:
+        raw = named_data.get(c.key)
+        if raw is None:
+            raise EmulationError(f"constant {c.key} is not in the named data")
+        if len(raw) != c.nbytes:
+            raise EmulationError(f"constant {c.key}: {len(raw)} bytes, the blob says {c.nbytes}")
+        t = torch.frombuffer(bytearray(raw), dtype=TORCH_DTYPES[c.dtype]) if raw else torch.empty(0)
+        consts.append(t.reshape(c.sizes) if raw else t)
+    # One flat buffer per value: what a device address points at.
+    bufs: list[torch.Tensor] = []
+    for v in blob.values:
+        n = _span(v.sizes, v.strides)
+        buf = torch.full((max(n, 1),), float("nan"), dtype=TORCH_DTYPES[v.dtype])
+        if v.kind == "input":
+            x = inputs[v.index]
+            if x.dtype != TORCH_DTYPES[v.dtype]:
+                raise EmulationError(f"delegate input {v.index}: dtype {x.dtype}, the plan has {v.dtype}")
+            if list(x.shape) != v.sizes:
+                raise EmulationError(
+                    f"delegate input {v.index}: sizes {list(x.shape)}, the plan has {v.sizes}"
+                )
+            if n:
+                torch.as_strided(buf, v.sizes, v.strides).copy_(x)
+        bufs.append(buf)
+
+    def view(i: int) -> torch.Tensor:
+        v = blob.values[i]
+        return torch.as_strided(bufs[i], v.sizes, v.strides)
+
+    run = BlobRun(outputs=[])
+    scratch_refs: dict[tuple[int, str], ValueRef] = {}
+    for oi, op in enumerate(blob.ops):
+        problem, derived = derive_launches(blob, op, allow_tf32)
+        if len(derived) != len(op.launches):
+            raise EmulationError(
+                f"op {oi}: {len(op.launches)} launches recorded, the template gives {len(derived)}"
+            )
+        x_in = view(op.input).clone()
+        for li, (rec, launch) in enumerate(zip(op.launches, derived, strict=True)):
+            kernel_names = {arch: blob.kernels[k].name for arch, k in rec.kernels.items()}
+            expected = {arch: launch.for_arch(arch).name for arch in rec.kernels}
+            if kernel_names != expected:
+                raise EmulationError(
+                    f"op {oi} launch {li}: kernels {kernel_names}, the template gives {expected}"
+                )
+            if tuple(rec.grid) != tuple(launch.grid):
+                raise EmulationError(
+                    f"op {oi} launch {li}: grid {rec.grid}, the template gives {launch.grid}"
+                )
+            if len(rec.args) != len(launch.args):
+                raise EmulationError(
+                    f"op {oi} launch {li}: {len(rec.args)} args, the template gives {len(launch.args)}"
+                )
+            actual: list[Any] = []
+            for ai, (ra, da) in enumerate(zip(rec.args, launch.args, strict=True)):
+                where = f"op {oi} launch {li} ({launch.name}) arg {ai}"
+                if isinstance(da, TensorArg) and da.role in SCRATCH_ROLES:
+                    # Scratch (split-K partials, a channels-last input copy): an intermediate of the declared
+                    # dtype, NaN-filled here so an element a kernel reads before writing poisons the output; the
+                    # same value for every launch of the op.
+                    sv = blob.values[ra.value] if isinstance(ra, ValueRef) else None
+                    if (
+                        sv is None
+                        or sv.kind != "intermediate"
+                        or sv.dtype != da.dtype
+                        or ra != scratch_refs.setdefault((oi, da.role), ra)
+                    ):
+                        raise EmulationError(
+                            f"{where} ({da.role}): recorded {ra}, expected a {da.dtype} intermediate"
+                        )
+                elif isinstance(da, TensorArg):
+                    want = {
+                        "input": ValueRef(op.input), "output": ValueRef(op.output),
+                        "weight": ConstantRef(op.weight),
+                        "bias": NullPtr() if op.bias is None else ConstantRef(op.bias),
+                    }[da.role]  # fmt: skip
+                    if ra != want:
+                        raise EmulationError(f"{where} ({da.role}): recorded {ra}, expected {want}")
+                else:
+                    assert isinstance(da, ScalarArg)
+                    if not isinstance(ra, Scalar) or ra.type != da.type or ra.value != da.value:
+                        raise EmulationError(f"{where} ({da.name}): recorded {ra}, the template gives {da}")
+                if isinstance(ra, ValueRef):
+                    actual.append(bufs[ra.value])
+                elif isinstance(ra, ConstantRef):
+                    actual.append(consts[ra.constant].reshape(-1))
+                elif isinstance(ra, NullPtr):
+                    actual.append(None)
+                else:
+                    actual.append(ra.value)
+            target = launch.for_arch(
+                running_arch()
+            )  # the name was checked against the recorded kernels above
+            target.fn[tuple(rec.grid)](*actual, **dict(target.constexprs), **target.compile_options())
+        # The ATen comparison needs the original weights: `run_program` does it with these (see _check_op...).
+        _LAST_OP_IO.append((op, problem, x_in, view(op.output).clone()))
+    outs: list[torch.Tensor | None] = [None] * blob.num_outputs
+    for i, v in enumerate(blob.values):
+        if v.kind == "output":
+            outs[v.index] = view(i).clone()
+    run.outputs = [o for o in outs if o is not None]
+    return run
+
+
+_LAST_OP_IO: list[tuple[OpRecord, ConvProblem, torch.Tensor, torch.Tensor]] = []
+
+
+# ---- a whole edge program -------------------------------------------------------------------------------------
+def named_data_of(lowered: Any) -> dict[str, bytes]:
+    """The lowered module's named data (weights, cubins); the backend module imports executorch, so lazily."""
+    from cuda_triton.backend import named_data_of as of_lowered
+
+    return of_lowered(lowered)
+
+
+@dataclass
+class ProgramRun:
+    output: Any
+    delegates: list[BlobRun] = field(default_factory=list)
+    op_errors: list[tuple[str, float, float]] = field(default_factory=list)  # (op description, rel err, tol)
+
+
+def _check_op_against_aten(lowered: Any, call_args: list[torch.Tensor]) -> list[tuple[str, float, float]]:
+    """Compare each emulated op with ATen on the emulated input and the ORIGINAL weights of the submodule
+    (with a batch norm the partitioner put after the convolution folded in, as the graph module says)."""
+    from cuda_triton._passes.batch_norm_fold import batch_norm_fold, conv_constants
+    from cuda_triton._passes.pad_fold import is_pad_node, pad_fold
+    from cuda_triton.conv.binding import bind_conv, is_conv_node
+    from cuda_triton.utils.graph import constant_names
+
+    ep = lowered.original_module
+    convs = [n for n in ep.graph_module.graph.nodes if is_conv_node(n)]
+    errs = []
+    for node, (op, _problem, x_in, out) in zip(convs, _LAST_OP_IO, strict=True):
+        a = bind_conv(node)
+        params = a.params
+        if is_pad_node(a.input):
+            fold, _ = pad_fold(node, a, True)
+            assert fold is not None
+            params = fold.params
+        bn_fold, _ = batch_norm_fold(node, a, constant_names(ep))
+        w, b = conv_constants(ep, a, bn_fold)
+        if params != op_params(op):
+            errs.append(
+                (f"{node.name}: recorded params {op_params(op)} != graph {params}", float("inf"), 0.0)
+            )
+            continue
+        ref = reference_convolution(x_in.double(), w.double(), None if b is None else b.double(), params)
+        dtype = {v: k for k, v in TORCH_DTYPES.items()}[out.dtype]
+        errs.append((f"{node.name} ({op.template}/{op.schedule})", _rel_err(out, ref), _tol(dtype)))
+    return errs
+
+
+def run_program(ep: Any, inputs: tuple[torch.Tensor, ...], allow_tf32: bool = False) -> ProgramRun:
+    """Interpret an edge ExportedProgram (after lowering): CPU nodes in PyTorch, delegate calls emulated."""
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    gm = ep.graph_module
+    result = ProgramRun(output=None)
+
+    class Interp(torch.fx.Interpreter):
+        def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+            if "executorch_call_delegate" in str(target):
+                lowered = args[0]
+                assert isinstance(lowered, LoweredBackendModule)
+                call_args = list(args[1:])
+                _LAST_OP_IO.clear()
+                run = emulate_blob(lowered.processed_bytes, named_data_of(lowered), call_args, allow_tf32)
+                result.delegates.append(run)
+                result.op_errors.extend(_check_op_against_aten(lowered, call_args))
+                return tuple(run.outputs)
+            return super().call_function(target, args, kwargs)
+
+    # Program state (parameters/buffers/constants) first, then user inputs, in placeholder order.
+    sig = ep.graph_signature
+    state: list[Any] = []
+    user = iter(inputs)
+    for spec in sig.input_specs:
+        if spec.target is not None and spec.target in ep.state_dict:
+            state.append(ep.state_dict[spec.target])
+        elif spec.target is not None and spec.target in ep.constants:
+            state.append(ep.constants[spec.target])
+        else:
+            state.append(next(user))
+    out = Interp(gm).run(*state)
+    n_user = len(sig.user_outputs)
+    out = list(out)[-n_user:] if isinstance(out, (list, tuple)) else [out]
+    result.output = out[0] if len(out) == 1 else tuple(out)
+    return result
+
+
+_ET_DTYPES = {
+    5: torch.float16,
+    6: torch.float32,
+    7: torch.float64,
+    15: torch.bfloat16,
+    4: torch.int64,
+    3: torch.int32,
+    11: torch.bool,
+}
+
+
+def emulate_pte_file(
+    path: str,
+    inputs: list[torch.Tensor],
+    data_files: tuple[str, ...] = (),
+    executions: int = 1,
+    set_inputs_each_time: bool = True,
+) -> list[torch.Tensor]:
+    """Run a saved .pte's first method: delegate calls emulated, CPU kernels with their ATen counterparts.
+
+    Values live in memory-planned arenas (byte buffers) at their planned offsets with their dim order, as in
+    ExecuTorch, so aliasing between planned tensors is reproduced: with ``set_inputs_each_time=False`` and
+    several ``executions`` it shows what a runner that sets its inputs only once computes (the memory plan
+    reuses a dead input's bytes for later tensors).
+    """
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    pf = deserialize_pte_binary(open(path, "rb").read())
+    prog = pf.program
+    plan = prog.execution_plan[0]
+    named: dict[str, bytes] = {}
+    nds = [pf.named_data] if pf.named_data is not None else []
+    if data_files:
+        raise NotImplementedError(f"external data files ({data_files}) are not supported by the emulator yet")
+    for nd in nds:
+        for key, entry in nd.pte_data.items():
+            named[key] = bytes(nd.buffers[entry.buffer_index])
+    arenas = [bytearray(max(int(n), 1)) for n in plan.non_const_buffer_sizes]
+    values: list[Any] = []
+    for v in plan.values:
+        t = v.val
+        name = type(t).__name__
+        if name == "Tensor":
+            dtype = _ET_DTYPES[int(t.scalar_type)]
+            sizes = list(t.sizes)
+            order = list(t.dim_order)
+            strides = [0] * len(sizes)
+            acc = 1
+            for d in reversed(order):
+                strides[d] = acc
+                acc *= max(sizes[d], 1)
+            ai = t.allocation_info
+            if ai is None:  # a constant of the program (CPU ops' weights)
+                if t.data_buffer_idx == 0:
+                    values.append(None)
+                    continue
+                raw = bytes(prog.constant_buffer[t.data_buffer_idx].storage)
+                const = (
+                    torch.frombuffer(bytearray(raw), dtype=dtype)[: max(acc, 1)] if raw else torch.empty(0)
+                )
+                values.append(torch.as_strided(const, sizes, strides))
+                continue
+            off = ai.memory_offset_low + (ai.memory_offset_high << 32)
+            base = torch.frombuffer(arenas[ai.memory_id], dtype=torch.uint8)
+            elem = torch.empty((), dtype=dtype).element_size()
+            nbytes = acc * elem
+            flat = base[off : off + nbytes].view(dtype)
+            values.append(torch.as_strided(flat, sizes, strides))
+        elif name == "Int":
+            values.append(int(t.int_val))
+        elif name == "Double":
+            values.append(float(t.double_val))
+        elif name == "Bool":
+            values.append(bool(t.bool_val))
+        elif name == "IntList":
+            values.append(("intlist", list(t.items)))
+        elif name == "Null":
+            values.append(None)
+        else:
+            values.append(("unsupported", t))
+    for run_index in range(executions):
+        if run_index == 0 or set_inputs_each_time:
+            for idx, x in zip(plan.inputs, inputs, strict=True):
+                values[idx].copy_(x)
+        _run_chain(prog, plan, values, named)
+    return [values[i].clone() for i in plan.outputs]
+
+
+def _run_chain(prog: Any, plan: Any, values: list[Any], named: dict[str, bytes]) -> None:
+    for instr in plan.chains[0].instructions:
+        ia = instr.instr_args
+        kind = type(ia).__name__
+        if kind == "DelegateCall":
+            d = plan.delegates[ia.delegate_index]
+            data = prog.backend_delegate_data[d.processed.index].data
+            blob = deserialize(data)
+            ins = [values[a] for a in ia.args[: blob.num_inputs]]
+            run = emulate_blob(data, named, [x.clone() for x in ins])
+            for a, o in zip(ia.args[blob.num_inputs :], run.outputs, strict=True):
+                values[a].copy_(o)
+        elif kind == "KernelCall":
+            op = plan.operators[ia.op_index]
+            name, overload = op.name.split("::"), op.overload
+            packet = getattr(getattr(torch.ops, name[0]), name[1])
+            fn = getattr(packet, overload)
+            args = []
+            for a in ia.args:
+                v = values[a]
+                if isinstance(v, tuple) and v[0] == "intlist":
+                    v = [values[i] for i in v[1]]
+                args.append(v)
+            schema = fn._schema
+            kw = {}
+            pos = []
+            for arg_schema, v in zip(schema.arguments, args[: len(schema.arguments)], strict=True):
+                if arg_schema.kwarg_only:
+                    kw[arg_schema.name] = v
+                else:
+                    pos.append(v)
+            fn(*pos, **kw)
+        elif kind in ("MoveCall", "FreeCall", "JumpFalseCall"):
+            raise NotImplementedError(f"instruction {kind}")
+
+
+def lower(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = "transform_and_lower",
+          allow_tf32: bool = False) -> Any:  # fmt: skip
+    """Export and lower ``model`` with the CudaTritonPartitioner (fake AOT compile); the edge ExportedProgram."""
+    from executorch.exir import to_edge, to_edge_transform_and_lower
+
+    from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+
+    options = CudaTritonOptions(allow_tf32=allow_tf32)
+    with fake_compile():
+        ep = torch.export.export(model, example)
+        part = CudaTritonPartitioner(options)
+        if api == "transform_and_lower":
+            edge = to_edge_transform_and_lower(ep, partitioner=[part])
+        else:
+            edge = to_edge(ep).to_backend(part)
+    return edge.exported_program()
+
+
+def eager_reference(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Any:
+    """``model(*inputs)`` without autograd. With fp16/bf16 inputs an fp32 copy of the model runs on the widened
+    inputs and every floating output is rounded once to that dtype: CPU references of 16-bit convolutions are
+    computed in fp32 (`cuda_triton.conv.op.reference_convolution` says why)."""
+    half = {x.dtype for x in inputs if x.dtype in (torch.float16, torch.bfloat16)}
+    if not half:
+        with torch.no_grad():
+            return model(*inputs)
+    if len(half) > 1:
+        raise ValueError(f"eager_reference: inputs mix {sorted(map(str, half))}")
+    (dtype,) = half
+    with torch.no_grad():
+        out = copy.deepcopy(model).float()(*(x.float() if x.dtype == dtype else x for x in inputs))
+    return torch.utils._pytree.tree_map(
+        lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t, out
+    )
+
+
+def check_model(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = "transform_and_lower",
+                verbose: bool = True) -> tuple[float, ProgramRun]:  # fmt: skip
+    """Lower, emulate, and return (relative error of the program output vs eager, the run)."""
+    edge_ep = lower(model, example, api)
+    fresh = tuple(torch.randn_like(x) for x in example)
+    ref = eager_reference(model, fresh)
+    run = run_program(edge_ep, fresh)
+    err = _rel_err(run.output, ref)
+    if verbose:
+        for what, e, tol in run.op_errors:
+            print(f"  op {what}: rel err {e:.2e} (tol {tol:.0e}){'' if e <= tol else '  <-- WRONG'}")
+        print(f"  program output: rel err {err:.2e} vs eager ({len(run.delegates)} delegate calls)")
+    return err, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cuda_triton.models.zoo import build
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", nargs="+")
+    ap.add_argument("--dtype", default="fp32", choices=sorted(TORCH_DTYPES))
+    ap.add_argument("--api", default="transform_and_lower", choices=["transform_and_lower", "to_backend"])
+    ap.add_argument("--shape", default=None, help="input shape override, e.g. 1x3x32x32")
+    args = ap.parse_args(argv)
+    bad = 0
+    for name in args.model:
+        shape = tuple(int(s) for s in args.shape.split("x")) if args.shape else None
+        model, example = build(name, TORCH_DTYPES[args.dtype], input_shape=shape)
+        print(f"{name} ({args.dtype}, {args.api}):")
+        err, run = check_model(model, example, args.api)
+        tol = _tol(args.dtype) * 10
+        wrong = err > tol or any(e > t for _, e, t in run.op_errors)
+        bad += wrong
+        print(f"  {'WRONG' if wrong else 'ok'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
