@@ -17,7 +17,7 @@ calls it (ours: the op; cuDNN: ``aten.convolution`` with ``cudnn.benchmark=True`
 Prints a table and, per dtype, the geomean of eager speed ours/cuDNN (cuDNN eager us / ours eager us) and the
 median and worst host us of ours; writes OUT/eager.json and OUT/eager.txt. Every case is checked against an fp32
 reference (output poisoned with NaN) before it is timed. Our kernels are compiled first by a pool of workers
-(`bench_conv.warm`), so the timed process loads them from Triton's cache.
+(`cuda_triton.tools.warmup.warm_cases`), so the timed process loads them from Triton's cache.
 """
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 import bench_conv  # noqa: E402
-import numerics_cases as nc  # noqa: E402
+from cuda_triton.tools.bench_report import gmean  # noqa: E402
+from cuda_triton.tools.suites import PUBLIC_SUITE, load_suite  # noqa: E402
+from cuda_triton.tools.warmup import CaseWarmup, warm_cases  # noqa: E402
+from cuda_triton.tools import conv_cases as nc  # noqa: E402
 
 
 def host_and_eager_us(fn, calls: int, reps: int) -> tuple[float, float]:
@@ -122,7 +126,7 @@ def render(rows: list[dict[str, Any]]) -> str:
             continue
         host = [r["ours_host_us"] for r in done]
         lines.append(
-            f"{dtype:9} eager speed ours/cuDNN geomean {bench_conv.gmean([r['speed'] for r in done]):.2f}x"
+            f"{dtype:9} eager speed ours/cuDNN geomean {gmean([r['speed'] for r in done]):.2f}x"
             f" (worst {min(r['speed'] for r in done):.2f}x); host us of ours median {statistics.median(host):.1f},"
             f" worst {max(host):.1f}; cuDNN median {statistics.median(r['cudnn_host_us'] for r in done):.1f};"
             f" {len(done)} cases"
@@ -133,7 +137,7 @@ def render(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--suite", type=Path, default=bench_conv.DEFAULT_SUITE)
+    ap.add_argument("--suite", type=Path, default=PUBLIC_SUITE)
     ap.add_argument("--dtypes", default="float16,bfloat16,float32")
     ap.add_argument("--cases", default="", help="comma-separated substrings of case names to keep")
     ap.add_argument("--calls", type=int, default=100, help="back-to-back calls per timed round")
@@ -152,11 +156,11 @@ def main() -> None:
     cases = [
         nc.case_from_suite(c, dtype)
         for dtype in args.dtypes.split(",")
-        for c in bench_conv.load_suite(args.suite)
+        for c in load_suite(args.suite)
         if not keep or any(k in c.name for k in keep)
     ]
     t0 = time.time()
-    status = bench_conv.warm([("ours", c, None, None) for c in cases], args.workers, args.compile_timeout)
+    status = warm_cases([CaseWarmup("ours", c) for c in cases], args.workers, args.compile_timeout)
     print(f"warmed {sum(v == 'ok' for v in status.values())}/{len(cases)} cases in {time.time() - t0:.0f} s")
     _floor = dispatcher_floor()  # noqa: F841  (the registration lives as long as the library object)
     rows = []
