@@ -105,6 +105,7 @@ def _unique_launches() -> dict[str, tuple[str, KernelLaunch]]:
     return unique
 
 
+@pytest.mark.timeout(2400)  # compiles every schedule for two archs: 16 minutes on a loaded 2-core machine
 def test_every_schedule_compiles() -> None:
     unique = _unique_launches()
     labels = [label for label, _ in unique.values()]

@@ -161,6 +161,7 @@ def test_python_reader_only_raises_blob_error() -> None:
             pass
 
 
+@pytest.mark.timeout(1200)  # may build the C++ runtime from a clean tree first: 7+ minutes, loaded 2 cores
 def test_cpp_reader_accepts_valid_blobs() -> None:
     rng = random.Random(3)
     blobs = [conv_chain_blob(rng, n_ops=1 + i % 4, archs=((80,), (90,), (80, 90))[i % 3]) for i in range(12)]
@@ -175,6 +176,7 @@ def test_cpp_reader_accepts_valid_blobs() -> None:
         ) in line
 
 
+@pytest.mark.timeout(1200)  # may build the C++ runtime from a clean tree first: 7+ minutes, loaded 2 cores
 def test_cpp_and_python_readers_agree_on_mutated_blobs() -> None:
     """Every corrupted/truncated blob: both readers accept it, or both reject it (C++ never crashes)."""
     rng = random.Random(4)
@@ -197,6 +199,7 @@ def test_cpp_and_python_readers_agree_on_mutated_blobs() -> None:
     assert 0 < accepted < len(mutated)  # the mutations reach past the header checks and some are benign
 
 
+@pytest.mark.timeout(1200)  # may build the C++ runtime from a clean tree first: 7+ minutes, loaded 2 cores
 def test_cpp_reader_survives_mass_mutation() -> None:
     """Tens of thousands of structured mutations inside the ASan harness; a crash fails the run."""
     rng = random.Random(5)
@@ -207,6 +210,7 @@ def test_cpp_reader_survives_mass_mutation() -> None:
     assert rejected > 20000
 
 
+@pytest.mark.timeout(1200)  # may build the C++ runtime from a clean tree first: 7+ minutes, loaded 2 cores
 def test_cpp_reader_rejects_truncations_and_bad_headers() -> None:
     data = serialize(conv_chain_blob(random.Random(6), n_ops=2))
     cases = [data[:n] for n in range(0, len(data), max(1, len(data) // 300))]

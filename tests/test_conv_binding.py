@@ -37,10 +37,9 @@ from cuda_triton.conv.binding import CONV_OVERLOADS, aten_overload, is_conv_node
 from torch import nn
 from torch.export.graph_signature import InputKind
 from torch.fx import Graph, Interpreter, Node
-from torch.utils._pytree import tree_map
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from emulate_pte import eager_reference  # noqa: E402
+from emulate_pte import convolution_in_fp32, eager_reference  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -374,12 +373,7 @@ class TritonConvInterpreter(Interpreter):
 
     def aten_result(self, n: Node) -> torch.Tensor:
         """ATen's result for a convolution node; a 16-bit one computed in fp32 and rounded once."""
-        args, kwargs = self.fetch_args_kwargs_from_env(n)
-        dtype = self.env[bind_conv(n).input].dtype
-        if dtype not in (torch.float16, torch.bfloat16):
-            return n.target(*args, **kwargs)
-        widen = lambda v: v.float() if isinstance(v, torch.Tensor) and v.dtype == dtype else v
-        return n.target(*tree_map(widen, args), **tree_map(widen, kwargs)).to(dtype)
+        return convolution_in_fp32(n.target, *self.fetch_args_kwargs_from_env(n))
 
 
 def check_program(ep, model: Bank, xs, cases: list[Case], flow: str) -> list[Bound]:

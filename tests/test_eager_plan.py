@@ -114,7 +114,6 @@ def _variants():
     yield "output_padding", xt, wt, bt, ConvParams((2, 2), (1, 1), (1, 1), (1, 1), True, (1, 0), 1)
 
 
-@pytest.mark.timeout(600)
 def test_every_part_of_the_signature_makes_a_new_plan(fresh_plans):
     x, w, b = _inputs()
     _check(x, w, b, P3)

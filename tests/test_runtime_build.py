@@ -15,6 +15,9 @@ import pytest
 import torch
 from runtime_helpers import ROOT, ensure_built, export_tiny
 
+# The first runtime test builds the C++ runtime from a clean tree: 7+ minutes on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(1200)
+
 
 def _has_gpu() -> bool:
     return torch.cuda.is_available()

@@ -21,6 +21,9 @@ import pytest
 from cuda_triton.serialization.blob import ConstantRef, NullPtr, Scalar, ValueRef, deserialize
 from runtime_helpers import ensure_built, export_tiny
 
+# The first runtime test builds the C++ runtime from a clean tree: 7+ minutes on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(1200)
+
 INPUT_SHAPE = (1, 3, 16, 16)
 OUTPUT_SHAPE = (1, 4, 16, 16)
 

@@ -6,6 +6,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 from cuda_triton.conv.layout import out_shape_and_stride
 from runtime_helpers import ROOT, ensure_built
 
@@ -94,6 +95,7 @@ def _line(c: tuple) -> str:
     return " ".join(map(str, parts))
 
 
+@pytest.mark.timeout(1200)  # may build the C++ runtime from a clean tree first: 7+ minutes, loaded 2 cores
 def test_cpp_header_matches_python_rule() -> None:
     exe = ensure_built() / "layout_harness"
     rng = random.Random(1234)

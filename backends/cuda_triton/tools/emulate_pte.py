@@ -38,7 +38,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
-
+from cuda_triton.conv.binding import CONV_OVERLOADS, aten_overload  # noqa: E402
 from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
@@ -338,6 +338,8 @@ def run_program(ep: Any, inputs: tuple[torch.Tensor, ...], allow_tf32: bool = Fa
 
     class Interp(torch.fx.Interpreter):
         def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+            if aten_overload(target) in CONV_OVERLOADS:  # a convolution left on the CPU
+                return convolution_in_fp32(target, args, kwargs)
             if "executorch_call_delegate" in str(target):
                 lowered = args[0]
                 assert isinstance(lowered, LoweredBackendModule)
@@ -507,6 +509,19 @@ def lower(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = 
         else:
             edge = to_edge(ep).to_backend(part)
     return edge.exported_program()
+
+
+def convolution_in_fp32(target: Any, args: Any, kwargs: Any) -> Any:
+    """``target(*args, **kwargs)`` for an ATen convolution; with fp16/bf16 tensors computed in fp32 and rounded once
+    (CPU references of 16-bit convolutions are computed in fp32: `cuda_triton.conv.op.reference_convolution`)."""
+    tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    half = {t.dtype for t in tensors if t.dtype in (torch.float16, torch.bfloat16)}
+    if not half:
+        return target(*args, **kwargs)
+    (dtype,) = half
+    widen = lambda v: v.float() if isinstance(v, torch.Tensor) and v.dtype == dtype else v
+    tree_map = torch.utils._pytree.tree_map
+    return target(*tree_map(widen, args), **tree_map(widen, kwargs)).to(dtype)
 
 
 def eager_reference(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Any:
