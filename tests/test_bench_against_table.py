@@ -10,7 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import bench_conv  # noqa: E402
 
 
-def _row(label: str, ours: float, cudnn: float, table_us: float, table_cudnn: float, same: bool = True) -> dict:
+def _row(
+    label: str, ours: float, cudnn: float, table_us: float, table_cudnn: float, same: bool = True
+) -> dict:
     sched = {"BLOCK_M": 64}
     return {
         "label": label,
