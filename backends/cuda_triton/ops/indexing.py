@@ -41,6 +41,15 @@ def pad_dims(
 
 
 @triton.jit
+def program_range(BLOCK: tl.constexpr, INDEX_64: tl.constexpr):
+    """The BLOCK consecutive indices of this program along grid axis 0 (64-bit when INDEX_64)."""
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    return pid * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
 def unravel(lin, sizes, RANK: tl.constexpr):
     """``lin`` split over the first RANK of 5 dims, last fastest: the tuple (i0, ..., i4), 0 past RANK.
     ``sizes`` holds the sizes of dims 1-4 (dim 0's is implied)."""

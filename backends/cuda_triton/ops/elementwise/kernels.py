@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import Schedule
-from ..indexing import load_fp32, strided_offset, unravel
+from ..indexing import load_fp32, program_range, strided_offset, unravel
 from .math import apply_chain
 
 
@@ -38,10 +38,7 @@ def elementwise_kernel(
     OUT_KINDS: tl.constexpr, IN0_KINDS: tl.constexpr, IN1_KINDS: tl.constexpr, IN2_KINDS: tl.constexpr,
     IN3_KINDS: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
 ):  # fmt: skip
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    lin = pid * BLOCK + tl.arange(0, BLOCK)
+    lin = program_range(BLOCK, INDEX_64)
     mask = lin < numel
     idx = unravel(lin, (size1, size2, size3, size4), RANK)
     x0 = load_fp32(in0_ptr, in0_off, (in0_s0, in0_s1, in0_s2, in0_s3, in0_s4), idx, IN0_KINDS, mask)

@@ -49,25 +49,25 @@ SCALAR = tl.constexpr(-1)
 
 # ---- the ops ---------------------------------------------------------------------------------------------------
 @triton.jit
+def maximum(a, b):
+    """max(a, b), NaN if either is (ATen's max/clamp; also the amax reduction's combine)."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def minimum(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def relu(x):
-    return tl.maximum(x, 0.0, propagate_nan=tl.PropagateNan.ALL)
+    return maximum(x, 0.0)
 
 
 @triton.jit
 def clamp(x, lo, hi):
     """ATen's order: max with the lower bound first, so lo > hi gives hi."""
-    x = tl.maximum(x, lo, propagate_nan=tl.PropagateNan.ALL)
-    return tl.minimum(x, hi, propagate_nan=tl.PropagateNan.ALL)
-
-
-@triton.jit
-def clamp_min(x, lo):
-    return tl.maximum(x, lo, propagate_nan=tl.PropagateNan.ALL)
-
-
-@triton.jit
-def clamp_max(x, hi):
-    return tl.minimum(x, hi, propagate_nan=tl.PropagateNan.ALL)
+    return minimum(maximum(x, lo), hi)
 
 
 @triton.jit
@@ -130,9 +130,9 @@ def apply_op(a, b, CODE: tl.constexpr, C0: tl.constexpr, C1: tl.constexpr):
     elif CODE == CLAMP:
         y = clamp(a, C0, C1)
     elif CODE == CLAMP_MIN:
-        y = clamp_min(a, C0)
+        y = maximum(a, C0)
     elif CODE == CLAMP_MAX:
-        y = clamp_max(a, C0)
+        y = minimum(a, C0)
     elif CODE == SIGMOID:
         y = sigmoid(a)
     elif CODE == TANH:

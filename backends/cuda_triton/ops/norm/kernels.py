@@ -29,7 +29,7 @@ import triton.language as tl
 
 from ...conv.templates.geometry import NUM_SMS
 from ...kernel.launch import Schedule, cdiv
-from ..indexing import load_fp32, strided_offset, unravel
+from ..indexing import load_fp32, program_range, strided_offset, unravel
 
 ONE_TILE_MAX = 4096  # longest row held in registers
 
@@ -54,10 +54,7 @@ def batch_norm_kernel(
     RANK: tl.constexpr, OUT_KINDS: tl.constexpr, X_KINDS: tl.constexpr, C_KINDS: tl.constexpr,
     HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
 ):  # fmt: skip
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    lin = pid * BLOCK + tl.arange(0, BLOCK)
+    lin = program_range(BLOCK, INDEX_64)
     mask = lin < numel
     idx = unravel(lin, (size1, size2, size3, size4), RANK)
     x = load_fp32(x_ptr, 0, (x_s0, x_s1, x_s2, x_s3, x_s4), idx, X_KINDS, mask)
@@ -105,6 +102,27 @@ def _affine(y, w_ptr, b_ptr, rows, cols, mask, col_ok, groups, group_channels, c
 
 
 @triton.jit
+def _rows(x_ptr, M, ksizes, x_k, out_k, K_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
+          BLOCK_K: tl.constexpr, INDEX_64: tl.constexpr):  # fmt: skip
+    """This program's rows, their output offsets, and what `_row_tile` reads them with (x_ptr, x offsets, mask)."""
+    rows = program_range(BLOCK_K, INDEX_64)
+    x_rows, out_rows = _offsets(rows, ksizes, x_k, out_k, K_RANK, X_K_KINDS, OUT_K_KINDS)
+    return rows, out_rows, (x_ptr, x_rows, rows < M)
+
+
+@triton.jit
+def _row_tile(x_ptr, x_rows, row_ok, start, L, rsizes, x_r, out_r, R_RANK: tl.constexpr, X_R_KINDS: tl.constexpr,
+              OUT_R_KINDS: tl.constexpr, BLOCK_R: tl.constexpr, OTHER: tl.constexpr):  # fmt: skip
+    """In-row elements start..start+BLOCK_R of the program's rows: (x in fp32, OTHER where masked; cols; mask;
+    the output's in-row offsets)."""
+    cols = start + tl.arange(0, BLOCK_R)
+    x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
+    mask = row_ok[:, None] & (cols < L)[None, :]
+    x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=OTHER).to(tl.float32)
+    return x, cols, mask, out_cols
+
+
+@triton.jit
 def row_norm_kernel(
     x_ptr, out_ptr, w_ptr, b_ptr, M, L,
     ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
@@ -115,52 +133,35 @@ def row_norm_kernel(
     PER_GROUP: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
     INDEX_64: tl.constexpr,
 ):  # fmt: skip
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    rows = pid * BLOCK_K + tl.arange(0, BLOCK_K)
-    row_ok = rows < M
-    ksizes = (ksize1, ksize2, ksize3, ksize4)
-    rsizes = (rsize1, rsize2, rsize3, rsize4)
-    x_r = (x_r0, x_r1, x_r2, x_r3, x_r4)
-    out_r = (out_r0, out_r1, out_r2, out_r3, out_r4)
-    x_rows, out_rows = _offsets(rows, ksizes, (x_k0, x_k1, x_k2, x_k3, x_k4), (out_k0, out_k1, out_k2, out_k3, out_k4),
-                                K_RANK, X_K_KINDS, OUT_K_KINDS)  # fmt: skip
+    rows, out_rows, tile = _rows(x_ptr, M, (ksize1, ksize2, ksize3, ksize4), (x_k0, x_k1, x_k2, x_k3, x_k4),
+                                 (out_k0, out_k1, out_k2, out_k3, out_k4), K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K,
+                                 INDEX_64)  # fmt: skip
+    shape = (L, (rsize1, rsize2, rsize3, rsize4), (x_r0, x_r1, x_r2, x_r3, x_r4),
+             (out_r0, out_r1, out_r2, out_r3, out_r4))  # fmt: skip
     if ONE_TILE:
-        cols = tl.arange(0, BLOCK_R)
-        x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
-        mask = row_ok[:, None] & (cols < L)[None, :]
-        x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        x, cols, mask, out_cols = _row_tile(*tile, 0, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
         mean = tl.div_rn(tl.sum(x, axis=1), divisor)
         d = tl.where(mask, x - mean[:, None], 0.0)
         rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(tl.sum(d * d, axis=1), divisor) + eps))
         y = _affine(d * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L, groups, group_channels,
                     channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
         tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
+    else:  # three sweeps: the mean, the variance around it, the normalized output
         total = tl.zeros((BLOCK_K,), tl.float32)
         for start in range(0, L, BLOCK_R):
-            cols = start + tl.arange(0, BLOCK_R)
-            x_cols, _ = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
-            mask = row_ok[:, None] & (cols < L)[None, :]
-            total += tl.sum(
-                tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32), 1
-            )
+            x, _, _, _ = _row_tile(*tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
+            total += tl.sum(x, axis=1)
         mean = tl.div_rn(total, divisor)
         squares = tl.zeros((BLOCK_K,), tl.float32)
         for start in range(0, L, BLOCK_R):
-            cols = start + tl.arange(0, BLOCK_R)
-            x_cols, _ = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
-            mask = row_ok[:, None] & (cols < L)[None, :]
-            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            x, _, mask, _ = _row_tile(*tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
             d = tl.where(mask, x - mean[:, None], 0.0)
             squares += tl.sum(d * d, axis=1)
         rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(squares, divisor) + eps))
         for start in range(0, L, BLOCK_R):
-            cols = start + tl.arange(0, BLOCK_R)
-            x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
-            mask = row_ok[:, None] & (cols < L)[None, :]
-            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            x, cols, mask, out_cols = _row_tile(
+                *tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0
+            )
             y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
                         groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
             tl.store(
@@ -180,6 +181,14 @@ def _softmax_row_stats(x, m, s):
 
 
 @triton.jit
+def _softmax_tile(x, m, s, LOG: tl.constexpr):
+    """softmax (or log_softmax) of the tile ``x`` given its rows' max ``m`` and sum of exp(x - m) ``s``."""
+    if LOG:
+        return x - m[:, None] - tl.log(s)[:, None]
+    return tl.div_rn(tl.exp(x - m[:, None]), s[:, None])
+
+
+@triton.jit
 def softmax_kernel(
     x_ptr, out_ptr, M, L,
     ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
@@ -188,49 +197,30 @@ def softmax_kernel(
     X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, LOG: tl.constexpr, ONE_TILE: tl.constexpr,
     BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
 ):  # fmt: skip
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    rows = pid * BLOCK_K + tl.arange(0, BLOCK_K)
-    row_ok = rows < M
-    rsizes = (rsize1, rsize2, rsize3, rsize4)
-    x_r = (x_r0, x_r1, x_r2, x_r3, x_r4)
-    out_r = (out_r0, out_r1, out_r2, out_r3, out_r4)
-    x_rows, out_rows = _offsets(rows, (ksize1, ksize2, ksize3, ksize4), (x_k0, x_k1, x_k2, x_k3, x_k4),
-                                (out_k0, out_k1, out_k2, out_k3, out_k4), K_RANK, X_K_KINDS, OUT_K_KINDS)  # fmt: skip
+    rows, out_rows, tile = _rows(x_ptr, M, (ksize1, ksize2, ksize3, ksize4), (x_k0, x_k1, x_k2, x_k3, x_k4),
+                                 (out_k0, out_k1, out_k2, out_k3, out_k4), K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K,
+                                 INDEX_64)  # fmt: skip
+    shape = (L, (rsize1, rsize2, rsize3, rsize4), (x_r0, x_r1, x_r2, x_r3, x_r4),
+             (out_r0, out_r1, out_r2, out_r3, out_r4))  # fmt: skip
     m = tl.full((BLOCK_K,), float("-inf"), tl.float32)
     s = tl.zeros((BLOCK_K,), tl.float32)
     if ONE_TILE:
-        cols = tl.arange(0, BLOCK_R)
-        x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
-        mask = row_ok[:, None] & (cols < L)[None, :]
-        x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=float("-inf")).to(tl.float32)
+        x, _, mask, out_cols = _row_tile(
+            *tile, 0, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, float("-inf")
+        )
         m, s = _softmax_row_stats(x, m, s)
-        if LOG:
-            y = x - m[:, None] - tl.log(s)[:, None]
-        else:
-            y = tl.div_rn(tl.exp(x - m[:, None]), s[:, None])
+        y = _softmax_tile(x, m, s, LOG)
         tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
+    else:  # an online max/sum sweep, then the writing sweep
         for start in range(0, L, BLOCK_R):
-            cols = start + tl.arange(0, BLOCK_R)
-            x_cols, _ = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
-            mask = row_ok[:, None] & (cols < L)[None, :]
-            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=float("-inf")).to(
-                tl.float32
+            x, _, _, _ = _row_tile(
+                *tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, float("-inf")
             )
             m, s = _softmax_row_stats(x, m, s)
         for start in range(0, L, BLOCK_R):
-            cols = start + tl.arange(0, BLOCK_R)
-            x_cols, out_cols = _offsets(cols, rsizes, x_r, out_r, R_RANK, X_R_KINDS, OUT_R_KINDS)
-            mask = row_ok[:, None] & (cols < L)[None, :]
-            x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=float("-inf")).to(
-                tl.float32
-            )
-            if LOG:
-                y = x - m[:, None] - tl.log(s)[:, None]
-            else:
-                y = tl.div_rn(tl.exp(x - m[:, None]), s[:, None])
+            x, _, mask, out_cols = _row_tile(*tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R,
+                                             float("-inf"))  # fmt: skip
+            y = _softmax_tile(x, m, s, LOG)
             tl.store(
                 out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
             )

@@ -19,23 +19,14 @@ import triton.language as tl
 
 from ...conv.templates.geometry import NUM_SMS
 from ...kernel.launch import Schedule, cdiv
-from ..indexing import strided_offset, unravel
+from ..elementwise.math import maximum, minimum
+from ..indexing import program_range, strided_offset, unravel
 
 SUM = tl.constexpr(0)
 MEAN = tl.constexpr(1)
 AMAX = tl.constexpr(2)
 AMIN = tl.constexpr(3)
 OP_CODES = {"sum": SUM.value, "mean": MEAN.value, "amax": AMAX.value, "amin": AMIN.value}
-
-
-@triton.jit
-def _max_propagating_nan(a, b):
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
-
-
-@triton.jit
-def _min_propagating_nan(a, b):
-    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.constexpr_function
@@ -54,10 +45,7 @@ def reduce_kernel(
     INDEX_64: tl.constexpr,
 ):  # fmt: skip
     identity: tl.constexpr = _identity(OP)
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    rows = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+    rows = program_range(BLOCK_K, INDEX_64)
     kept = unravel(rows, (ksize1, ksize2, ksize3, ksize4), K_RANK)
     x_rows = strided_offset(0, (x_k0, x_k1, x_k2, x_k3, x_k4), kept, X_K_KINDS)
     acc = tl.full((BLOCK_K, BLOCK_R), identity, tl.float32)
@@ -70,15 +58,15 @@ def reduce_kernel(
         mask = (rows < M)[:, None] & (cols < L)[None, :]
         x = tl.load(x_ptr + x_rows[:, None] + x_cols[None, :], mask=mask, other=identity).to(tl.float32)
         if OP == AMAX:
-            acc = _max_propagating_nan(acc, x)
+            acc = maximum(acc, x)
         elif OP == AMIN:
-            acc = _min_propagating_nan(acc, x)
+            acc = minimum(acc, x)
         else:
             acc += x
     if OP == AMAX:
-        result = tl.reduce(acc, 1, _max_propagating_nan)
+        result = tl.reduce(acc, 1, maximum)
     elif OP == AMIN:
-        result = tl.reduce(acc, 1, _min_propagating_nan)
+        result = tl.reduce(acc, 1, minimum)
     else:
         result = tl.sum(acc, axis=1)
     if OP == MEAN:

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Check and time the elementwise, reduction and normalisation kernels on a GPU against eager PyTorch.
+
+    PYTHONPATH=backends python scripts/bench_ops.py --out OUT            # on the GPU machine
+    PYTHONPATH=backends python scripts/bench_ops.py --out OUT --dry-run  # anywhere: build the cases only
+
+For each case (torchvision-sized shapes: MobileNetV3/EfficientNet chains, squeeze-excitation, global average
+pooling, batch norm, layer norm, softmax; fp16, bf16, fp32; channels-last and contiguous):
+
+1. the spec's launches run through Triton's JIT on CUDA tensors with the output poisoned with NaN, and every
+   element is compared with the CPU reference (``ok``);
+2. the kernels and the eager PyTorch ops they replace are timed with CUDA events (median of ``--iters`` runs
+   after a warm-up), with the bytes moved and the bandwidth this gives.
+
+Writes OUT/bench_ops.json (every case) and prints a table. Needs torch and triton only (no executorch). Exit
+status 1 when any case is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+from cuda_triton.ops import elementwise, norm, reduction
+from cuda_triton.ops.tensor_meta import TensorMeta
+
+A = torch.ops.aten
+TOL = {"float32": 1e-4, "float16": 2e-3, "bfloat16": 1e-2}
+
+
+def _tensor(shape, dtype: str, cl: bool, device: str, positive: bool = False) -> torch.Tensor:
+    t = torch.randn(shape, device=device, dtype=getattr(torch, dtype))
+    if positive:
+        t = t.abs() + 0.5
+    if cl and len(shape) in (4, 5):
+        t = t.contiguous(memory_format=torch.channels_last if len(shape) == 4 else torch.channels_last_3d)
+    return t
+
+
+def cases(
+    device: str,
+) -> list[tuple[str, object, object, dict[str, torch.Tensor], Callable[[], torch.Tensor]]]:
+    """(name, family module, spec, tensors by role, the eager PyTorch computation it replaces)."""
+    out = []
+    for dtype in ("float16", "bfloat16", "float32"):
+        for cl in (True, False):
+            tag = f"{dtype}/{'cl' if cl else 'contig'}"
+            x = _tensor((8, 96, 56, 56), dtype, cl, device)
+            b = elementwise.ChainBuilder()
+            v = b.input("in0", TensorMeta.of(x))
+            h = b.op("clamp", b.op("add", v, 3.0), min=0.0, max=6.0)
+            out.append((f"hardswish chain {tag}", elementwise, b.build(b.op("mul", b.op("div", h, 6.0), v)),
+                        {"in0": x}, lambda x=x: torch.clamp(x + 3, 0, 6) / 6 * x))  # fmt: skip
+            s = _tensor((8, 96, 1, 1), dtype, False, device)
+            b = elementwise.ChainBuilder()
+            spec = b.build(
+                b.op(
+                    "mul", b.input("in0", TensorMeta.of(x)), b.op("sigmoid", b.input("in1", TensorMeta.of(s)))
+                )
+            )
+            out.append(
+                (
+                    f"SE gate {tag}",
+                    elementwise,
+                    spec,
+                    {"in0": x, "in1": s},
+                    lambda x=x, s=s: x * torch.sigmoid(s),
+                )
+            )
+            r = _tensor((8, 96, 56, 56), dtype, cl, device)
+            spec = elementwise.binary_spec("add", TensorMeta.of(x), TensorMeta.of(r))
+            out.append(
+                (f"residual add {tag}", elementwise, spec, {"in0": x, "in1": r}, lambda x=x, r=r: x + r)
+            )
+            g = _tensor((8, 960, 7, 7), dtype, cl, device)
+            spec = reduction.reduction_spec("mean", TensorMeta.of(g), [2, 3], True)
+            out.append(
+                (f"global avg pool {tag}", reduction, spec, {"in0": g}, lambda g=g: g.mean((2, 3), True))
+            )
+            c = [_tensor((96,), dtype, False, device, positive=k == 3) for k in range(4)]
+            spec = norm.batch_norm_spec(TensorMeta.of(x), *(TensorMeta.of(t) for t in c), 1e-5)
+            bn = dict(zip(("weight", "bias", "mean", "var"), c, strict=True))
+            out.append((f"batch norm {tag}", norm, spec, {"in0": x, **bn},
+                        lambda x=x, c=c: A._native_batch_norm_legit_no_training(x, c[0], c[1], c[2], c[3], 0.1, 1e-5)[0]))  # fmt: skip
+        seq = _tensor((8, 197, 768), dtype, False, device)
+        w, bias = _tensor((768,), dtype, False, device), _tensor((768,), dtype, False, device)
+        spec = norm.layer_norm_spec(TensorMeta.of(seq), (768,), TensorMeta.of(w), TensorMeta.of(bias), 1e-6)
+        out.append((f"layer norm {dtype}", norm, spec, {"in0": seq, "weight": w, "bias": bias},
+                    lambda seq=seq, w=w, bias=bias: F.layer_norm(seq, (768,), w, bias, 1e-6)))  # fmt: skip
+        att = _tensor((8, 12, 197, 197), dtype, False, device)
+        spec = norm.softmax_spec(TensorMeta.of(att), -1)
+        out.append((f"softmax {dtype}", norm, spec, {"in0": att}, lambda att=att: torch.softmax(att, -1)))
+        audio = _tensor((4, 256, 4000), dtype, False, device)
+        gw, gb = _tensor((256,), dtype, False, device), _tensor((256,), dtype, False, device)
+        spec = norm.group_norm_spec(
+            TensorMeta.of(audio), TensorMeta.of(gw), TensorMeta.of(gb), 4, 256, 4000, 32, 1e-5
+        )
+        out.append((f"group norm {dtype}", norm, spec, {"in0": audio, "weight": gw, "bias": gb},
+                    lambda a=audio, gw=gw, gb=gb: F.group_norm(a, 32, gw, gb, 1e-5)))  # fmt: skip
+    return out
+
+
+def _median_ms(fn: Callable[[], object], iters: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument("--dry-run", action="store_true", help="build the cases and launches only (no GPU)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = "cpu" if args.dry_run else "cuda"
+    rows, failures = [], 0
+    for name, family, spec, tensors, eager in cases(device):
+        launches = family.launches(spec)
+        row = {
+            "case": name,
+            "kernels": [launch.name for launch in launches],
+            "grid": [launch.grid for launch in launches],
+        }
+        if not args.dry_run:
+            out = torch.empty_strided(spec.out.sizes, spec.out.strides, dtype=getattr(torch, spec.out.dtype),
+                                      device=device).fill_(float("nan"))  # fmt: skip
+            bound = {**tensors, "out": out}
+
+            def run(launches=launches, bound=bound) -> None:
+                for launch in launches:
+                    launch.run(bound)
+
+            run()
+            torch.cuda.synchronize()
+            ref = family.reference(spec, {k: v.cpu() for k, v in tensors.items()})
+            err = (out.cpu().float() - ref.float()).abs().max().item()
+            scale = max(ref.float().abs().max().item(), 1e-30)
+            row["ok"] = bool(err <= TOL[spec.out.dtype] * scale and not out.isnan().any().item())
+            row["max_rel_err"] = err / scale
+            failures += not row["ok"]
+            moved = (
+                sum(t.numel() * t.element_size() for t in tensors.values()) + out.numel() * out.element_size()
+            )
+            row["kernel_ms"] = _median_ms(run, args.iters)
+            row["eager_ms"] = _median_ms(eager, args.iters)
+            row["kernel_GBps"] = moved / row["kernel_ms"] / 1e6
+            row["speedup_vs_eager"] = row["eager_ms"] / row["kernel_ms"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    report = {
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name() if not args.dry_run else None,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "cases": rows,
+    }
+    (args.out / "bench_ops.json").write_text(json.dumps(report, indent=1))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
