@@ -39,7 +39,7 @@ from torch.export.graph_signature import InputKind
 from torch.fx import Graph, Interpreter, Node
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from emulate_pte import convolution_in_fp32, eager_reference  # noqa: E402
+from cuda_triton.tools.emulate_pte import convolution_in_fp32, eager_reference  # noqa: E402
 
 aten = torch.ops.aten
 
