@@ -144,6 +144,7 @@ def _every_f16_schedule_inputs(layout: str):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # every schedule in the interpreter: 227 s on a loaded 2-core machine
 @pytest.mark.parametrize("layout", ["cl", "nc"])
 def test_every_f16_schedule(layout: str) -> None:
     x, w, b, p = _every_f16_schedule_inputs(layout)
