@@ -53,6 +53,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from .. import backend  # noqa: F401  (ExecuTorch finds CudaTritonBackend among loaded BackendDetails classes)
 from .._passes.batch_norm_fold import BatchNormFold, batch_norm_fold, batch_norm_follows
+from .._passes.constant_fold import foldable_nodes
 from .._passes.fold_batch_norms_in_program import fold_batch_norms_in_program, folded_batch_norm_of
 from .._passes.pad_fold import PadFold, is_pad_node, pad_fold, pad_users_ok
 from ..conv.binding import aten_overload, is_conv_node
@@ -282,6 +283,13 @@ class CudaTritonPartitioner(Partitioner):
                 elif why:
                     decisions[node].bn_note = why
 
+        # Constant computations join when every user is delegated (the preprocess folds them into constants).
+        for node in reversed(foldable_nodes(gm.graph, constants)):
+            if node.users and all(u in taken for u in node.users):
+                taken.add(node)
+                d = op_decisions[node]
+                d.delegated, d.family, d.reason = True, "constant", "computed from constants at export"
+
         def bn_nodes() -> set[Node]:
             return {n for f in bn_folds.values() for n in (f.bn, f.output)}
 
@@ -311,7 +319,7 @@ class CudaTritonPartitioner(Partitioner):
             if node in op_decisions:
                 d = op_decisions[node]
                 d.delegated, d.family, d.reason = True, "conv", "folded into the convolution next to it"
-        declined = [(n, why) for n, why in declined if n not in folded]
+        declined = [(n, why) for n, why in declined if not op_decisions[n].delegated and n not in folded]
         if self.options.strict and declined:
             raise DeclinedOpsError(declined)
 
