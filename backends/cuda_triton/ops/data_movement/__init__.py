@@ -1,0 +1,1 @@
+"""The data movement op family."""

@@ -1,0 +1,1 @@
+"""The elementwise op family."""

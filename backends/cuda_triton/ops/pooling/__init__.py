@@ -1,0 +1,1 @@
+"""The pooling op family."""

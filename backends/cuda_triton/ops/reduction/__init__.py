@@ -1,0 +1,1 @@
+"""The reduction op family."""
