@@ -1,0 +1,95 @@
+"""Kind 4: a matrix product (mm, addmm, bmm, linear), with an optional bias and fused epilogue. Shape rule:
+`cuda_triton.ops.gemm.layout.gemm_out_sizes`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...ops.elementwise.layout import broadcasts_to
+from ...ops.gemm.layout import gemm_out_sizes
+from ..encoding import Reader, Writer, check, check_dims, finite
+from .base import (
+    ConstantRef,
+    Operand,
+    OpRecord,
+    RecordContext,
+    Step,
+    ValueRef,
+    expect_count,
+    tensor_operands,
+    value_operand,
+)
+
+
+@dataclass
+class GemmRecord(OpRecord):
+    """inputs ``[a (value), b (value or constant), bias (value, constant or None), *epilogue_inputs]``;
+    out = beta * bias + alpha * a @ b. ``b_sizes``: b's logical (K, N) / (B, K, N) shape (a constant is stored in
+    the kernel's prepared layout)."""
+
+    KIND = 4
+    KIND_NAME = "gemm"
+    FIXED_INPUTS = 3
+
+    a: int
+    b: ValueRef | ConstantRef
+    bias: ValueRef | ConstantRef | None
+    output: int
+    b_sizes: list[int]
+    alpha: float = 1.0
+    beta: float = 1.0
+    epilogue: list[Step] = field(default_factory=list)
+    epilogue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
+
+    def operands(self) -> list[Operand]:
+        return [ValueRef(self.a), self.b, self.bias, *self.epilogue_inputs]
+
+    def results(self) -> list[int]:
+        return [self.output]
+
+    def fused_steps(self) -> list[Step]:
+        return self.epilogue
+
+    def encode_params(self, w: Writer) -> None:
+        w.i64s(self.b_sizes)
+        w.f64(self.alpha)
+        w.f64(self.beta)
+
+    @classmethod
+    def decode(
+        cls,
+        params: Reader,
+        inputs: list[Operand],
+        outputs: list[int],
+        steps: list[Step],
+        common: dict[str, Any],
+    ) -> GemmRecord:
+        b_sizes = params.dims("b sizes")
+        alpha, beta = params.f64(), params.f64()
+        expect_count("gemm outputs", outputs, 1)
+        check(isinstance(inputs[1], ValueRef | ConstantRef), "gemm b must be a value or a constant")
+        return GemmRecord(
+            a=value_operand(inputs[0], "gemm a"), b=inputs[1], bias=inputs[2], output=outputs[0],  # type: ignore[arg-type]
+            b_sizes=b_sizes, alpha=alpha, beta=beta, epilogue=steps,
+            epilogue_inputs=tensor_operands(inputs[3:], "gemm epilogue inputs"), **common,
+        )  # fmt: skip
+
+    def check(self, ctx: RecordContext, where: str) -> None:
+        check(finite(self.alpha) and finite(self.beta), f"{where}: alpha and beta must be finite")
+        check_dims(f"{where} b", self.b_sizes, None)
+        a, out = ctx.value(self.a), ctx.value(self.output)
+        check(a.dtype == out.dtype, f"{where}: a is {a.dtype} but the output is {out.dtype}")
+        if isinstance(self.b, ValueRef):
+            b = ctx.value(self.b.value)
+            check(
+                list(b.sizes) == list(self.b_sizes),
+                f"{where}: b has sizes {b.sizes}, b_sizes says {self.b_sizes}",
+            )
+            check(b.dtype == a.dtype, f"{where}: a is {a.dtype} but b is {b.dtype}")
+        sizes = ctx.rule(where, gemm_out_sizes, list(a.sizes), list(self.b_sizes))
+        ctx.expect_sizes(where, "output", out.sizes, sizes)
+        if self.bias is not None:
+            check(
+                broadcasts_to(ctx.sizes(self.bias), sizes), f"{where}: the bias does not broadcast to {sizes}"
+            )

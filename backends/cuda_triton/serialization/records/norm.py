@@ -1,0 +1,97 @@
+"""Kind 5: normalisation (inference batch norm, layer norm, group norm, softmax, log-softmax), with an optional
+fused epilogue. Shape rule: `cuda_triton.ops.norm.layout.norm_out_sizes`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...ops.norm import layout
+from ..encoding import Reader, Writer, check, finite
+from .base import (
+    ConstantRef,
+    Operand,
+    OpRecord,
+    RecordContext,
+    Step,
+    ValueRef,
+    expect_count,
+    tensor_operands,
+    value_operand,
+)
+
+NORM_OPS = {
+    "batch_norm": layout.BATCH_NORM,
+    "layer_norm": layout.LAYER_NORM,
+    "group_norm": layout.GROUP_NORM,
+    "softmax": layout.SOFTMAX,
+    "log_softmax": layout.LOG_SOFTMAX,
+}
+_NORM_NAMES = {code: name for name, code in NORM_OPS.items()}
+
+
+@dataclass
+class NormRecord(OpRecord):
+    """inputs ``[input, weight, bias, mean, var, *epilogue_inputs]``, the four parameters values, constants or
+    None (a plan that prepares batch norm as scale and shift passes them as weight and bias)."""
+
+    KIND = 5
+    KIND_NAME = "norm"
+    FIXED_INPUTS = 5
+
+    op: str  # "batch_norm" | "layer_norm" | "group_norm" | "softmax" | "log_softmax"
+    input: int
+    output: int
+    dim: int  # batch / group norm: 1; layer norm: the first normalised dim; softmax: its dim
+    groups: int = 0  # group norm only
+    eps: float = 0.0
+    weight: ValueRef | ConstantRef | None = None
+    bias: ValueRef | ConstantRef | None = None
+    mean: ValueRef | ConstantRef | None = None
+    var: ValueRef | ConstantRef | None = None
+    epilogue: list[Step] = field(default_factory=list)
+    epilogue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
+
+    def operands(self) -> list[Operand]:
+        return [ValueRef(self.input), self.weight, self.bias, self.mean, self.var, *self.epilogue_inputs]
+
+    def results(self) -> list[int]:
+        return [self.output]
+
+    def fused_steps(self) -> list[Step]:
+        return self.epilogue
+
+    def encode_params(self, w: Writer) -> None:
+        w.u8(NORM_OPS[self.op])
+        w.i64(self.dim)
+        w.i64(self.groups)
+        w.f64(self.eps)
+
+    @classmethod
+    def decode(
+        cls,
+        params: Reader,
+        inputs: list[Operand],
+        outputs: list[int],
+        steps: list[Step],
+        common: dict[str, Any],
+    ) -> NormRecord:
+        code = params.u8()
+        check(code in _NORM_NAMES, f"bad normalisation op code {code}")
+        dim, groups, eps = params.i64(), params.i64(), params.f64()
+        expect_count("norm outputs", outputs, 1)
+        return NormRecord(
+            op=_NORM_NAMES[code], input=value_operand(inputs[0], "norm input"), output=outputs[0], dim=dim,
+            groups=groups, eps=eps, weight=inputs[1], bias=inputs[2], mean=inputs[3], var=inputs[4],
+            epilogue=steps, epilogue_inputs=tensor_operands(inputs[5:], "norm epilogue inputs"), **common,
+        )  # fmt: skip
+
+    def check(self, ctx: RecordContext, where: str) -> None:
+        check(self.op in NORM_OPS, f"{where}: bad normalisation op {self.op!r}")
+        check(finite(self.eps) and self.eps >= 0, f"{where}: eps must be finite and >= 0")
+        inp, out = ctx.value(self.input), ctx.value(self.output)
+        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
+        sizes = ctx.rule(
+            where, layout.norm_out_sizes, NORM_OPS[self.op], list(inp.sizes), self.dim, self.groups
+        )
+        ctx.expect_sizes(where, "output", out.sizes, sizes)
