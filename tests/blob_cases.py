@@ -44,6 +44,7 @@ from cuda_triton.serialization import (
     ValueRef,
     plan_arena,
 )
+from cuda_triton.serialization.records.data_movement import PAD_MODES, UPSAMPLE_MODES
 
 ELEMENT = {"fp16": 2, "bf16": 2, "fp32": 4}
 PARAMS = ["ptr", "ptr", "ptr", "ptr", "i32", "i64", "fp32"]  # every fake kernel's signature
@@ -95,7 +96,7 @@ class _Program:
         n = 1
         for s in sizes:
             n *= s
-        data = self.rng.randbytes(n * ELEMENT[self.dtype])
+        data = self.rng.randbytes(max(n, 0) * ELEMENT[self.dtype])
         self.constants.append(
             ConstantRecord.of_bytes(f"cuda_triton/c{len(self.constants)}", self.dtype, sizes, data)
         )
@@ -245,4 +246,228 @@ def every_kind_blob(
     p.add(ElementwiseRecord(inputs=[ValueRef(parts[0]), ValueRef(first)], output=first, name="aten.add",
                             steps=[Step("add", [FromInput(0), FromInput(1)])]))  # fmt: skip
     del y8, y9, y10
+    return p.blob()
+
+
+# ---- random single-record programs, valid or not: the two readers' verdicts must agree ------------------------
+def _maybe(rng: random.Random, p: float) -> bool:
+    return rng.random() < p
+
+
+def _sizes(rng: random.Random, rank: int, lo: int = 1, hi: int = 6) -> list[int]:
+    return [rng.randint(lo, hi) for _ in range(rank)]
+
+
+def _perturb(rng: random.Random, sizes: list[int]) -> list[int]:
+    """Usually ``sizes``; sometimes one entry off by one (the readers must then reject the record)."""
+    sizes = list(sizes)
+    if sizes and _maybe(rng, 0.15):
+        i = rng.randrange(len(sizes))
+        sizes[i] = max(0, sizes[i] + rng.choice([-1, 1]))
+    return sizes
+
+
+def _rule_or_random(rng: random.Random, rule, *args) -> list[int]:  # noqa: ANN001
+    try:
+        out = rule(*args)
+    except (ValueError, IndexError, ZeroDivisionError):
+        return _sizes(rng, rng.randint(1, 4))
+    return _perturb(rng, out[0] if isinstance(out, tuple) else out)
+
+
+def _ints(rng: random.Random, n: int, lo: int, hi: int) -> list[int]:
+    return [rng.randint(lo, hi) for _ in range(n)]
+
+
+def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
+    """A one-record program of ``kind`` (a record-kind code) with random parameters, mostly but not always valid:
+    encode it with `blob._encode` (no validation) and compare the readers."""
+    from cuda_triton.ops.elementwise.layout import broadcast_sizes
+    from cuda_triton.ops.gemm.layout import gemm_out_sizes
+    from cuda_triton.ops.norm.layout import norm_out_sizes
+    from cuda_triton.ops.reduction.layout import reduction_out_sizes
+
+    p = _Program(rng, (90,), rng.choice(["fp32", "fp16"]))
+    x_sizes = _sizes(rng, rng.randint(1, 5), 0 if _maybe(rng, 0.05) else 1)
+    x = p.value("input", x_sizes)
+    extras: list[ValueRef | ConstantRef] = []
+    steps: list[Step] = []
+    if kind != 6 and _maybe(rng, 0.3):
+        steps = [Step("relu", [FromResult() if kind != 1 else FromInput(0)])]
+        if _maybe(rng, 0.5):
+            steps.append(Step("mul", [FromStep(rng.randint(0, 1)), Literal(2.0)]))
+    rank = len(x_sizes)
+    op: OpRecord
+    if kind == 0:
+        n = rng.randint(1, 3)
+        x_sizes = _sizes(rng, n + rng.choice([1, 2, 2]), 1, 7)
+        p.values[x] = ValueRecord("input", 0, p.dtype, x_sizes, contiguous_strides(x_sizes))
+        cin = x_sizes[1] if len(x_sizes) == n + 2 else x_sizes[0]
+        groups = rng.choice([1, 1, cin])
+        transposed = _maybe(rng, 0.3)
+        k = _ints(rng, n, 1, 3)
+        ws = [cin, rng.randint(1, 3), *k] if transposed else [rng.randint(1, 3) * groups, cin // groups, *k]
+        stride, dil = _ints(rng, n, 0 if _maybe(rng, 0.05) else 1, 2), _ints(rng, n, 1, 2)
+        pb, pa, opad = (
+            _ints(rng, n, 0, 2),
+            _ints(rng, n, 0, 2),
+            _ints(rng, n, 0, 1) if transposed else [0] * n,
+        )
+        out = _rule_or_random(rng, out_shape_and_stride, x_sizes, contiguous_strides(x_sizes), ws,
+                              contiguous_strides(ws), stride, pb, pa, dil, transposed, opad, groups, False)  # fmt: skip
+        try:
+            strides = out_shape_and_stride(x_sizes, contiguous_strides(x_sizes), ws, contiguous_strides(ws), stride,
+                                           pb, pa, dil, transposed, opad, groups, False)[1]  # fmt: skip
+        except (ValueError, IndexError, ZeroDivisionError):
+            strides = contiguous_strides(out)
+        y = p.value("output", out, strides if len(strides) == len(out) else contiguous_strides(out))
+        if _maybe(rng, 0.3):
+            extras = [ConstantRef(p.constant([out[1] if len(out) > 1 else 1] + [1] * max(0, len(out) - 2)))]
+            steps = [Step("add", [FromResult(), FromInput(0)])]
+        op = ConvRecord(stride=stride, padding_before=pb, padding_after=pa, dilation=dil, transposed=transposed,
+                        output_padding=opad, groups=groups, input=x, weight=p.constant(ws),
+                        bias=p.constant([ws[0]]) if _maybe(rng, 0.5) else None, output=y, weight_sizes=ws,
+                        weight_strides=contiguous_strides(ws), epilogue=steps, epilogue_inputs=extras)  # fmt: skip
+    elif kind == 1:
+        inputs: list[ValueRef | ConstantRef] = [ValueRef(x)]
+        for _ in range(rng.randint(0, 2)):
+            s = list(x_sizes[rng.randint(0, rank) :])
+            s = [1 if _maybe(rng, 0.3) else d for d in s]
+            if _maybe(rng, 0.1):
+                s = _sizes(rng, len(s))
+            inputs.append(ConstantRef(p.constant(s)) if _maybe(rng, 0.5) else ValueRef(p.value("input", s)))
+        acc: list[int] = []
+        try:
+            for i in inputs:
+                acc = broadcast_sizes(acc, p.values[i.value].sizes if isinstance(i, ValueRef) else
+                                      p.constants[i.constant].sizes)  # fmt: skip
+            out = _perturb(rng, acc)
+        except ValueError:
+            out = list(x_sizes)
+        y = p.value("output", out)
+        steps = [Step("add", [FromInput(rng.randint(0, len(inputs))), FromInput(0)])]
+        if _maybe(rng, 0.2):
+            steps.append(Step("neg", [rng.choice([FromStep(0), FromStep(1), FromResult()])]))
+        op = ElementwiseRecord(inputs=inputs, steps=steps, output=y)
+    elif kind == 2:
+        dims = sorted(set(_ints(rng, rng.randint(1, rank), 0, rank - 1)))
+        if _maybe(rng, 0.1):
+            dims = dims[::-1] if len(dims) > 1 else [rank]
+        keepdim = _maybe(rng, 0.5)
+        y = p.value("output", _rule_or_random(rng, reduction_out_sizes, x_sizes, dims, keepdim))
+        op = ReductionRecord(op=rng.choice(["sum", "mean", "amax"]), dims=dims, keepdim=keepdim, input=x, output=y,
+                             epilogue=steps)  # fmt: skip
+    elif kind == 3:
+        code = rng.randint(0, 3)
+        n = rng.randint(1, 3)
+        x_sizes = _sizes(rng, n + rng.choice([1, 2]), 1, 9)
+        p.values[x] = ValueRecord("input", 0, p.dtype, x_sizes, contiguous_strides(x_sizes))
+        args: dict = {}
+        if code < 2:
+            kernel = _ints(rng, n, 1, 4)
+            args = dict(kernel=kernel, stride=_ints(rng, n, 1, 3), padding=[rng.randint(0, k // 2 + 1) for k in kernel],
+                        dilation=[1] * n if code == 1 and not _maybe(rng, 0.1) else _ints(rng, n, 1, 2),
+                        ceil_mode=_maybe(rng, 0.5), count_include_pad=code == 1 and _maybe(rng, 0.5),
+                        divisor_override=rng.choice([0, 0, 2]) if code == 1 else 0)  # fmt: skip
+        else:
+            args = dict(output_size=_ints(rng, n, 0 if _maybe(rng, 0.05) else 1, 4))
+        name = ["max", "avg", "adaptive_avg", "adaptive_max"][code]
+        full = dict(kernel=[], stride=[], padding=[], dilation=[], output_size=[], ceil_mode=False,
+                    count_include_pad=False, divisor_override=0) | args  # fmt: skip
+        out = _rule_or_random(rng, pool_out_sizes, code, x_sizes, full["kernel"], full["stride"], full["padding"],
+                              full["dilation"], full["output_size"], full["ceil_mode"], full["count_include_pad"],
+                              full["divisor_override"])  # fmt: skip
+        y = p.value("output", out)
+        op = PoolingRecord(op=name, input=x, output=y, epilogue=steps, **args)
+    elif kind == 4:
+        batched = _maybe(rng, 0.4)
+        m, k, nn, bb = rng.randint(1, 5), rng.randint(1, 5), rng.randint(1, 5), rng.randint(1, 3)
+        a_sizes = [bb, m, k] if batched else [m, k]
+        b_sizes = [bb, k, nn] if batched and _maybe(rng, 0.5) else [k, nn]
+        if _maybe(rng, 0.1):
+            b_sizes = [k + 1, nn]
+        p.values[x] = ValueRecord("input", 0, p.dtype, a_sizes, contiguous_strides(a_sizes))
+        b = ValueRef(p.value("input", b_sizes)) if _maybe(rng, 0.4) else ConstantRef(p.constant([nn, k]))
+        bias = rng.choice([None, ConstantRef(p.constant([nn])), ConstantRef(p.constant([nn + 1]))])
+        y = p.value("output", _rule_or_random(rng, gemm_out_sizes, a_sizes, b_sizes))
+        op = GemmRecord(a=x, b=b, bias=bias, output=y, b_sizes=b_sizes, alpha=rng.choice([1.0, 0.5, float("inf")]),
+                        beta=1.0, epilogue=steps)  # fmt: skip
+    elif kind == 5:
+        code = rng.randint(0, 4)
+        dim = 1 if code in (0, 2) and not _maybe(rng, 0.1) else rng.randint(-1, rank)
+        groups = rng.choice([1, 2, 3]) if code == 2 else (0 if not _maybe(rng, 0.05) else 1)
+        params = [ConstantRef(p.constant([x_sizes[1] if rank > 1 else 1])) if _maybe(rng, 0.6) else None
+                  for _ in range(4)]  # fmt: skip
+        y = p.value("output", _rule_or_random(rng, norm_out_sizes, code, x_sizes, dim, groups))
+        name = ["batch_norm", "layer_norm", "group_norm", "softmax", "log_softmax"][code]
+        op = NormRecord(op=name, input=x, output=y, dim=dim, groups=groups, eps=rng.choice([1e-5, 0.0, -1.0]),
+                        weight=params[0], bias=params[1], mean=params[2], var=params[3], epilogue=steps)  # fmt: skip
+    else:
+        code = rng.randint(0, 7)
+        if code == dm.COPY:
+            op = CopyRecord(input=x, output=p.value("output", _perturb(rng, x_sizes), dtype="fp16"))
+        elif code == dm.RESHAPE:
+            total = 1
+            for s in x_sizes:
+                total *= s
+            out = [total] if not _maybe(rng, 0.2) else [total + 1]
+            op = ReshapeRecord(input=x, output=p.value("output", out))
+        elif code == dm.PERMUTE:
+            perm = list(range(rank))
+            rng.shuffle(perm)
+            if _maybe(rng, 0.1):
+                perm[0] = perm[-1]
+            op = PermuteRecord(input=x, output=p.value("output", _rule_or_random(rng, dm.permute_out_sizes, x_sizes,
+                                                                                  perm)), perm=perm)  # fmt: skip
+        elif code == dm.CAT:
+            dim = rng.randint(0, rank - 1) if not _maybe(rng, 0.05) else rank
+            parts = [x]
+            for _ in range(rng.randint(0, 2)):
+                s = list(x_sizes)
+                if dim < rank:
+                    s[dim] = rng.randint(1, 4)
+                parts.append(p.value("input", _perturb(rng, s)))
+            acc = []
+            try:
+                for v in parts:
+                    acc = dm.cat_out_sizes(acc, p.values[v].sizes, dim)
+            except ValueError:
+                acc = list(x_sizes)
+            op = CatRecord(inputs=parts, output=p.value("output", _perturb(rng, acc)), dim=dim)
+        elif code == dm.SPLIT:
+            dim = rng.randint(0, rank - 1)
+            cut = rng.randint(0, x_sizes[dim])
+            outs = []
+            for size in (cut, x_sizes[dim] - cut):
+                s = list(x_sizes)
+                s[dim] = size
+                outs.append(p.value("output", _perturb(rng, s)))
+            op = SplitRecord(input=x, outputs=outs, dim=dim)
+        elif code == dm.SLICE:
+            dim = rng.randint(0, rank - 1)
+            start = rng.randint(0, x_sizes[dim])
+            end = rng.randint(start, x_sizes[dim] + (1 if _maybe(rng, 0.1) else 0))
+            step = rng.randint(0 if _maybe(rng, 0.05) else 1, 3)
+            out = _rule_or_random(rng, dm.slice_out_sizes, x_sizes, dim, start, end, step)
+            op = SliceRecord(input=x, output=p.value("output", out), dim=dim, start=start, end=end, step=step)
+        elif code == dm.PAD:
+            mode = rng.choice(["constant", "reflect", "replicate", "circular"])
+            before, after = _ints(rng, rank, -1, 2), _ints(rng, rank, -1, 2)
+            if mode != "constant" and not _maybe(rng, 0.1):
+                before, after = [max(0, v) for v in before], [max(0, v) for v in after]
+            out = _rule_or_random(rng, dm.pad_out_sizes, PAD_MODES[mode], x_sizes, before, after)
+            op = PadRecord(input=x, output=p.value("output", out), before=before, after=after, mode=mode,
+                           value=0.0 if mode != "constant" or _maybe(rng, 0.5) else -1.5)  # fmt: skip
+        else:
+            x_sizes = _sizes(rng, rng.randint(3, 5))
+            p.values[x] = ValueRecord("input", 0, p.dtype, x_sizes, contiguous_strides(x_sizes))
+            mode = rng.choice(["nearest", "nearest_exact", "linear", "cubic"])
+            size = _ints(rng, len(x_sizes) - 2, 1, 8)
+            align = _maybe(rng, 0.3)
+            scales = [] if _maybe(rng, 0.5) else [rng.choice([2.0, 0.5, 0.0]) for _ in size]
+            out = _rule_or_random(rng, dm.upsample_out_sizes, UPSAMPLE_MODES[mode], x_sizes, size,
+                                  align, len(scales))  # fmt: skip
+            op = UpsampleRecord(input=x, output=p.value("output", out), output_size=size, mode=mode,
+                                align_corners=align, scales=scales)  # fmt: skip
+    p.add(op)
     return p.blob()
