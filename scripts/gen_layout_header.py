@@ -5,14 +5,16 @@
     python scripts/gen_layout_header.py --check    # exit 1 when a checked-in header is stale
 
 The rules: the convolution's (backends/cuda_triton/conv/layout.py -> conv_layout.h, namespace
-``cuda_triton::layout``) and each op family's (backends/cuda_triton/ops/<family>/layout.py -> <family>_layout.h,
+``cuda_triton::layout``) and each op family's (backends/cuda_triton/ops/<family>/shape.py -> <family>_shape.h,
 namespace ``cuda_triton::layout::<family>``). Every header includes layout_prelude.h, the checked-arithmetic and
-Python-indexing helpers (namespace ``cuda_triton::layout::detail``). A family with a layout.py is picked up
+Python-indexing helpers (namespace ``cuda_triton::layout::detail``). A family with a shape.py is picked up
 without listing it here.
 
 This is a real translator over the Python AST, for the small subset the rules are written in:
 
-* module level: a docstring, ``from __future__`` imports, ``NAME = <int>`` constants, function definitions;
+* module level: a docstring, ``from __future__`` imports, relative imports of functions and constants from another
+  rule module (``from ...conv.layout import contiguous_strides``: called in that header's namespace),
+  ``NAME = <int>`` constants, function definitions;
 * parameters and returns annotated ``int``, ``bool``, ``list[int]`` or ``tuple[list[int], list[int]]``;
 * statements: assignment to a name or a subscript, augmented assignment, ``if``/``elif``/``else``,
   ``for v in range(...)``, ``return``, ``raise ValueError("message")``, ``x.append(e)`` and docstrings;
@@ -55,10 +57,17 @@ class Rule:
 def rules() -> list[Rule]:
     """The convolution rule, then every op family's, sorted by family name."""
     out = [Rule(SOURCE, HEADER, NAMESPACE)]
-    for src in sorted((PACKAGE / "ops").glob("*/layout.py")):
+    for src in sorted((PACKAGE / "ops").glob("*/shape.py")):
         family = src.parent.name
-        out.append(Rule(src, GENERATED / f"{family}_layout.h", f"{NAMESPACE}::{family}"))
+        out.append(Rule(src, GENERATED / f"{family}_shape.h", f"{NAMESPACE}::{family}"))
     return out
+
+
+def rule_of(source: Path) -> Rule | None:
+    for rule in rules():
+        if rule.source.resolve() == source.resolve():
+            return rule
+    return None
 
 
 INT, BOOL, LIST, PAIR = "int", "bool", "list", "pair"
@@ -118,10 +127,17 @@ class Function:
 
 
 class FunctionTranslator:
-    def __init__(self, fn: Function, functions: dict[str, Function], constants: dict[str, int]) -> None:
+    def __init__(
+        self,
+        fn: Function,
+        functions: dict[str, Function],
+        constants: dict[str, int],
+        qualified: dict[str, str] | None = None,
+    ) -> None:
         self.fn = fn
         self.functions = functions
         self.constants = constants
+        self.qualified = qualified or {}  # imported name -> its C++ name in the other rule's namespace
         self.types: dict[str, str] = dict(fn.params)
         self.locals: dict[str, str] = {}
         self.loop_vars: set[str] = set()
@@ -231,7 +247,7 @@ class FunctionTranslator:
             if e.id in self.types:
                 return e.id
             if e.id in self.constants:
-                return e.id
+                return self.qualified.get(e.id, e.id)
             raise _fail(e, f"unknown name {e.id!r}")
         if isinstance(e, ast.BinOp):
             lt, rt = self.type_of(e.left), self.type_of(e.right)
@@ -323,7 +339,7 @@ class FunctionTranslator:
                 for (pname, ptype), a in zip(callee.params, e.args, strict=True):
                     if self.type_of(a) != ptype:
                         raise _fail(e, f"argument {pname} of {name} must be {ptype}, got {self.type_of(a)}")
-                return f"{name}(" + ", ".join(self.expr(a) for a in e.args) + ")"
+                return f"{self.qualified.get(name, name)}(" + ", ".join(self.expr(a) for a in e.args) + ")"
         raise _fail(e, f"unsupported expression {ast.unparse(e)!r}")
 
     def bool_expr(self, e: ast.expr) -> str:
@@ -606,15 +622,13 @@ def comment_block(text: str, indent: str = "") -> list[str]:
     return [f"{indent}// {ln}".rstrip() for ln in lines]
 
 
-def generate(
-    source_text: str, source_label: str = "backends/cuda_triton/conv/layout.py", namespace: str = NAMESPACE
-) -> str:
-    """The C++ header for one rule module's source text."""
-    global _source_name
-    _source_name = Path(source_label).name
-    tree = ast.parse(source_text)
+def parse_module(
+    tree: ast.Module, source: Path | None
+) -> tuple[dict[str, int], dict[str, Function], list[ast.ImportFrom]]:
+    """A rule module's int constants, functions and imports of other rule modules."""
     constants: dict[str, int] = {}
     functions: dict[str, Function] = {}
+    imports: list[ast.ImportFrom] = []
     for node in tree.body:
         if (
             isinstance(node, ast.Expr)
@@ -623,6 +637,9 @@ def generate(
         ):
             continue
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level >= 1 and source is not None:
+            imports.append(node)
             continue
         if isinstance(node, ast.Assign):
             if (
@@ -647,10 +664,57 @@ def generate(
             )
             continue
         raise _fail(node, f"unsupported module-level statement {ast.unparse(node).splitlines()[0]!r}")
+    return constants, functions, imports
+
+
+def resolve_import(node: ast.ImportFrom, source: Path) -> Rule:
+    """The rule module a relative ``from ..x.y import f`` in ``source`` names (it must be one of `rules()`)."""
+    base = source.parent
+    for _ in range(node.level - 1):
+        base = base.parent
+    target = base.joinpath(*(node.module or "").split(".")).with_suffix(".py")
+    rule = rule_of(target)
+    if rule is None:
+        raise _fail(node, f"imports {target.name} from {target.parent}, which is not a layout rule module")
+    return rule
+
+
+def generate(
+    source_text: str,
+    source_label: str = "backends/cuda_triton/conv/layout.py",
+    namespace: str = NAMESPACE,
+    source: Path | None = None,
+) -> str:
+    """The C++ header for one rule module's source text. ``source`` (its path) resolves relative imports of other
+    rule modules: their functions and constants are called in their own headers' namespaces."""
+    global _source_name
+    _source_name = Path(source_label).name
+    tree = ast.parse(source_text)
+    constants, functions, imports = parse_module(tree, source)
+    local = set(functions)
+    local_constants = set(constants)
+    qualified: dict[str, str] = {}
+    includes: list[str] = []
+    for node in imports:
+        assert source is not None
+        rule = resolve_import(node, source)
+        their_constants, their_functions, _ = parse_module(ast.parse(rule.source.read_text()), None)
+        for alias in node.names:
+            name = alias.name
+            if alias.asname is not None:
+                raise _fail(node, "imports cannot be renamed")
+            if name in their_functions:
+                functions[name] = their_functions[name]
+            elif name in their_constants:
+                constants[name] = their_constants[name]
+            else:
+                raise _fail(node, f"{name} is not a function or constant of {rule.source.name}")
+            qualified[name] = f"::{rule.namespace}::{name}"
+        includes.append(f'#include "generated/{rule.header.name}"')
 
     bodies: dict[str, list[str]] = {}
-    for fn in functions.values():
-        bodies[fn.name] = FunctionTranslator(fn, functions, constants).translate()
+    for name in local:
+        bodies[name] = FunctionTranslator(functions[name], functions, constants, qualified).translate()
 
     digest = hashlib.sha256(source_text.encode()).hexdigest()
     out = [
@@ -672,18 +736,23 @@ def generate(
         "#include <vector>",
         "",
         '#include "generated/layout_prelude.h"',
+        *includes,
         "",
         "namespace " + namespace + " {",
         "",
     ]
     for name, value in constants.items():
-        out.append(f"inline constexpr int64_t {name} = INT64_C({value});")
+        if name in local_constants:
+            out.append(f"inline constexpr int64_t {name} = INT64_C({value});")
     out.append("")
     out.append("// Declarations (the Python functions may call each other in any order).")
     for fn in functions.values():
-        out.append(signature(fn) + ";")
+        if fn.name in local:
+            out.append(signature(fn) + ";")
     out.append("")
     for fn in functions.values():
+        if fn.name not in local:
+            continue
         if fn.doc:
             out += comment_block(fn.doc)
         out.append(signature(fn) + " {")
@@ -737,11 +806,18 @@ def main(argv: list[str] | None = None) -> int:
         outputs = [(PRELUDE_HEADER, generate_prelude)]
         for rule in rules():
             outputs.append(
-                (rule.header, lambda r=rule: generate(r.source.read_text(), _label(r.source), r.namespace))
+                (
+                    rule.header,
+                    lambda r=rule: generate(r.source.read_text(), _label(r.source), r.namespace, r.source),
+                )
             )
     else:
         source = args.source or SOURCE
-        outputs = [(args.header or HEADER, lambda: generate(source.read_text(), _label(source), NAMESPACE))]
+        rule = rule_of(source)
+        namespace = rule.namespace if rule is not None else NAMESPACE
+        outputs = [
+            (args.header or HEADER, lambda: generate(source.read_text(), _label(source), namespace, source))
+        ]
     texts: list[tuple[Path, str]] = []
     try:
         for header, make in outputs:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 
 from cuda_triton.conv.layout import channels_last_strides, contiguous_strides, out_shape_and_stride
-from cuda_triton.ops.data_movement import layout as dm
-from cuda_triton.ops.pooling.layout import pool_out_sizes
+from cuda_triton.ops.data_movement import shape as dm
+from cuda_triton.ops.pooling import shape as pooling
 from cuda_triton.serialization import (
     CatRecord,
     ConstantRecord,
@@ -190,7 +190,8 @@ def every_kind_blob(
     )
     # max pool 3x3 s2 p1
     ceil = rng.random() < 0.5
-    ps = pool_out_sizes(0, p.values[y1].sizes, [3, 3], [2, 2], [1, 1], [1, 1], [], ceil, False, 0)
+    y1v = p.values[y1]
+    ps = pooling.out_shape_and_stride(0, y1v.sizes, y1v.strides, [3, 3], [2, 2], [1, 1], [1, 1], ceil)[0]
     y2 = p.value("intermediate", ps, channels_last_strides(ps))
     p.add(PoolingRecord(op="max", input=y1, output=y2, kernel=[3, 3], stride=[2, 2], padding=[1, 1],
                         dilation=[1, 1], ceil_mode=ceil, name="aten.max_pool2d_with_indices"))  # fmt: skip
@@ -282,10 +283,10 @@ def _ints(rng: random.Random, n: int, lo: int, hi: int) -> list[int]:
 def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
     """A one-record program of ``kind`` (a record-kind code) with random parameters, mostly but not always valid:
     encode it with `blob._encode` (no validation) and compare the readers."""
-    from cuda_triton.ops.elementwise.layout import broadcast_sizes
-    from cuda_triton.ops.gemm.layout import gemm_out_sizes
-    from cuda_triton.ops.norm.layout import norm_out_sizes
-    from cuda_triton.ops.reduction.layout import reduction_out_sizes
+    from cuda_triton.ops.elementwise.shape import broadcast_sizes
+    from cuda_triton.ops.gemm.shape import gemm_out_sizes
+    from cuda_triton.ops.norm.shape import norm_out_sizes
+    from cuda_triton.ops.reduction.shape import reduction_out_sizes
 
     p = _Program(rng, (90,), rng.choice(["fp32", "fp16"]))
     x_sizes = _sizes(rng, rng.randint(1, 5), 0 if _maybe(rng, 0.05) else 1)
@@ -358,27 +359,27 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
         op = ReductionRecord(op=rng.choice(["sum", "mean", "amax"]), dims=dims, keepdim=keepdim, input=x, output=y,
                              epilogue=steps)  # fmt: skip
     elif kind == 3:
-        code = rng.randint(0, 3)
+        code = rng.randint(0, 2)
         n = rng.randint(1, 3)
         x_sizes = _sizes(rng, n + rng.choice([1, 2]), 1, 9)
         p.values[x] = ValueRecord("input", 0, p.dtype, x_sizes, contiguous_strides(x_sizes))
         args: dict = {}
         if code < 2:
             kernel = _ints(rng, n, 1, 4)
-            args = dict(kernel=kernel, stride=_ints(rng, n, 1, 3), padding=[rng.randint(0, k // 2 + 1) for k in kernel],
+            args = dict(kernel=kernel, stride=_ints(rng, n, 0 if _maybe(rng, 0.03) else 1, 3),
+                        padding=[rng.randint(0, k // 2 + 1) for k in kernel],
                         dilation=[1] * n if code == 1 and not _maybe(rng, 0.1) else _ints(rng, n, 1, 2),
                         ceil_mode=_maybe(rng, 0.5), count_include_pad=code == 1 and _maybe(rng, 0.5),
                         divisor_override=rng.choice([0, 0, 2]) if code == 1 else 0)  # fmt: skip
+            window = kernel
         else:
             args = dict(output_size=_ints(rng, n, 0 if _maybe(rng, 0.05) else 1, 4))
-        name = ["max", "avg", "adaptive_avg", "adaptive_max"][code]
-        full = dict(kernel=[], stride=[], padding=[], dilation=[], output_size=[], ceil_mode=False,
-                    count_include_pad=False, divisor_override=0) | args  # fmt: skip
-        out = _rule_or_random(rng, pool_out_sizes, code, x_sizes, full["kernel"], full["stride"], full["padding"],
-                              full["dilation"], full["output_size"], full["ceil_mode"], full["count_include_pad"],
-                              full["divisor_override"])  # fmt: skip
+            window = args["output_size"]
+        full = dict(stride=[], padding=[], dilation=[], ceil_mode=False) | args
+        out = _rule_or_random(rng, pooling.out_shape_and_stride, code, x_sizes, contiguous_strides(x_sizes), window,
+                              full["stride"], full["padding"], full["dilation"], full["ceil_mode"])  # fmt: skip
         y = p.value("output", out)
-        op = PoolingRecord(op=name, input=x, output=y, epilogue=steps, **args)
+        op = PoolingRecord(op=["max", "avg", "adaptive_avg"][code], input=x, output=y, epilogue=steps, **args)
     elif kind == 4:
         batched = _maybe(rng, 0.4)
         m, k, nn, bb = rng.randint(1, 5), rng.randint(1, 5), rng.randint(1, 5), rng.randint(1, 3)

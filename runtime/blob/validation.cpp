@@ -10,7 +10,7 @@
 
 #include "blob/encoding.h"
 #include "blob/records.h"
-#include "generated/elementwise_layout.h"
+#include "generated/elementwise_shape.h"
 
 namespace cuda_triton::blob_detail {
 

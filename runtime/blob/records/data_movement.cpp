@@ -1,7 +1,7 @@
 // Kind 6: materialised data movement (docs/blob_format.md): copy, reshape, permute, cat, split, slice, pad,
-// upsample. Shape rules: the generated data_movement_layout.h.
+// upsample. Shape rules: the generated data_movement_shape.h.
 #include "blob/records.h"
-#include "generated/data_movement_layout.h"
+#include "generated/data_movement_shape.h"
 
 namespace cuda_triton::blob_detail {
 

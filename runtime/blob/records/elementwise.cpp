@@ -1,6 +1,6 @@
-// Kind 1: a fused elementwise chain (docs/blob_format.md). Shape rule: the generated elementwise_layout.h.
+// Kind 1: a fused elementwise chain (docs/blob_format.md). Shape rule: the generated elementwise_shape.h.
 #include "blob/records.h"
-#include "generated/elementwise_layout.h"
+#include "generated/elementwise_shape.h"
 
 namespace cuda_triton::blob_detail {
 

@@ -1,7 +1,7 @@
-// Kind 4: a matrix product with an optional bias (docs/blob_format.md). Shape rule: the generated gemm_layout.h.
+// Kind 4: a matrix product with an optional bias (docs/blob_format.md). Shape rule: the generated gemm_shape.h.
 #include "blob/records.h"
-#include "generated/elementwise_layout.h"
-#include "generated/gemm_layout.h"
+#include "generated/elementwise_shape.h"
+#include "generated/gemm_shape.h"
 
 namespace cuda_triton::blob_detail {
 

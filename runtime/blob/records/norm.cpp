@@ -1,6 +1,6 @@
-// Kind 5: normalisation and softmax (docs/blob_format.md). Shape rule: the generated norm_layout.h.
+// Kind 5: normalisation and softmax (docs/blob_format.md). Shape rule: the generated norm_shape.h.
 #include "blob/records.h"
-#include "generated/norm_layout.h"
+#include "generated/norm_shape.h"
 
 namespace cuda_triton::blob_detail {
 

@@ -1,6 +1,6 @@
-// Kind 2: a reduction over a set of dims (docs/blob_format.md). Shape rule: the generated reduction_layout.h.
+// Kind 2: a reduction over a set of dims (docs/blob_format.md). Shape rule: the generated reduction_shape.h.
 #include "blob/records.h"
-#include "generated/reduction_layout.h"
+#include "generated/reduction_shape.h"
 
 namespace cuda_triton::blob_detail {
 

@@ -1,27 +1,27 @@
 """Kind 6: materialised data movement (copy, reshape, permute, cat, split, slice, pad, upsample); a view the next
 kernel reads in place is a view value instead, with no record. ``params`` start with the op code. Shape rules:
-`cuda_triton.ops.data_movement.layout`."""
+`cuda_triton.ops.data_movement.shape`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ...ops.data_movement import layout
+from ...ops.data_movement import shape
 from ..encoding import MAX_OPERANDS, Reader, Writer, check, finite
 from .base import Operand, OpRecord, RecordContext, Step, ValueRef, expect_count, value_operand
 
 PAD_MODES = {
-    "constant": layout.PAD_CONSTANT,
-    "reflect": layout.PAD_REFLECT,
-    "replicate": layout.PAD_REPLICATE,
-    "circular": layout.PAD_CIRCULAR,
+    "constant": shape.PAD_CONSTANT,
+    "reflect": shape.PAD_REFLECT,
+    "replicate": shape.PAD_REPLICATE,
+    "circular": shape.PAD_CIRCULAR,
 }
 UPSAMPLE_MODES = {
-    "nearest": layout.UPSAMPLE_NEAREST,
-    "nearest_exact": layout.UPSAMPLE_NEAREST_EXACT,
-    "linear": layout.UPSAMPLE_LINEAR,
-    "cubic": layout.UPSAMPLE_CUBIC,
+    "nearest": shape.UPSAMPLE_NEAREST,
+    "nearest_exact": shape.UPSAMPLE_NEAREST_EXACT,
+    "linear": shape.UPSAMPLE_LINEAR,
+    "cubic": shape.UPSAMPLE_CUBIC,
 }
 
 
@@ -103,13 +103,13 @@ class DataMovementRecord(OpRecord):
 class CopyRecord(DataMovementRecord):
     """A strided copy with the input's sizes (clone, dim-order copies, `_to_dim_order_copy` with a dtype change)."""
 
-    OP = layout.COPY
+    OP = shape.COPY
     SAME_DTYPE = False
     input: int
     output: int
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
-        sizes = ctx.rule(where, layout.copy_out_sizes, list(ctx.value(self.input).sizes))
+        sizes = ctx.rule(where, shape.copy_out_sizes, list(ctx.value(self.input).sizes))
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
@@ -117,19 +117,19 @@ class CopyRecord(DataMovementRecord):
 class ReshapeRecord(DataMovementRecord):
     """Elements in the input's row-major order into an output with the same element count."""
 
-    OP = layout.RESHAPE
+    OP = shape.RESHAPE
     input: int
     output: int
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         out = list(ctx.value(self.output).sizes)
-        sizes = ctx.rule(where, layout.reshape_out_sizes, list(ctx.value(self.input).sizes), out)
+        sizes = ctx.rule(where, shape.reshape_out_sizes, list(ctx.value(self.input).sizes), out)
         ctx.expect_sizes(where, "output", out, sizes)
 
 
 @dataclass
 class PermuteRecord(DataMovementRecord):
-    OP = layout.PERMUTE
+    OP = shape.PERMUTE
     input: int
     output: int
     perm: list[int]
@@ -142,13 +142,13 @@ class PermuteRecord(DataMovementRecord):
         return {"perm": params.dims("perm")}
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
-        sizes = ctx.rule(where, layout.permute_out_sizes, list(ctx.value(self.input).sizes), list(self.perm))
+        sizes = ctx.rule(where, shape.permute_out_sizes, list(ctx.value(self.input).sizes), list(self.perm))
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
 @dataclass
 class CatRecord(DataMovementRecord):
-    OP = layout.CAT
+    OP = shape.CAT
     inputs: list[int]
     output: int
     dim: int
@@ -171,7 +171,7 @@ class CatRecord(DataMovementRecord):
         check(len(self.inputs) >= 1, f"{where}: a cat needs at least one input")
         sizes: list[int] = []
         for v in self.inputs:
-            sizes = ctx.rule(where, layout.cat_out_sizes, sizes, list(ctx.value(v).sizes), self.dim)
+            sizes = ctx.rule(where, shape.cat_out_sizes, sizes, list(ctx.value(v).sizes), self.dim)
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
@@ -179,7 +179,7 @@ class CatRecord(DataMovementRecord):
 class SplitRecord(DataMovementRecord):
     """The parts (outputs) concatenate back to the input along ``dim``."""
 
-    OP = layout.SPLIT
+    OP = shape.SPLIT
     input: int
     outputs: list[int]
     dim: int
@@ -202,13 +202,13 @@ class SplitRecord(DataMovementRecord):
         check(len(self.outputs) >= 1, f"{where}: a split needs at least one output")
         sizes: list[int] = []
         for v in self.outputs:
-            sizes = ctx.rule(where, layout.cat_out_sizes, sizes, list(ctx.value(v).sizes), self.dim)
+            sizes = ctx.rule(where, shape.cat_out_sizes, sizes, list(ctx.value(v).sizes), self.dim)
         ctx.expect_sizes(where, "concatenated parts'", ctx.value(self.input).sizes, sizes)
 
 
 @dataclass
 class SliceRecord(DataMovementRecord):
-    OP = layout.SLICE
+    OP = shape.SLICE
     input: int
     output: int
     dim: int
@@ -226,7 +226,7 @@ class SliceRecord(DataMovementRecord):
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         sizes = ctx.rule(
-            where, layout.slice_out_sizes, list(ctx.value(self.input).sizes), self.dim, self.start, self.end,
+            where, shape.slice_out_sizes, list(ctx.value(self.input).sizes), self.dim, self.start, self.end,
             self.step,
         )  # fmt: skip
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
@@ -236,7 +236,7 @@ class SliceRecord(DataMovementRecord):
 class PadRecord(DataMovementRecord):
     """``before`` / ``after``: one entry per dim (constant pads may be negative: they crop)."""
 
-    OP = layout.PAD
+    OP = shape.PAD
     input: int
     output: int
     before: list[int]
@@ -261,7 +261,7 @@ class PadRecord(DataMovementRecord):
         check(finite(self.value), f"{where}: the pad value must be finite")
         check(self.mode == "constant" or self.value == 0, f"{where}: only constant pads have a value")
         sizes = ctx.rule(
-            where, layout.pad_out_sizes, PAD_MODES[self.mode], list(ctx.value(self.input).sizes),
+            where, shape.pad_out_sizes, PAD_MODES[self.mode], list(ctx.value(self.input).sizes),
             list(self.before), list(self.after),
         )  # fmt: skip
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
@@ -272,7 +272,7 @@ class UpsampleRecord(DataMovementRecord):
     """(N, C, *output_size); ``scales``: none or one factor per spatial dim (what the kernel's index math uses when
     the graph gave them)."""
 
-    OP = layout.UPSAMPLE
+    OP = shape.UPSAMPLE
     input: int
     output: int
     output_size: list[int]
@@ -298,7 +298,7 @@ class UpsampleRecord(DataMovementRecord):
         check(self.mode in UPSAMPLE_MODES, f"{where}: bad upsample mode {self.mode!r}")
         check(all(finite(s) and s > 0 for s in self.scales), f"{where}: scales must be finite and > 0")
         sizes = ctx.rule(
-            where, layout.upsample_out_sizes, UPSAMPLE_MODES[self.mode], list(ctx.value(self.input).sizes),
+            where, shape.upsample_out_sizes, UPSAMPLE_MODES[self.mode], list(ctx.value(self.input).sizes),
             list(self.output_size), self.align_corners, len(self.scales),
         )  # fmt: skip
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)

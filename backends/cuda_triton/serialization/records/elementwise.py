@@ -1,12 +1,12 @@
 """Kind 1: a fused chain of elementwise ops over broadcast inputs. Shape rule:
-`cuda_triton.ops.elementwise.layout.broadcast_sizes` over every input."""
+`cuda_triton.ops.elementwise.shape.broadcast_sizes` over every input."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ...ops.elementwise.layout import broadcast_sizes
+from ...ops.elementwise.shape import broadcast_sizes
 from ..encoding import Reader, check
 from .base import ConstantRef, Operand, OpRecord, RecordContext, Step, ValueRef, expect_count, tensor_operands
 

@@ -1,13 +1,13 @@
 """Kind 4: a matrix product (mm, addmm, bmm, linear), with an optional bias and fused epilogue. Shape rule:
-`cuda_triton.ops.gemm.layout.gemm_out_sizes`."""
+`cuda_triton.ops.gemm.shape.gemm_out_sizes`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...ops.elementwise.layout import broadcasts_to
-from ...ops.gemm.layout import gemm_out_sizes
+from ...ops.elementwise.shape import broadcasts_to
+from ...ops.gemm.shape import gemm_out_sizes
 from ..encoding import Reader, Writer, check, check_dims, finite
 from .base import (
     ConstantRef,

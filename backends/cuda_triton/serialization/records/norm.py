@@ -1,12 +1,12 @@
 """Kind 5: normalisation (inference batch norm, layer norm, group norm, softmax, log-softmax), with an optional
-fused epilogue. Shape rule: `cuda_triton.ops.norm.layout.norm_out_sizes`."""
+fused epilogue. Shape rule: `cuda_triton.ops.norm.shape.norm_out_sizes`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...ops.norm import layout
+from ...ops.norm import shape
 from ..encoding import Reader, Writer, check, finite
 from .base import (
     ConstantRef,
@@ -21,11 +21,11 @@ from .base import (
 )
 
 NORM_OPS = {
-    "batch_norm": layout.BATCH_NORM,
-    "layer_norm": layout.LAYER_NORM,
-    "group_norm": layout.GROUP_NORM,
-    "softmax": layout.SOFTMAX,
-    "log_softmax": layout.LOG_SOFTMAX,
+    "batch_norm": shape.BATCH_NORM,
+    "layer_norm": shape.LAYER_NORM,
+    "group_norm": shape.GROUP_NORM,
+    "softmax": shape.SOFTMAX,
+    "log_softmax": shape.LOG_SOFTMAX,
 }
 _NORM_NAMES = {code: name for name, code in NORM_OPS.items()}
 
@@ -92,6 +92,6 @@ class NormRecord(OpRecord):
         inp, out = ctx.value(self.input), ctx.value(self.output)
         check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
         sizes = ctx.rule(
-            where, layout.norm_out_sizes, NORM_OPS[self.op], list(inp.sizes), self.dim, self.groups
+            where, shape.norm_out_sizes, NORM_OPS[self.op], list(inp.sizes), self.dim, self.groups
         )
         ctx.expect_sizes(where, "output", out.sizes, sizes)

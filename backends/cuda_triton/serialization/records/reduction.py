@@ -1,12 +1,12 @@
 """Kind 2: a reduction (sum, mean, amax, ...) over a set of dims, with an optional fused epilogue. Shape rule:
-`cuda_triton.ops.reduction.layout.reduction_out_sizes`."""
+`cuda_triton.ops.reduction.shape.reduction_out_sizes`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...ops.reduction.layout import reduction_out_sizes
+from ...ops.reduction.shape import reduction_out_sizes
 from ..encoding import MAX_OP_NAME, Reader, Writer, ascii_ok, check
 from .base import (
     ConstantRef,

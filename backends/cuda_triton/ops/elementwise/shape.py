@@ -1,7 +1,7 @@
 """Shape rule of elementwise records (and of the fused elementwise steps of every record): broadcasting.
 
 Written in the small Python subset that ``scripts/gen_layout_header.py`` translates into
-``runtime/generated/elementwise_layout.h`` (ints, bools, lists of ints, ``if``/``for ... in range``, ``raise
+``runtime/generated/elementwise_shape.h`` (ints, bools, lists of ints, ``if``/``for ... in range``, ``raise
 ValueError``; no library calls), so the C++ blob reader checks exactly this rule. Torch-free.
 
 Broadcasting follows NumPy (and ATen): sizes are aligned at the last dim; along each dim the sizes must be equal, or

@@ -1,7 +1,7 @@
 """Shape rule of GEMM records (mm, addmm, bmm, linear): (M, K) x (K, N) -> (M, N), optionally batched.
 
 Written in the small Python subset that ``scripts/gen_layout_header.py`` translates into
-``runtime/generated/gemm_layout.h`` (see that script), so the C++ blob reader checks exactly this rule.
+``runtime/generated/gemm_shape.h`` (see that script), so the C++ blob reader checks exactly this rule.
 Torch-free.
 """
 

@@ -1,7 +1,7 @@
 """Shape rule of reduction records (sum, mean, amax, ... over a set of dims).
 
 Written in the small Python subset that ``scripts/gen_layout_header.py`` translates into
-``runtime/generated/reduction_layout.h`` (see that script), so the C++ blob reader checks exactly this rule.
+``runtime/generated/reduction_shape.h`` (see that script), so the C++ blob reader checks exactly this rule.
 Torch-free.
 """
 

@@ -1,7 +1,7 @@
 """Shape rules of data-movement records (copy, reshape, permute, cat, split, slice, pad, upsample).
 
 Written in the small Python subset that ``scripts/gen_layout_header.py`` translates into
-``runtime/generated/data_movement_layout.h`` (see that script), so the C++ blob reader checks exactly these
+``runtime/generated/data_movement_shape.h`` (see that script), so the C++ blob reader checks exactly these
 rules. Torch-free. The op and mode codes are the blob's (docs/blob_format.md, kind 6).
 """
 

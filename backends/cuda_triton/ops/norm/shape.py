@@ -1,7 +1,7 @@
 """Shape rule of normalisation records (inference batch norm, layer norm, group norm, softmax, log-softmax).
 
 Written in the small Python subset that ``scripts/gen_layout_header.py`` translates into
-``runtime/generated/norm_layout.h`` (see that script), so the C++ blob reader checks exactly this rule.
+``runtime/generated/norm_shape.h`` (see that script), so the C++ blob reader checks exactly this rule.
 Torch-free. The op codes are the blob's (docs/blob_format.md, kind 5).
 """
 

@@ -1,1 +1,0 @@
-"""The data movement op family."""

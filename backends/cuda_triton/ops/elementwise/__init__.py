@@ -1,1 +1,0 @@
-"""The elementwise op family."""

@@ -1,1 +1,0 @@
-"""The norm op family."""

@@ -1,1 +1,0 @@
-"""The pooling op family."""
