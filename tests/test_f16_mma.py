@@ -244,8 +244,8 @@ def test_f16_kernels_compile_ahead_of_time() -> None:
 
 def test_export_option_turns_f16_mma_off() -> None:
     """The compile spec tf32_on_fp16 reaches the preprocess step's schedule choice (and round-trips)."""
-    from cuda_triton.backend import conv_jobs
     from cuda_triton.partition.options import CudaTritonOptions
+    from cuda_triton.preprocess.kernels import conv_jobs
 
     vgg = _problem(*_meta(8, 256, 256, (56, 56), 3))
     for allowed in (True, False):
