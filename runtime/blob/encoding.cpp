@@ -64,26 +64,6 @@ Status Cursor::string(std::string* out, const char* what, uint32_t limit) {
   return Status::Ok();
 }
 
-Status Cursor::dims(std::vector<int64_t>* out, const char* what) {
-  uint32_t n = 0;
-  CT_RETURN_IF_ERROR(count(kMaxRank, &n, what));
-  out->resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    CT_RETURN_IF_ERROR(read(&(*out)[i], what));
-  }
-  return Status::Ok();
-}
-
-Status Cursor::f64s(std::vector<double>* out, const char* what) {
-  uint32_t n = 0;
-  CT_RETURN_IF_ERROR(count(kMaxRank, &n, what));
-  out->resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    CT_RETURN_IF_ERROR(read(&(*out)[i], what));
-  }
-  return Status::Ok();
-}
-
 Status Cursor::done(const char* what) const {
   if (remaining() != 0) {
     return bad(std::string(what) + ": " + std::to_string(remaining()) + " trailing bytes");

@@ -61,8 +61,20 @@ class Cursor {
   Status count(uint32_t limit, uint32_t* out, const char* what);
   Status flag(bool* out, const char* what);
   Status string(std::string* out, const char* what, uint32_t limit = kMaxString);
-  Status dims(std::vector<int64_t>* out, const char* what);  // at most kMaxRank entries
-  Status f64s(std::vector<double>* out, const char* what);   // at most kMaxRank entries
+  // A u32 count (at most kMaxRank) and that many entries: `dims` (i64) and the f64 lists.
+  template <typename T>
+  Status list(std::vector<T>* out, const char* what) {
+    uint32_t n = 0;
+    CT_RETURN_IF_ERROR(count(kMaxRank, &n, what));
+    out->resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      CT_RETURN_IF_ERROR(read(&(*out)[i], what));
+    }
+    return Status::Ok();
+  }
+  Status dims(std::vector<int64_t>* out, const char* what) {
+    return list(out, what);
+  }
   Status done(const char* what) const;                       // every byte consumed
 
   template <typename E>

@@ -51,7 +51,7 @@ Status read_data_movement(Cursor& c, OpRecord* op) {
       }
       CT_RETURN_IF_ERROR(c.flag(&p.align_corners, "align_corners"));
       CT_RETURN_IF_ERROR(c.dims(&p.output_size, "upsample output size"));
-      return c.f64s(&p.scales, "upsample scales");
+      return c.list(&p.scales, "upsample scales");
     default:
       return Status::Ok();
   }
