@@ -39,8 +39,11 @@ DTYPE_NAMES = ("fp32", "fp16", "bf16")
 
 # ---- stand-in compile ----------------------------------------------------------------------------------------
 def install_fake_compile() -> None:
-    """Replace ``conv.aot.compile_launch`` wherever the package imported it with a record-only stand-in."""
-    import cuda_triton.conv.aot as aot
+    """Replace ``compile_launch`` wherever the package imported it with a record-only stand-in."""
+    try:
+        import cuda_triton.kernel.aot as aot
+    except ImportError:  # a tree from before the compiler moved out of cuda_triton.conv
+        import cuda_triton.conv.aot as aot  # type: ignore[no-redef]
 
     real = aot.compile_launch
 

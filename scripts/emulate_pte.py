@@ -42,14 +42,8 @@ from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
-from cuda_triton.conv.templates.base import (  # noqa: E402
-    SCRATCH_ROLES,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    TensorArg,
-    running_arch,
-)
+from cuda_triton.conv.templates.base import SCRATCH_ROLES  # noqa: E402
+from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, TensorArg, running_arch  # noqa: E402
 from cuda_triton.serialization.blob import (  # noqa: E402
     ConstantRef,
     DelegateBlob,
@@ -75,7 +69,7 @@ class EmulationError(AssertionError):
 @contextlib.contextmanager
 def fake_compile() -> Iterator[None]:
     """Replace the AOT compile with kernel records that carry the launch's name and ABI (no cubins built)."""
-    from cuda_triton.conv.aot import CompiledKernel, abi_types
+    from cuda_triton.kernel.aot import CompiledKernel, abi_types
     from cuda_triton.preprocess import kernels
 
     saved = (kernels.compile_all, kernels.launch_key, kernels.prefetch_enabled)

@@ -5,10 +5,12 @@
     python scripts/gen_layout_header.py --check    # exit 1 when a checked-in header is stale
 
 The rules: the convolution's (backends/cuda_triton/conv/layout.py -> conv_layout.h, namespace
-``cuda_triton::layout``) and each op family's (backends/cuda_triton/ops/<family>/shape.py -> <family>_shape.h,
-namespace ``cuda_triton::layout::<family>``). Every header includes layout_prelude.h, the checked-arithmetic and
-Python-indexing helpers (namespace ``cuda_triton::layout::detail``). A family with a shape.py is picked up
-without listing it here.
+``cuda_triton::layout``), each op family's (backends/cuda_triton/ops/<family>/shape.py -> <family>_shape.h,
+namespace ``cuda_triton::layout::<family>``) and the blob's record checks, which call them
+(backends/cuda_triton/serialization/checks/<kind>.py -> <kind>_checks.h, namespace
+``cuda_triton::layout::<kind>_checks``). Every header includes layout_prelude.h, the checked-arithmetic and
+Python-indexing helpers (namespace ``cuda_triton::layout::detail``). A family with a shape.py, and a check
+module, are picked up without listing them here.
 
 This is a real translator over the Python AST, for the small subset the rules are written in:
 
@@ -19,7 +21,8 @@ This is a real translator over the Python AST, for the small subset the rules ar
 * statements: assignment to a name or a subscript, augmented assignment, ``if``/``elif``/``else``,
   ``for v in range(...)``, ``return``, ``raise ValueError("message")``, ``x.append(e)`` and docstrings;
 * expressions: int/bool literals, names, ``+ - * // %``, unary ``-``/``not``, comparisons, ``and``/``or``,
-  ``a if c else b``, ``xs[i]`` (negative indices as in Python), ``xs[a:b]``, list literals, ``[x] * n``,
+  ``a if c else b``, ``xs[i]`` (negative indices as in Python), ``xs[a:b]``, ``pair[0]``/``pair[1]`` of a
+  function's (list, list) result, list literals, ``[x] * n``,
   list ``+`` list, ``len(xs)``, ``list(xs)`` and calls of the module's own functions.
 
 Anything else raises `TranslationError` naming the line, so a rule cannot silently drift from its C++ twin.
@@ -55,11 +58,14 @@ class Rule:
 
 
 def rules() -> list[Rule]:
-    """The convolution rule, then every op family's, sorted by family name."""
+    """The convolution rule, every op family's shape rule, then the blob's record checks (which call them)."""
     out = [Rule(SOURCE, HEADER, NAMESPACE)]
     for src in sorted((PACKAGE / "ops").glob("*/shape.py")):
         family = src.parent.name
         out.append(Rule(src, GENERATED / f"{family}_shape.h", f"{NAMESPACE}::{family}"))
+    for src in sorted((PACKAGE / "serialization" / "checks").glob("*.py")):
+        if src.name != "__init__.py":
+            out.append(Rule(src, GENERATED / f"{src.stem}_checks.h", f"{NAMESPACE}::{src.stem}_checks"))
     return out
 
 
@@ -171,6 +177,8 @@ class FunctionTranslator:
         if isinstance(e, ast.List):
             return LIST
         if isinstance(e, ast.Subscript):
+            if self.type_of(e.value) == PAIR:
+                return LIST
             return LIST if isinstance(e.slice, ast.Slice) else INT
         if isinstance(e, ast.Tuple):
             return PAIR
@@ -306,6 +314,15 @@ class FunctionTranslator:
                     raise _fail(e, "list literals hold ints only")
             return "std::vector<int64_t>{" + ", ".join(self.expr(x) for x in e.elts) + "}"
         if isinstance(e, ast.Subscript):
+            if self.type_of(e.value) == PAIR:
+                # (sizes, strides)[0] / [1]: one half of a rule's result.
+                if not (
+                    isinstance(e.slice, ast.Constant)
+                    and e.slice.value in (0, 1)
+                    and type(e.slice.value) is int
+                ):
+                    raise _fail(e, "a (list, list) pair is indexed with 0 or 1 only")
+                return f"({self.expr(e.value)}).{'first' if e.slice.value == 0 else 'second'}"
             if self.type_of(e.value) != LIST:
                 raise _fail(e, "only lists can be subscripted")
             if isinstance(e.slice, ast.Slice):
@@ -698,7 +715,7 @@ def generate(
     for node in imports:
         assert source is not None
         rule = resolve_import(node, source)
-        their_constants, their_functions, _ = parse_module(ast.parse(rule.source.read_text()), None)
+        their_constants, their_functions, _ = parse_module(ast.parse(rule.source.read_text()), rule.source)
         for alias in node.names:
             name = alias.name
             if alias.asname is not None:

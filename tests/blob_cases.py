@@ -10,8 +10,6 @@ from __future__ import annotations
 import random
 
 from cuda_triton.conv.layout import channels_last_strides, contiguous_strides, out_shape_and_stride
-from cuda_triton.ops.data_movement import shape as dm
-from cuda_triton.ops.pooling import shape as pooling
 from cuda_triton.serialization import (
     CatRecord,
     ConstantRecord,
@@ -44,6 +42,8 @@ from cuda_triton.serialization import (
     ValueRef,
     plan_arena,
 )
+from cuda_triton.serialization.checks import data_movement as dm
+from cuda_triton.serialization.checks.pooling import pool_record_sizes
 from cuda_triton.serialization.records.data_movement import PAD_MODES, UPSAMPLE_MODES
 
 ELEMENT = {"fp16": 2, "bf16": 2, "fp32": 4}
@@ -191,7 +191,7 @@ def every_kind_blob(
     # max pool 3x3 s2 p1
     ceil = rng.random() < 0.5
     y1v = p.values[y1]
-    ps = pooling.out_shape_and_stride(0, y1v.sizes, y1v.strides, [3, 3], [2, 2], [1, 1], [1, 1], ceil)[0]
+    ps = pool_record_sizes(0, y1v.sizes, y1v.strides, [3, 3], [2, 2], [1, 1], [1, 1], [], ceil, False, 0)
     y2 = p.value("intermediate", ps, channels_last_strides(ps))
     p.add(PoolingRecord(op="max", input=y1, output=y2, kernel=[3, 3], stride=[2, 2], padding=[1, 1],
                         dilation=[1, 1], ceil_mode=ceil, name="aten.max_pool2d_with_indices"))  # fmt: skip
@@ -230,11 +230,11 @@ def every_kind_blob(
         p.value("intermediate", [ps[0], c - half, hh, ww]),
     ]
     p.add(SplitRecord(input=y4, outputs=parts, dim=1, name="aten.split_with_sizes_copy"))
-    y9 = p.value("intermediate", dm.slice_out_sizes(ps, 3, 0, ww, 2))
+    y9 = p.value("intermediate", dm.slice_record_sizes(ps, 3, 0, ww, 2))
     p.add(SliceRecord(input=y4, output=y9, dim=3, start=0, end=ww, step=2, name="aten.slice_copy"))
-    before, after = [0, 0, 1, rng.randint(0, 1)], [0, 0, 1, 0]
-    y10 = p.value("intermediate", dm.pad_out_sizes(0, ps, before, after))
-    p.add(PadRecord(input=y4, output=y10, before=before, after=after, value=0.0, name="aten.constant_pad_nd"))
+    pad = [rng.randint(0, 1), 0, 1, 1]  # W before/after, H before/after
+    y10 = p.value("intermediate", dm.pad_record_sizes(0, ps, contiguous_strides(ps), pad))
+    p.add(PadRecord(input=y4, output=y10, pad=pad, value=0.0, name="aten.constant_pad_nd"))
     up = [ps[2] * 2, ps[3] * 2]
     y11 = p.value("intermediate", [ps[0], half, *up])
     p.add(UpsampleRecord(input=parts[0], output=y11, output_size=up, mode="linear", align_corners=rng.random() < 0.5,
@@ -283,10 +283,10 @@ def _ints(rng: random.Random, n: int, lo: int, hi: int) -> list[int]:
 def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
     """A one-record program of ``kind`` (a record-kind code) with random parameters, mostly but not always valid:
     encode it with `blob._encode` (no validation) and compare the readers."""
-    from cuda_triton.ops.elementwise.shape import broadcast_sizes
-    from cuda_triton.ops.gemm.shape import gemm_out_sizes
-    from cuda_triton.ops.norm.shape import norm_out_sizes
-    from cuda_triton.ops.reduction.shape import reduction_out_sizes
+    from cuda_triton.serialization.checks.elementwise import broadcast_sizes
+    from cuda_triton.serialization.checks.gemm import gemm_record_sizes
+    from cuda_triton.serialization.checks.norm import norm_out_sizes
+    from cuda_triton.serialization.checks.reduction import reduction_out_sizes
 
     p = _Program(rng, (90,), rng.choice(["fp32", "fp16"]))
     x_sizes = _sizes(rng, rng.randint(1, 5), 0 if _maybe(rng, 0.05) else 1)
@@ -371,13 +371,13 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
                         dilation=[1] * n if code == 1 and not _maybe(rng, 0.1) else _ints(rng, n, 1, 2),
                         ceil_mode=_maybe(rng, 0.5), count_include_pad=code == 1 and _maybe(rng, 0.5),
                         divisor_override=rng.choice([0, 0, 2]) if code == 1 else 0)  # fmt: skip
-            window = kernel
         else:
             args = dict(output_size=_ints(rng, n, 0 if _maybe(rng, 0.05) else 1, 4))
-            window = args["output_size"]
-        full = dict(stride=[], padding=[], dilation=[], ceil_mode=False) | args
-        out = _rule_or_random(rng, pooling.out_shape_and_stride, code, x_sizes, contiguous_strides(x_sizes), window,
-                              full["stride"], full["padding"], full["dilation"], full["ceil_mode"])  # fmt: skip
+        full = dict(kernel=[], stride=[], padding=[], dilation=[], output_size=[], ceil_mode=False,
+                    count_include_pad=False, divisor_override=0) | args  # fmt: skip
+        out = _rule_or_random(rng, pool_record_sizes, code, x_sizes, contiguous_strides(x_sizes), full["kernel"],
+                              full["stride"], full["padding"], full["dilation"], full["output_size"], full["ceil_mode"],
+                              full["count_include_pad"], full["divisor_override"])  # fmt: skip
         y = p.value("output", out)
         op = PoolingRecord(op=["max", "avg", "adaptive_avg"][code], input=x, output=y, epilogue=steps, **args)
     elif kind == 4:
@@ -390,7 +390,7 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
         p.values[x] = ValueRecord("input", 0, p.dtype, a_sizes, contiguous_strides(a_sizes))
         b = ValueRef(p.value("input", b_sizes)) if _maybe(rng, 0.4) else ConstantRef(p.constant([nn, k]))
         bias = rng.choice([None, ConstantRef(p.constant([nn])), ConstantRef(p.constant([nn + 1]))])
-        y = p.value("output", _rule_or_random(rng, gemm_out_sizes, a_sizes, b_sizes))
+        y = p.value("output", _rule_or_random(rng, gemm_record_sizes, a_sizes, b_sizes))
         op = GemmRecord(a=x, b=b, bias=bias, output=y, b_sizes=b_sizes, alpha=rng.choice([1.0, 0.5, float("inf")]),
                         beta=1.0, epilogue=steps)  # fmt: skip
     elif kind == 5:
@@ -418,7 +418,7 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
             rng.shuffle(perm)
             if _maybe(rng, 0.1):
                 perm[0] = perm[-1]
-            op = PermuteRecord(input=x, output=p.value("output", _rule_or_random(rng, dm.permute_out_sizes, x_sizes,
+            op = PermuteRecord(input=x, output=p.value("output", _rule_or_random(rng, dm.permute_record_sizes, x_sizes,
                                                                                   perm)), perm=perm)  # fmt: skip
         elif code == dm.CAT:
             dim = rng.randint(0, rank - 1) if not _maybe(rng, 0.05) else rank
@@ -428,11 +428,10 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
                 if dim < rank:
                     s[dim] = rng.randint(1, 4)
                 parts.append(p.value("input", _perturb(rng, s)))
-            acc = []
             try:
-                for v in parts:
-                    acc = dm.cat_out_sizes(acc, p.values[v].sizes, dim)
-            except ValueError:
+                acc = dm.cat_record_sizes(rank, dim, [s for v in parts for s in p.values[v].sizes],
+                                          [s for v in parts for s in p.values[v].strides])  # fmt: skip
+            except (ValueError, IndexError):
                 acc = list(x_sizes)
             op = CatRecord(inputs=parts, output=p.value("output", _perturb(rng, acc)), dim=dim)
         elif code == dm.SPLIT:
@@ -449,15 +448,19 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
             start = rng.randint(0, x_sizes[dim])
             end = rng.randint(start, x_sizes[dim] + (1 if _maybe(rng, 0.1) else 0))
             step = rng.randint(0 if _maybe(rng, 0.05) else 1, 3)
-            out = _rule_or_random(rng, dm.slice_out_sizes, x_sizes, dim, start, end, step)
+            out = _rule_or_random(rng, dm.slice_record_sizes, x_sizes, dim, start, end, step)
             op = SliceRecord(input=x, output=p.value("output", out), dim=dim, start=start, end=end, step=step)
         elif code == dm.PAD:
             mode = rng.choice(["constant", "reflect", "replicate", "circular"])
-            before, after = _ints(rng, rank, -1, 2), _ints(rng, rank, -1, 2)
+            pad = _ints(rng, 2 * rng.randint(0, rank), -1, 2)
+            if _maybe(rng, 0.05):
+                pad.append(1)
             if mode != "constant" and not _maybe(rng, 0.1):
-                before, after = [max(0, v) for v in before], [max(0, v) for v in after]
-            out = _rule_or_random(rng, dm.pad_out_sizes, PAD_MODES[mode], x_sizes, before, after)
-            op = PadRecord(input=x, output=p.value("output", out), before=before, after=after, mode=mode,
+                pad = [max(0, v) for v in pad]
+            out = _rule_or_random(
+                rng, dm.pad_record_sizes, PAD_MODES[mode], x_sizes, contiguous_strides(x_sizes), pad
+            )
+            op = PadRecord(input=x, output=p.value("output", out), pad=pad, mode=mode,
                            value=0.0 if mode != "constant" or _maybe(rng, 0.5) else -1.5)  # fmt: skip
         else:
             x_sizes = _sizes(rng, rng.randint(3, 5))
@@ -466,7 +469,7 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
             size = _ints(rng, len(x_sizes) - 2, 1, 8)
             align = _maybe(rng, 0.3)
             scales = [] if _maybe(rng, 0.5) else [rng.choice([2.0, 0.5, 0.0]) for _ in size]
-            out = _rule_or_random(rng, dm.upsample_out_sizes, UPSAMPLE_MODES[mode], x_sizes, size,
+            out = _rule_or_random(rng, dm.upsample_record_sizes, UPSAMPLE_MODES[mode], x_sizes, contiguous_strides(x_sizes), size,
                                   align, len(scales))  # fmt: skip
             op = UpsampleRecord(input=x, output=p.value("output", out), output_size=size, mode=mode,
                                 align_corners=align, scales=scales)  # fmt: skip

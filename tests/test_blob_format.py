@@ -272,7 +272,7 @@ CORRUPTIONS = [
     (lambda b: setattr(_op(b, "CatRecord"), "inputs", [_op(b, "CatRecord").inputs[0], _op(b, "UpsampleRecord").output]), "differ outside the cat dim"),
     (lambda b: setattr(_op(b, "SplitRecord"), "outputs", _op(b, "SplitRecord").outputs[:1]), "concatenated"),
     (lambda b: setattr(_op(b, "SliceRecord"), "end", 99), "slice bounds"),
-    (lambda b: setattr(_op(b, "PadRecord"), "mode", "reflect") or setattr(_op(b, "PadRecord"), "before", [0, 0, 50, 0]), "reflect"),
+    (lambda b: setattr(_op(b, "PadRecord"), "mode", "reflect") or setattr(_op(b, "PadRecord"), "pad", [0, 0, 50, 0]), "reflect"),
     (lambda b: setattr(_op(b, "UpsampleRecord"), "mode", "nearest") or setattr(_op(b, "UpsampleRecord"), "align_corners", True), "align_corners"),
     (lambda b: setattr(_op(b, "UpsampleRecord"), "scales", [2.0]), "scales"),
     (lambda b: setattr(_op(b, "SplitRecord"), "outputs", [_op(b, "SplitRecord").outputs[0]] * 2), "writes a value twice"),

@@ -12,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
-from cuda_triton.conv.aot import CompiledKernel, abi_types
 from cuda_triton.conv.binding import aten_overload, is_conv_node
 from cuda_triton.conv.routing import ConvRoutingError
 from cuda_triton.conv.templates import get_template
+from cuda_triton.kernel.aot import CompiledKernel, abi_types
 from cuda_triton.models.zoo import ZOO, build
 from cuda_triton.preprocess import kernels
 from cuda_triton.serialization.blob import deserialize

@@ -13,7 +13,7 @@ For each convolution of a partition (in graph order) the preprocess
 3. lays the weight out the way the kernels read it (``template.prepare_weight``), and stores weight and bias in
    ExecuTorch's NamedDataStore under content-addressed keys (in the .pte, or ``<tag>.ptd`` with an external tag);
 4. asks the template for its `KernelLaunch` list and compiles every distinct kernel (``compile_cache_key``) for
-   every target arch with ``conv.aot.compile_launch`` - across all partitions of the program at once
+   every target arch with ``kernel.aot.compile_launch`` - across all partitions of the program at once
    (`preprocess_multimethod`), in `conv.compile_pool`'s process pool with a progress bar; Triton's own cache
    (``TRITON_CACHE_DIR``) makes a re-export cheap;
 5. writes the blob (`cuda_triton.serialization.blob.serialize`), each identical kernel once per arch; the cubins

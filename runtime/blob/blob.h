@@ -139,7 +139,7 @@ struct ReductionParams {
 };
 
 struct PoolingParams {
-  uint8_t op = 0;  // layout::pooling::MAX_POOL ...
+  uint8_t op = 0;  // layout::pooling::MAX_POOL, AVG_POOL, ADAPTIVE_AVG_POOL
   std::vector<int64_t> kernel, stride, padding, dilation, output_size;
   bool ceil_mode = false;
   bool count_include_pad = false;
@@ -153,19 +153,19 @@ struct GemmParams {
 };
 
 struct NormParams {
-  uint8_t op = 0;  // layout::norm::BATCH_NORM ...
+  uint8_t op = 0;  // layout::norm_checks::BATCH_NORM ...
   int64_t dim = 0;
   int64_t groups = 0;
   double eps = 0.0;
 };
 
 struct DataMovementParams {
-  uint8_t op = 0;  // layout::data_movement::COPY ...
+  uint8_t op = 0;  // layout::data_movement_checks::COPY ...
   int64_t dim = 0;                              // cat, split, slice
   int64_t start = 0, end = 0, step = 1;         // slice
   std::vector<int64_t> perm;                    // permute
   uint8_t mode = 0;                             // pad, upsample
-  std::vector<int64_t> before, after;           // pad
+  std::vector<int64_t> pad;                     // pad: (before, after) pairs from the last dim backwards
   double value = 0.0;                           // pad
   bool align_corners = false;                   // upsample
   std::vector<int64_t> output_size;             // upsample

@@ -16,6 +16,7 @@ namespace cuda_triton::blob_detail {
 
 // Limits: they keep a malformed blob from asking for absurd allocations before the bytes to back them are seen.
 constexpr uint32_t kMaxRank = 8;
+constexpr uint32_t kMaxInts = 1024;  // `ints` lists
 constexpr uint32_t kMaxCount = 1u << 20;
 constexpr uint32_t kMaxString = 1u << 16;
 constexpr uint32_t kMaxName = 1024;      // an op record's profiling name
@@ -33,6 +34,10 @@ constexpr uint64_t kViewAlignment = 16;  // every pointer a kernel receives is 1
 constexpr uint8_t kNumDTypes = 7;
 
 Status bad(const std::string& msg);
+
+class Cursor;
+// Each count-prefixed table entry needs at least this many bytes, which bounds the resize() that follows.
+Status check_table_fits(const Cursor& c, uint32_t n, size_t min_entry_bytes, const char* what);
 
 // A cursor over [begin, end): every read checks the remaining length first.
 class Cursor {
@@ -61,11 +66,13 @@ class Cursor {
   Status count(uint32_t limit, uint32_t* out, const char* what);
   Status flag(bool* out, const char* what);
   Status string(std::string* out, const char* what, uint32_t limit = kMaxString);
-  // A u32 count (at most kMaxRank) and that many entries: `dims` (i64) and the f64 lists.
+  // A u32 count (at most `limit`) and that many entries: `dims` (i64, limit kMaxRank), `ints` (i64, kMaxInts) and
+  // the f64 lists.
   template <typename T>
-  Status list(std::vector<T>* out, const char* what) {
+  Status list(std::vector<T>* out, const char* what, uint32_t limit = kMaxRank) {
     uint32_t n = 0;
-    CT_RETURN_IF_ERROR(count(kMaxRank, &n, what));
+    CT_RETURN_IF_ERROR(count(limit, &n, what));
+    CT_RETURN_IF_ERROR(check_table_fits(*this, n, sizeof(T), what));
     out->resize(n);
     for (uint32_t i = 0; i < n; ++i) {
       CT_RETURN_IF_ERROR(read(&(*out)[i], what));
@@ -93,9 +100,6 @@ class Cursor {
   const uint8_t* end_;
   const uint8_t* base_;
 };
-
-// Each count-prefixed table entry needs at least this many bytes, which bounds the resize() that follows.
-Status check_table_fits(const Cursor& c, uint32_t n, size_t min_entry_bytes, const char* what);
 
 bool is_pow2(uint64_t v);
 bool is_finite(double v);

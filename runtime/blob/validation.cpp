@@ -10,7 +10,7 @@
 
 #include "blob/encoding.h"
 #include "blob/records.h"
-#include "generated/elementwise_shape.h"
+#include "generated/elementwise_checks.h"
 
 namespace cuda_triton::blob_detail {
 
@@ -321,7 +321,7 @@ Status check_ops(const Blob& b) {
     if (kind.fixed_inputs > 0) {
       const std::vector<int64_t>& out_sizes = b.values[op.outputs[0]].sizes;
       for (size_t i = fixed; i < op.inputs.size(); ++i) {
-        if (!layout::elementwise::broadcasts_to(operand_sizes(b, op.inputs[i]), out_sizes)) {
+        if (!layout::elementwise_checks::broadcasts_to(operand_sizes(b, op.inputs[i]), out_sizes)) {
           return bad(w + ": an epilogue input does not broadcast to " + dims_to_string(out_sizes));
         }
       }

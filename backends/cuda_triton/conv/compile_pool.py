@@ -31,9 +31,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Protocol
 
-from .aot import CompiledKernel, compile_launch
+from ..kernel.aot import CompiledKernel, compile_launch
+from ..kernel.launch import Schedule
 from .problem import ConvProblem
-from .templates import Schedule, get_template
+from .templates import get_template
 
 logger = logging.getLogger("cuda_triton.compile_pool")
 

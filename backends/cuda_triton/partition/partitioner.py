@@ -50,7 +50,8 @@ from .._passes.batch_norm_fold import BatchNormFold, batch_norm_fold, batch_norm
 from .._passes.fold_batch_norms_in_program import fold_batch_norms_in_program, folded_batch_norm_of
 from .._passes.pad_fold import PadFold, is_pad_node, pad_fold, pad_users_ok
 from ..conv.binding import aten_overload, is_conv_node
-from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, describe_node, module_path, plan
+from ..conv.node_source import describe_node, module_path
+from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, plan
 from ..utils.conv import conv_problem
 from ..utils.graph import constant_names, tensor_val
 from .options import CudaTritonOptions

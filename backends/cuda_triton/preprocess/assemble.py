@@ -6,7 +6,7 @@ import triton
 from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import PreprocessResult
 
-from ..conv.aot import CompiledKernel, abi_types
+from ..kernel.aot import CompiledKernel, abi_types
 from ..serialization import (
     DelegateBlob,
     KernelRecord,

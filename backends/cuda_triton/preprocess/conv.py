@@ -12,7 +12,7 @@ from .._passes.pad_fold import is_pad_node, pad_fold
 from ..conv.binding import ConvArgs, bind_conv
 from ..conv.compile_pool import CompileJob
 from ..conv.params import ConvParams
-from ..conv.templates.base import TRITON_PTR_DTYPE, ScalarArg, TensorArg
+from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
 from ..utils.conv import conv_problem
 from ..utils.graph import constant_names, tensor_val

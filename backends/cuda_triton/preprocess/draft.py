@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from ..conv.templates import KernelLaunch
+from ..kernel.launch import KernelLaunch
 from ..partition.options import CudaTritonOptions
 from ..serialization import MAX_NAME, ConstantRecord, OpRecord, ValueRecord
 from ..utils.graph import tensor_val
@@ -55,7 +55,7 @@ class Draft:
 
 
 def describe(node: Node) -> str:
-    from ..conv.routing import describe_node
+    from ..conv.node_source import describe_node
 
     return describe_node(node)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import os
 
-from ..conv.aot import compile_cache_key
 from ..conv.compile_pool import CompileJob, compile_all, default_pool
 from ..conv.problem import ConvProblem
-from ..conv.templates import KernelLaunch, Schedule
+from ..kernel.aot import compile_cache_key
+from ..kernel.launch import KernelLaunch, Schedule
 from ..partition.options import CudaTritonOptions
 from .schedule import TuningLookup, choose_schedule
 

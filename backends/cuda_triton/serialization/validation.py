@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..ops.elementwise.shape import broadcasts_to
+from .checks.elementwise import broadcasts_to
 from .encoding import (
     DTYPES,
     ELEMENT_SIZE,

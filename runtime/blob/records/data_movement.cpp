@@ -1,11 +1,27 @@
 // Kind 6: materialised data movement (docs/blob_format.md): copy, reshape, permute, cat, split, slice, pad,
-// upsample. Shape rules: the generated data_movement_shape.h.
+// upsample. Shape rules: the generated data_movement_checks.h (the parameters, then the data-movement family's
+// rules).
 #include "blob/records.h"
-#include "generated/data_movement_shape.h"
+#include "generated/data_movement_checks.h"
 
 namespace cuda_triton::blob_detail {
 
-namespace dm = layout::data_movement;
+namespace dm = layout::data_movement_checks;
+
+namespace {
+
+// `cat_record_sizes` of these parts: their sizes and strides back to back.
+std::vector<int64_t> cat_sizes(const Blob& b, const std::vector<uint32_t>& parts, int64_t dim) {
+  std::vector<int64_t> sizes, strides;
+  for (uint32_t v : parts) {
+    sizes.insert(sizes.end(), b.values[v].sizes.begin(), b.values[v].sizes.end());
+    strides.insert(strides.end(), b.values[v].strides.begin(), b.values[v].strides.end());
+  }
+  const int64_t rank = parts.empty() ? 0 : static_cast<int64_t>(b.values[parts[0]].sizes.size());
+  return dm::cat_record_sizes(rank, dim, sizes, strides);
+}
+
+}  // namespace
 
 Status read_data_movement(Cursor& c, OpRecord* op) {
   DataMovementParams& p = op->data_movement;
@@ -41,8 +57,7 @@ Status read_data_movement(Cursor& c, OpRecord* op) {
       if (p.mode > dm::PAD_CIRCULAR) {
         return bad("bad pad mode code " + std::to_string(p.mode));
       }
-      CT_RETURN_IF_ERROR(c.dims(&p.before, "pad before"));
-      CT_RETURN_IF_ERROR(c.dims(&p.after, "pad after"));
+      CT_RETURN_IF_ERROR(c.list(&p.pad, "pad", kMaxInts));
       return c.read(&p.value, "pad value");
     case dm::UPSAMPLE:
       CT_RETURN_IF_ERROR(c.read(&p.mode, "upsample mode"));
@@ -73,28 +88,29 @@ Status check_data_movement(const Blob& b, const OpRecord& op, const std::string&
   std::vector<int64_t> sizes;
   switch (p.op) {
     case dm::COPY:
-      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::copy_out_sizes(in.sizes); }));
+      sizes = in.sizes;
       break;
     case dm::RESHAPE:
-      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::reshape_out_sizes(in.sizes, out.sizes); }));
+      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::reshape_record_sizes(in.sizes, out.sizes); }));
       break;
     case dm::PERMUTE:
-      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::permute_out_sizes(in.sizes, p.perm); }));
+      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::permute_record_sizes(in.sizes, p.perm); }));
       break;
-    case dm::CAT:
+    case dm::CAT: {
+      std::vector<uint32_t> parts;
       for (const Operand& x : op.inputs) {
-        CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::cat_out_sizes(sizes, b.values[x.index].sizes, p.dim); }));
+        parts.push_back(x.index);
       }
+      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = cat_sizes(b, parts, p.dim); }));
       break;
+    }
     case dm::SPLIT:
       // The parts concatenate back to the input.
-      for (uint32_t v : op.outputs) {
-        CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::cat_out_sizes(sizes, b.values[v].sizes, p.dim); }));
-      }
+      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = cat_sizes(b, op.outputs, p.dim); }));
       return expect_sizes(w, "concatenated parts'", in.sizes, sizes);
     case dm::SLICE:
       CT_RETURN_IF_ERROR(
-          run_rule(w, [&] { sizes = dm::slice_out_sizes(in.sizes, p.dim, p.start, p.end, p.step); }));
+          run_rule(w, [&] { sizes = dm::slice_record_sizes(in.sizes, p.dim, p.start, p.end, p.step); }));
       break;
     case dm::PAD:
       if (!is_finite(p.value)) {
@@ -103,7 +119,7 @@ Status check_data_movement(const Blob& b, const OpRecord& op, const std::string&
       if (p.mode != dm::PAD_CONSTANT && p.value != 0) {
         return bad(w + ": only constant pads have a value");
       }
-      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::pad_out_sizes(p.mode, in.sizes, p.before, p.after); }));
+      CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = dm::pad_record_sizes(p.mode, in.sizes, in.strides, p.pad); }));
       break;
     case dm::UPSAMPLE:
       for (double s : p.scales) {
@@ -112,8 +128,8 @@ Status check_data_movement(const Blob& b, const OpRecord& op, const std::string&
         }
       }
       CT_RETURN_IF_ERROR(run_rule(w, [&] {
-        sizes = dm::upsample_out_sizes(p.mode, in.sizes, p.output_size, p.align_corners,
-                                       static_cast<int64_t>(p.scales.size()));
+        sizes = dm::upsample_record_sizes(p.mode, in.sizes, in.strides, p.output_size, p.align_corners,
+                                          static_cast<int64_t>(p.scales.size()));
       }));
       break;
     default:

@@ -1,6 +1,6 @@
-// Kind 1: a fused elementwise chain (docs/blob_format.md). Shape rule: the generated elementwise_shape.h.
+// Kind 1: a fused elementwise chain (docs/blob_format.md). Shape rule: the generated elementwise_checks.h.
 #include "blob/records.h"
-#include "generated/elementwise_shape.h"
+#include "generated/elementwise_checks.h"
 
 namespace cuda_triton::blob_detail {
 
@@ -18,7 +18,7 @@ Status check_elementwise(const Blob& b, const OpRecord& op, const std::string& w
   }
   std::vector<int64_t> sizes;
   for (const Operand& x : op.inputs) {
-    CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = layout::elementwise::broadcast_sizes(sizes, operand_sizes(b, x)); }));
+    CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = layout::elementwise_checks::broadcast_sizes(sizes, operand_sizes(b, x)); }));
   }
   return expect_sizes(w, "output", b.values[op.outputs[0]].sizes, sizes);
 }

@@ -1,7 +1,8 @@
-// Kind 4: a matrix product with an optional bias (docs/blob_format.md). Shape rule: the generated gemm_shape.h.
+// Kind 4: a matrix product with an optional bias (docs/blob_format.md). Shape rule: the generated gemm_checks.h
+// (the operand checks, then the GEMM family's rule).
 #include "blob/records.h"
-#include "generated/elementwise_shape.h"
-#include "generated/gemm_shape.h"
+#include "generated/elementwise_checks.h"
+#include "generated/gemm_checks.h"
 
 namespace cuda_triton::blob_detail {
 
@@ -37,10 +38,10 @@ Status check_gemm(const Blob& b, const OpRecord& op, const std::string& w) {
     }
   }
   std::vector<int64_t> sizes;
-  CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = layout::gemm::gemm_out_sizes(a.sizes, p.b_sizes); }));
+  CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = layout::gemm_checks::gemm_record_sizes(a.sizes, p.b_sizes); }));
   CT_RETURN_IF_ERROR(expect_sizes(w, "output", out.sizes, sizes));
   if (op.inputs[2].kind != OperandKind::kNone &&
-      !layout::elementwise::broadcasts_to(operand_sizes(b, op.inputs[2]), sizes)) {
+      !layout::elementwise_checks::broadcasts_to(operand_sizes(b, op.inputs[2]), sizes)) {
     return bad(w + ": the bias does not broadcast to " + dims_to_string(sizes));
   }
   return Status::Ok();

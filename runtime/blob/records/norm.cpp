@@ -1,13 +1,13 @@
-// Kind 5: normalisation and softmax (docs/blob_format.md). Shape rule: the generated norm_shape.h.
+// Kind 5: normalisation and softmax (docs/blob_format.md). Shape rule: the generated norm_checks.h.
 #include "blob/records.h"
-#include "generated/norm_shape.h"
+#include "generated/norm_checks.h"
 
 namespace cuda_triton::blob_detail {
 
 Status read_norm(Cursor& c, OpRecord* op) {
   NormParams& p = op->norm;
   CT_RETURN_IF_ERROR(c.read(&p.op, "norm op"));
-  if (p.op > layout::norm::LOG_SOFTMAX) {
+  if (p.op > layout::norm_checks::LOG_SOFTMAX) {
     return bad("bad normalisation op code " + std::to_string(p.op));
   }
   CT_RETURN_IF_ERROR(c.read(&p.dim, "norm dim"));
@@ -29,7 +29,7 @@ Status check_norm(const Blob& b, const OpRecord& op, const std::string& w) {
     return bad(w + ": input is " + dtype_name(in.dtype) + " but output is " + dtype_name(out.dtype));
   }
   std::vector<int64_t> sizes;
-  CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = layout::norm::norm_out_sizes(p.op, in.sizes, p.dim, p.groups); }));
+  CT_RETURN_IF_ERROR(run_rule(w, [&] { sizes = layout::norm_checks::norm_out_sizes(p.op, in.sizes, p.dim, p.groups); }));
   return expect_sizes(w, "output", out.sizes, sizes);
 }
 

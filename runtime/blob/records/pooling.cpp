@@ -1,24 +1,11 @@
-// Kind 3: max / avg / adaptive avg pooling (docs/blob_format.md). Shape rule: the generated pooling_shape.h (its
-// sizes; the output's strides are the plan's).
+// Kind 3: max / avg / adaptive avg pooling (docs/blob_format.md). Shape rule: the generated pooling_checks.h (the
+// parameters, then the pooling family's rule; the output's strides are the plan's).
 #include "blob/records.h"
-#include "generated/pooling_shape.h"
+#include "generated/pooling_checks.h"
 
 namespace cuda_triton::blob_detail {
 
 namespace pool = layout::pooling;
-
-namespace {
-constexpr int64_t kParamLimit = int64_t(1) << 31;
-
-bool all_in(const std::vector<int64_t>& v, int64_t lo) {
-  for (int64_t x : v) {
-    if (x < lo || x >= kParamLimit) {
-      return false;
-    }
-  }
-  return true;
-}
-}  // namespace
 
 Status read_pooling(Cursor& c, OpRecord* op) {
   PoolingParams& p = op->pooling;
@@ -46,57 +33,12 @@ Status check_pooling(const Blob& b, const OpRecord& op, const std::string& w) {
   if (in.dtype != out.dtype) {
     return bad(w + ": input is " + dtype_name(in.dtype) + " but output is " + dtype_name(out.dtype));
   }
-  const bool adaptive = p.op == pool::ADAPTIVE_AVG_POOL;
-  const size_t n = adaptive ? p.output_size.size() : p.kernel.size();
-  if (n < 1 || n > 3) {
-    return bad(w + ": " + std::to_string(n) + " spatial dims");
-  }
-  if (in.sizes.size() != n + 1 && in.sizes.size() != n + 2) {
-    return bad(w + ": input rank " + std::to_string(in.sizes.size()) + " for a " + std::to_string(n) + "-D pool");
-  }
-  if (adaptive ? !all_in(p.output_size, 1) : !(all_in(p.kernel, 1) && all_in(p.stride, 1) && all_in(p.dilation, 1))) {
-    return bad(w + ": bad pooling sizes");
-  }
-  if (adaptive) {
-    if (!p.kernel.empty() || !p.stride.empty() || !p.padding.empty() || !p.dilation.empty()) {
-      return bad(w + ": adaptive pools take only an output size");
-    }
-    if (p.ceil_mode || p.count_include_pad || p.divisor_override != 0) {
-      return bad(w + ": adaptive pools take no ceil_mode, count_include_pad or divisor_override");
-    }
-  } else {
-    if (p.stride.size() != n || p.padding.size() != n || p.dilation.size() != n || !p.output_size.empty()) {
-      return bad(w + ": kernel, stride, padding and dilation need one entry per spatial dim");
-    }
-    if (!all_in(p.padding, 0)) {
-      return bad(w + ": bad padding");
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (2 * p.padding[i] > p.dilation[i] * (p.kernel[i] - 1) + 1) {  // each below 2^31: no overflow
-        return bad(w + ": padding must be at most half the kernel");
-      }
-      if (p.op == pool::AVG_POOL && p.dilation[i] != 1) {
-        return bad(w + ": avg pools have no dilation");
-      }
-    }
-    if (p.op == pool::AVG_POOL && p.divisor_override < 0) {
-      return bad(w + ": divisor_override must be >= 0 (0: none)");
-    }
-    if (p.op == pool::MAX_POOL && (p.count_include_pad || p.divisor_override != 0)) {
-      return bad(w + ": max pools take no count_include_pad or divisor_override");
-    }
-  }
   std::vector<int64_t> sizes;
   CT_RETURN_IF_ERROR(run_rule(w, [&] {
-    sizes = pool::out_shape_and_stride(p.op, in.sizes, in.strides, adaptive ? p.output_size : p.kernel, p.stride,
-                                       p.padding, p.dilation, p.ceil_mode)
-                .first;
+    sizes = layout::pooling_checks::pool_record_sizes(p.op, in.sizes, in.strides, p.kernel, p.stride, p.padding,
+                                                      p.dilation, p.output_size, p.ceil_mode, p.count_include_pad,
+                                                      p.divisor_override);
   }));
-  for (size_t i = sizes.size() - n; i < sizes.size(); ++i) {
-    if (sizes[i] < 1) {
-      return bad(w + ": the pool's output would be empty");
-    }
-  }
   return expect_sizes(w, "output", out.sizes, sizes);
 }
 

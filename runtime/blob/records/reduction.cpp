@@ -1,6 +1,6 @@
-// Kind 2: a reduction over a set of dims (docs/blob_format.md). Shape rule: the generated reduction_shape.h.
+// Kind 2: a reduction over a set of dims (docs/blob_format.md). Shape rule: the generated reduction_checks.h.
 #include "blob/records.h"
-#include "generated/reduction_shape.h"
+#include "generated/reduction_checks.h"
 
 namespace cuda_triton::blob_detail {
 
@@ -21,7 +21,7 @@ Status check_reduction(const Blob& b, const OpRecord& op, const std::string& w) 
   }
   std::vector<int64_t> sizes;
   CT_RETURN_IF_ERROR(run_rule(w, [&] {
-    sizes = layout::reduction::reduction_out_sizes(b.values[op.inputs[0].index].sizes, p.dims, p.keepdim);
+    sizes = layout::reduction_checks::reduction_out_sizes(b.values[op.inputs[0].index].sizes, p.dims, p.keepdim);
   }));
   return expect_sizes(w, "output", b.values[op.outputs[0]].sizes, sizes);
 }

@@ -1,162 +1,234 @@
-"""Shape rules of data-movement records (copy, reshape, permute, cat, split, slice, pad, upsample).
+"""Output sizes and strides of the data-movement ops, as the node's recorded value (ATen's meta functions) has them.
 
-Written in the small Python subset that ``scripts/gen_layout_header.py`` translates into
-``runtime/generated/data_movement_shape.h`` (see that script), so the C++ blob reader checks exactly these
-rules. Torch-free. The op and mode codes are the blob's (docs/blob_format.md, kind 6).
+Written in the small subset of Python that ``scripts/gen_layout_header.py`` translates to C++ (integer
+arithmetic, ``if``/``for i in range(...)``, lists of ints, calls of the layout helpers), so the C++ runtime can
+check the same rules at execute. Arguments are normalised first (dims non-negative, slice bounds resolved, -1
+sizes inferred: `spec.py` does it and validates).
+
+Layouts ATen gives:
+
+* the ``*_copy`` views (permute, slice, select, split, expand, view, as_strided, squeeze, unsqueeze): contiguous;
+* ``_clone_dim_order``/``_to_dim_order_copy``: the dim order asked for; without one, the input's strides when it
+  is non-overlapping and dense, else dense strides in the input's stride order (`dense_strides_like`);
+* ``cat``: channels-last when every input suggests channels-last (4-D/5-D), else contiguous;
+* ``constant_pad_nd``: the format the input suggests (channels-last or contiguous); a pad with no positive
+  amount is a narrow and a clone, so it keeps the input's stride order;
+* ``upsample_*``: the format the input suggests.
 """
 
 from __future__ import annotations
 
-COPY = 0
-RESHAPE = 1
-PERMUTE = 2
-CAT = 3
-SPLIT = 4
-SLICE = 5
-PAD = 6
-UPSAMPLE = 7
-
-PAD_CONSTANT = 0
-PAD_REFLECT = 1
-PAD_REPLICATE = 2
-PAD_CIRCULAR = 3
-
-UPSAMPLE_NEAREST = 0
-UPSAMPLE_NEAREST_EXACT = 1
-UPSAMPLE_LINEAR = 2
-UPSAMPLE_CUBIC = 3
-
-# Element counts stay below this, and pad amounts below PAD_LIMIT in magnitude, so nothing overflows int64.
-NUMEL_LIMIT = 4611686018427387904
-PAD_LIMIT = 2147483648
+from ...conv.layout import channels_last_strides, contiguous_strides, is_channels_last_strides
 
 
-def numel(sizes: list[int]) -> int:
-    """Number of elements; raises ValueError above 2^62."""
-    for i in range(len(sizes)):
-        if sizes[i] == 0:
-            return 0
-    n = 1
-    for i in range(len(sizes)):
-        if n > NUMEL_LIMIT // sizes[i]:
-            raise ValueError("too many elements")
-        n = n * sizes[i]
-    return n
+def dim_order_strides(sizes: list[int], dim_order: list[int]) -> list[int]:
+    """Dense strides with dims laid out outermost to innermost as ``dim_order`` lists them."""
+    rank = len(sizes)
+    strides = [0] * rank
+    running = 1
+    for i in range(rank):
+        d = dim_order[rank - 1 - i]
+        strides[d] = running
+        size = sizes[d]
+        if size < 1:
+            size = 1
+        running = running * size
+    return strides
 
 
-def copy_out_sizes(input_sizes: list[int]) -> list[int]:
-    """A copy keeps the sizes (strides and dtype may change)."""
-    return list(input_sizes)
+def is_non_overlapping_and_dense(sizes: list[int], strides: list[int]) -> bool:
+    """c10's rule: taken by increasing stride, the dims of size >= 2 tile memory without gaps or overlaps."""
+    rank = len(sizes)
+    used = [0] * rank
+    required = 1
+    for _step in range(rank):
+        best = -1
+        for d in range(rank):
+            if used[d] == 0 and sizes[d] >= 2 and (best < 0 or strides[d] < strides[best]):
+                best = d
+        if best >= 0:
+            used[best] = 1
+            if strides[best] != required:
+                return False
+            required = required * sizes[best]
+    return True
 
 
-def reshape_out_sizes(input_sizes: list[int], output_sizes: list[int]) -> list[int]:
-    """A reshape keeps the number of elements."""
-    if numel(input_sizes) != numel(output_sizes):
-        raise ValueError("a reshape must keep the number of elements")
-    return list(output_sizes)
+def stride_order(sizes: list[int], strides: list[int], a: int, b: int) -> int:
+    """1 when dim ``a`` belongs inside dim ``b`` (smaller stride), -1 when outside, 0 when undecided (a zero
+    stride, or equal strides with ``a`` not the larger dim)."""
+    if strides[a] == 0 or strides[b] == 0:
+        return 0
+    if strides[a] < strides[b]:
+        return -1
+    if strides[a] > strides[b]:
+        return 1
+    if sizes[a] > sizes[b]:
+        return 1
+    return 0
 
 
-def permute_out_sizes(input_sizes: list[int], perm: list[int]) -> list[int]:
-    """``out[i] = in[perm[i]]`` for a permutation ``perm`` of the input's dims."""
-    rank = len(input_sizes)
-    if len(perm) != rank:
-        raise ValueError("perm needs one entry per dim")
-    seen = [0] * rank
+def dense_strides_like(sizes: list[int], strides: list[int]) -> list[int]:
+    """Dense strides that order the dims as ``strides`` do (ATen's ``infer_dense_strides``): a stable insertion
+    sort of the dims from innermost (starting from the contiguous order) that moves a dim inwards only past dims
+    with larger strides, then row-major strides in that order."""
+    rank = len(sizes)
+    perm = [0] * rank
+    for i in range(rank):
+        perm[i] = rank - 1 - i
+    for i in range(1, rank):
+        pos = i
+        moving = True
+        for back in range(i):
+            j = i - 1 - back
+            if moving:
+                order = stride_order(sizes, strides, perm[j], perm[pos])
+                if order > 0:
+                    inner = perm[pos]
+                    perm[pos] = perm[j]
+                    perm[j] = inner
+                    pos = j
+                elif order < 0:
+                    moving = False
+    result = [0] * rank
+    running = 1
+    for i in range(rank):
+        d = perm[i]
+        result[d] = running
+        if sizes[d] > 1:
+            running = running * sizes[d]
+    return result
+
+
+def preserve_format_strides(sizes: list[int], strides: list[int]) -> list[int]:
+    """The strides ``clone`` (memory_format=preserve) gives a tensor with these sizes and strides."""
+    if is_non_overlapping_and_dense(sizes, strides):
+        return list(strides)
+    return dense_strides_like(sizes, strides)
+
+
+def suggested_strides(in_sizes: list[int], in_strides: list[int], out_sizes: list[int]) -> list[int]:
+    """Strides for ``out_sizes`` in the memory format the input suggests (channels-last or contiguous)."""
+    if is_channels_last_strides(in_sizes, in_strides):
+        return channels_last_strides(out_sizes)
+    return contiguous_strides(out_sizes)
+
+
+def dim_order_copy_strides(sizes: list[int], strides: list[int], dim_order: list[int]) -> list[int]:
+    """Output strides of ``_clone_dim_order``/``_to_dim_order_copy``; an empty ``dim_order`` means none given."""
+    if len(dim_order) == 0:
+        return preserve_format_strides(sizes, strides)
+    return dim_order_strides(sizes, dim_order)
+
+
+def slice_length(size: int, start: int, end: int, step: int) -> int:
+    """Elements ``slice_copy`` keeps of a dim of ``size``: negative bounds count from the end, bounds clamp to
+    [0, size] (``end`` may be huge: the edge graph writes an open end as 2^63 - 1)."""
+    if start < 0:
+        start = start + size
+    if end < 0:
+        end = end + size
+    if start < 0:
+        start = 0
+    if start > size:
+        start = size
+    if end > size:
+        end = size
+    if end < start:
+        end = start
+    return (end - start + step - 1) // step
+
+
+def slice_start(size: int, start: int) -> int:
+    """The first index ``slice_copy`` keeps (``start`` normalised as in `slice_length`)."""
+    if start < 0:
+        start = start + size
+    if start < 0:
+        start = 0
+    if start > size:
+        start = size
+    return start
+
+
+def permute_sizes(sizes: list[int], dims: list[int]) -> list[int]:
     out = []
-    for i in range(rank):
-        if perm[i] < 0 or perm[i] >= rank:
-            raise ValueError("perm entry out of range")
-        if seen[perm[i]] != 0:
-            raise ValueError("perm repeats a dim")
-        seen[perm[i]] = 1
-        out.append(input_sizes[perm[i]])
+    for i in range(len(dims)):
+        out.append(sizes[dims[i]])
     return out
 
 
-def cat_out_sizes(acc: list[int], part: list[int], dim: int) -> list[int]:
-    """One step of concatenating along ``dim``: ``acc`` is the concatenation so far (empty before the first
-    part). A split's parts concatenate back to its input."""
-    rank = len(part)
-    if dim < 0 or dim >= rank:
-        raise ValueError("cat / split dim out of range")
-    if len(acc) == 0:
-        return list(part)
-    if len(acc) != rank:
-        raise ValueError("cat / split parts have different ranks")
-    out = list(acc)
-    for i in range(rank):
-        if i == dim:
-            out[i] = acc[i] + part[i]
-        elif acc[i] != part[i]:
-            raise ValueError("cat / split parts differ outside the cat dim")
+def drop_dim(sizes: list[int], dim: int) -> list[int]:
+    """Sizes without ``dim`` (``select_copy``, ``squeeze_copy`` of one dim)."""
+    return sizes[0:dim] + sizes[dim + 1 : len(sizes)]
+
+
+def infer_view_sizes(numel: int, sizes: list[int]) -> list[int]:
+    """``view_copy`` sizes with a -1 entry replaced by what the element count leaves for it."""
+    out = list(sizes)
+    known = 1
+    missing = -1
+    for i in range(len(sizes)):
+        if sizes[i] == -1:
+            missing = i
+        else:
+            known = known * sizes[i]
+    if missing >= 0:
+        out[missing] = 0
+        if known > 0:
+            out[missing] = numel // known
     return out
 
 
-def slice_out_sizes(input_sizes: list[int], dim: int, start: int, end: int, step: int) -> list[int]:
-    """Elements ``start, start + step, ...`` below ``end`` along ``dim`` (normalised: 0 <= start <= end <= size)."""
-    rank = len(input_sizes)
-    if dim < 0 or dim >= rank:
-        raise ValueError("slice dim out of range")
-    if start < 0 or start > end or end > input_sizes[dim]:
-        raise ValueError("slice bounds must satisfy 0 <= start <= end <= size")
-    if step < 1:
-        raise ValueError("slice step must be >= 1")
-    out = list(input_sizes)
-    out[dim] = 0
-    if end > start:
-        out[dim] = (end - start - 1) // step + 1
+def expand_sizes(in_sizes: list[int], sizes: list[int]) -> list[int]:
+    """``expand_copy`` sizes: -1 keeps the input's size of that (trailing-aligned) dim."""
+    out = list(sizes)
+    lead = len(sizes) - len(in_sizes)
+    for i in range(len(sizes)):
+        if sizes[i] == -1:
+            out[i] = in_sizes[i - lead]
     return out
 
 
-def pad_out_sizes(mode: int, input_sizes: list[int], before: list[int], after: list[int]) -> list[int]:
-    """``out[i] = in[i] + before[i] + after[i]``. Constant pads may be negative (they crop); reflect pads lie in
-    [0, size), replicate ones are >= 0 on a non-empty dim, circular ones in [0, size]."""
-    rank = len(input_sizes)
-    if len(before) != rank or len(after) != rank:
-        raise ValueError("pads need one entry per dim")
-    if mode < PAD_CONSTANT or mode > PAD_CIRCULAR:
-        raise ValueError("unknown pad mode")
-    out = []
-    for i in range(rank):
-        lo = before[i]
-        hi = after[i]
-        size = input_sizes[i]
-        if lo <= -PAD_LIMIT or lo >= PAD_LIMIT or hi <= -PAD_LIMIT or hi >= PAD_LIMIT:
-            raise ValueError("pad too large")
-        if mode != PAD_CONSTANT and (lo < 0 or hi < 0):
-            raise ValueError("only constant pads may be negative")
-        if mode == PAD_REFLECT and (lo >= size or hi >= size):
-            raise ValueError("reflect pads must be smaller than the dim")
-        if mode == PAD_REPLICATE and size == 0 and (lo > 0 or hi > 0):
-            raise ValueError("replicate pads need a non-empty dim")
-        if mode == PAD_CIRCULAR and (lo > size or hi > size):
-            raise ValueError("circular pads must be at most the dim")
-        total = size + lo + hi
-        if total < 0:
-            raise ValueError("the pad would give a negative size")
-        out.append(total)
-    return out
+def cat_out_shape_and_stride(
+    rank: int, dim: int, in_sizes: list[int], in_strides: list[int]
+) -> tuple[list[int], list[int]]:
+    """``cat`` of ``len(in_sizes) // rank`` inputs whose sizes and strides are concatenated in ``in_sizes`` and
+    ``in_strides``."""
+    count = len(in_sizes) // rank
+    sizes = in_sizes[0:rank]
+    sizes[dim] = 0
+    all_channels_last = rank == 4 or rank == 5
+    for k in range(count):
+        sizes[dim] = sizes[dim] + in_sizes[k * rank + dim]
+        k_sizes = in_sizes[k * rank : (k + 1) * rank]
+        k_strides = in_strides[k * rank : (k + 1) * rank]
+        if not is_channels_last_strides(k_sizes, k_strides):
+            all_channels_last = False
+    if all_channels_last:
+        return sizes, channels_last_strides(sizes)
+    return sizes, contiguous_strides(sizes)
 
 
-def upsample_out_sizes(
-    mode: int, input_sizes: list[int], output_size: list[int], align_corners: bool, num_scales: int
-) -> list[int]:
-    """(N, C, *output_size) for an input of rank 3 to 5; ``num_scales`` (0 or one per spatial dim) counts the
-    recorded scale factors; align_corners only for linear and cubic modes."""
-    rank = len(input_sizes)
-    if rank < 3 or rank > 5:
-        raise ValueError("upsample needs an input of rank 3 to 5")
-    if mode < UPSAMPLE_NEAREST or mode > UPSAMPLE_CUBIC:
-        raise ValueError("unknown upsample mode")
-    if len(output_size) != rank - 2:
-        raise ValueError("output_size needs one entry per spatial dim")
-    if num_scales != 0 and num_scales != rank - 2:
-        raise ValueError("scales need none or one entry per spatial dim")
-    if align_corners and mode != UPSAMPLE_LINEAR and mode != UPSAMPLE_CUBIC:
-        raise ValueError("align_corners is only for linear and cubic upsampling")
-    out = [input_sizes[0], input_sizes[1]]
-    for i in range(rank - 2):
-        if output_size[i] < 1:
-            raise ValueError("upsample output sizes must be >= 1")
-        out.append(output_size[i])
-    return out
+def pad_out_shape_and_stride(
+    sizes: list[int], strides: list[int], pad: list[int]
+) -> tuple[list[int], list[int]]:
+    """``constant_pad_nd``: ``pad`` holds (before, after) pairs from the last dim backwards; negative amounts crop."""
+    rank = len(sizes)
+    out = list(sizes)
+    positive = False
+    for i in range(len(pad) // 2):
+        d = rank - 1 - i
+        out[d] = sizes[d] + pad[2 * i] + pad[2 * i + 1]
+        if pad[2 * i] > 0 or pad[2 * i + 1] > 0:
+            positive = True
+    if not positive:
+        return out, preserve_format_strides(out, strides)
+    return out, suggested_strides(sizes, strides, out)
+
+
+def upsample_out_shape_and_stride(
+    sizes: list[int], strides: list[int], output_size: list[int]
+) -> tuple[list[int], list[int]]:
+    """``upsample_*``: (N, C, *output_size) in the format the input suggests."""
+    out = sizes[0:2] + output_size
+    return out, suggested_strides(sizes, strides, out)

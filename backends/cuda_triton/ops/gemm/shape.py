@@ -1,26 +1,25 @@
-"""Shape rule of GEMM records (mm, addmm, bmm, linear): (M, K) x (K, N) -> (M, N), optionally batched.
+"""Output sizes and strides of the GEMM ops: always contiguous, as ATen's meta functions give them.
 
-Written in the small Python subset that ``scripts/gen_layout_header.py`` translates into
-``runtime/generated/gemm_shape.h`` (see that script), so the C++ blob reader checks exactly this rule.
-Torch-free.
+Written in the small subset of Python that ``scripts/gen_layout_header.py`` translates to C++ (as the other
+families' shape rules), so the C++ runtime can check the same rule at execute.
+
+* ``mm(a, b)``, ``addmm(bias, a, b)``: [M, N] for a [M, K] and b [K, N];
+* ``bmm(a, b)``: [B, M, N] for a [B, M, K] and b [B, K, N];
+* ``linear(x, w, bias)``: x's leading sizes then N, for x [..., K] and w [N, K].
 """
 
 from __future__ import annotations
 
+from ...conv.layout import contiguous_strides
 
-def gemm_out_sizes(a_sizes: list[int], b_sizes: list[int]) -> list[int]:
-    """Output sizes of ``a @ b``: a is (M, K) or (B, M, K); b is (K, N), or (B, K, N) when a is batched with the
-    same B. A batched a with a 2-D b multiplies every batch by the same b (linear on a 3-D input)."""
-    ra = len(a_sizes)
-    rb = len(b_sizes)
-    if ra != 2 and ra != 3:
-        raise ValueError("a must be 2-D or 3-D")
-    if rb != 2 and rb != 3:
-        raise ValueError("b must be 2-D or 3-D")
-    if rb == 3 and ra != 3:
-        raise ValueError("a batched b needs a batched a")
-    if rb == 3 and a_sizes[0] != b_sizes[0]:
-        raise ValueError("a and b have different batch sizes")
-    if a_sizes[ra - 1] != b_sizes[rb - 2]:
-        raise ValueError("the inner dims of a and b differ")
-    return a_sizes[0 : ra - 1] + [b_sizes[rb - 1]]
+
+def matmul_out_shape_and_stride(a_sizes: list[int], b_sizes: list[int]) -> tuple[list[int], list[int]]:
+    """mm/addmm/bmm: ``a``'s sizes with its last dim replaced by ``b``'s last."""
+    sizes = a_sizes[0 : len(a_sizes) - 1] + [b_sizes[len(b_sizes) - 1]]
+    return sizes, contiguous_strides(sizes)
+
+
+def linear_out_shape_and_stride(x_sizes: list[int], weight_sizes: list[int]) -> tuple[list[int], list[int]]:
+    """linear: ``x``'s sizes with its last dim replaced by the weight's output features."""
+    sizes = x_sizes[0 : len(x_sizes) - 1] + [weight_sizes[0]]
+    return sizes, contiguous_strides(sizes)

@@ -205,6 +205,59 @@ class Step:
 
 
 # ---- the validation context a kind's check gets ---------------------------------------------------------------
+class Int64(int):
+    """An int whose +, -, *, // and % raise OverflowError outside int64, as the generated C++ rules' do: the Python
+    reader runs a rule on these, so it accepts exactly what the C++ reader accepts."""
+
+    def _checked(self, result: Any) -> Any:
+        if result is NotImplemented or isinstance(result, bool) or not isinstance(result, int):
+            return result
+        if not -(1 << 63) <= result < (1 << 63):
+            raise OverflowError("layout rule: integer overflow")
+        return Int64(result)
+
+    def __add__(self, o: Any) -> Any:
+        return self._checked(int.__add__(self, o))
+
+    def __radd__(self, o: Any) -> Any:
+        return self._checked(int.__radd__(self, o))
+
+    def __sub__(self, o: Any) -> Any:
+        return self._checked(int.__sub__(self, o))
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._checked(int.__rsub__(self, o))
+
+    def __mul__(self, o: Any) -> Any:
+        return self._checked(int.__mul__(self, o))
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._checked(int.__rmul__(self, o))
+
+    def __floordiv__(self, o: Any) -> Any:
+        return self._checked(int.__floordiv__(self, o))
+
+    def __rfloordiv__(self, o: Any) -> Any:
+        return self._checked(int.__rfloordiv__(self, o))
+
+    def __mod__(self, o: Any) -> Any:
+        return self._checked(int.__mod__(self, o))
+
+    def __rmod__(self, o: Any) -> Any:
+        return self._checked(int.__rmod__(self, o))
+
+    def __neg__(self) -> Any:
+        return self._checked(int.__neg__(self))
+
+
+def _int64_arg(a: Any) -> Any:
+    if isinstance(a, bool) or not isinstance(a, int | list | tuple):
+        return a
+    if isinstance(a, int):
+        return Int64(a)
+    return [Int64(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in a]
+
+
 class RecordContext:
     """What a record kind's `check` sees: the blob's values and constants, and the rule runner."""
 
@@ -227,15 +280,12 @@ class RecordContext:
 
     @staticmethod
     def rule(where: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Runs a shape rule; its errors (and results beyond int64, where its C++ twin would overflow) become
+        """Runs a rule with int64 arithmetic (`Int64`), as its generated C++ twin does; its errors become
         BlobErrors naming ``where``."""
         try:
-            out = fn(*args)
-        except (ValueError, IndexError, ZeroDivisionError) as e:
+            return fn(*(_int64_arg(a) for a in args))
+        except (ValueError, IndexError, ZeroDivisionError, OverflowError) as e:
             raise BlobError(f"{where}: {e}") from e
-        flat = out if isinstance(out, list) else [x for part in out for x in part]
-        check(all(-(1 << 63) <= x < (1 << 63) for x in flat), f"{where}: the shape rule overflows int64")
-        return out
 
     def expect_sizes(self, where: str, what: str, got: list[int], want: list[int]) -> None:
         check(
@@ -284,15 +334,8 @@ class OpRecord:
         """Writes the kind's ``params`` (docs/blob_format.md, per kind)."""
 
     @classmethod
-    def decode(
-        cls,
-        params: Reader,
-        inputs: list[Operand],
-        outputs: list[int],
-        steps: list[Step],
-        common: dict[str, Any],
-    ) -> OpRecord:
-        """The record from its generic parts; raises BlobError when they do not fit the kind."""
+    def decode(cls, params: Reader, parts: RecordParts) -> OpRecord:
+        """The record from its ``params`` and generic parts; raises BlobError when they do not fit the kind."""
         raise NotImplementedError
 
     def check(self, ctx: RecordContext, where: str) -> None:
@@ -305,6 +348,45 @@ class OpRecord:
             "schedule": self.schedule,
             "launches": self.launches,
         }
+
+
+@dataclass
+class RecordParts:
+    """A record as read, before its kind's fields: the generic lists and the fields every record has."""
+
+    inputs: list[Operand]
+    outputs: list[int]
+    steps: list[Step]
+    common: dict[str, Any]
+
+    def single_output(self, kind: str) -> int:
+        expect_count(f"{kind} outputs", self.outputs, 1)
+        return self.outputs[0]
+
+    def with_epilogue(self, fixed: int, kind: str) -> dict[str, Any]:
+        """The common fields plus the epilogue: the steps and the inputs after the ``fixed`` ones."""
+        extras = tensor_operands(self.inputs[fixed:], f"{kind} epilogue inputs")
+        return {"epilogue": self.steps, "epilogue_inputs": extras, **self.common}
+
+
+@dataclass(kw_only=True)
+class EpilogueRecord(OpRecord):
+    """A kind with one output and an optional fused epilogue: its fixed inputs, then the epilogue's extra inputs."""
+
+    epilogue: list[Step] = field(default_factory=list)
+    epilogue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
+
+    def fixed_operands(self) -> list[Operand]:
+        raise NotImplementedError
+
+    def operands(self) -> list[Operand]:
+        return [*self.fixed_operands(), *self.epilogue_inputs]
+
+    def results(self) -> list[int]:
+        return [self.output]  # type: ignore[attr-defined]
+
+    def fused_steps(self) -> list[Step]:
+        return self.epilogue
 
 
 def value_operand(op: Operand, what: str) -> int:
@@ -412,6 +494,6 @@ def decode_record(r: Reader, kinds: dict[int, type[OpRecord]]) -> OpRecord:
             len(inputs) >= cls.FIXED_INPUTS,
             f"{cls.KIND_NAME} record has {len(inputs)} inputs, needs {cls.FIXED_INPUTS}",
         )
-    rec = cls.decode(params, inputs, outputs, steps, common)
+    rec = cls.decode(params, RecordParts(inputs, outputs, steps, common))
     params.done(f"{cls.KIND_NAME} params")
     return rec

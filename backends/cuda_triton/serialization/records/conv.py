@@ -3,20 +3,17 @@ epilogue. Shape rule: `cuda_triton.conv.layout.out_shape_and_stride` (sizes and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from ..encoding import Reader, Writer, check, check_dims
 from .base import (
     ConstantRef,
+    EpilogueRecord,
     Operand,
-    OpRecord,
     RecordContext,
-    Step,
+    RecordParts,
     ValueRef,
     constant_operand,
-    expect_count,
-    tensor_operands,
     value_operand,
 )
 
@@ -29,7 +26,7 @@ def same_layout(sa: list[int], sta: list[int], sb: list[int], stb: list[int]) ->
 
 
 @dataclass
-class ConvRecord(OpRecord):
+class ConvRecord(EpilogueRecord):
     """inputs ``[input (value), weight (constant), bias (constant or none), *epilogue_inputs]``, output one value."""
 
     KIND = 0
@@ -49,18 +46,10 @@ class ConvRecord(OpRecord):
     output: int  # value index
     weight_sizes: list[int]  # the weight's ATen shape (layout rule input), not the prepared one
     weight_strides: list[int]
-    epilogue: list[Step] = field(default_factory=list)
-    epilogue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
 
-    def operands(self) -> list[Operand]:
+    def fixed_operands(self) -> list[Operand]:
         bias = None if self.bias is None else ConstantRef(self.bias)
-        return [ValueRef(self.input), ConstantRef(self.weight), bias, *self.epilogue_inputs]
-
-    def results(self) -> list[int]:
-        return [self.output]
-
-    def fused_steps(self) -> list[Step]:
-        return self.epilogue
+        return [ValueRef(self.input), ConstantRef(self.weight), bias]
 
     def encode_params(self, w: Writer) -> None:
         for dims in (
@@ -77,26 +66,18 @@ class ConvRecord(OpRecord):
         w.i64s(self.weight_strides)
 
     @classmethod
-    def decode(
-        cls,
-        params: Reader,
-        inputs: list[Operand],
-        outputs: list[int],
-        steps: list[Step],
-        common: dict[str, Any],
-    ) -> ConvRecord:
+    def decode(cls, params: Reader, parts: RecordParts) -> ConvRecord:
         stride, pb, pa, dil, op_ = (params.dims("conv argument") for _ in range(5))
         transposed = params.flag("transposed")
         groups = params.i64()
         ws, wst = params.dims("weight sizes"), params.dims("weight strides")
-        expect_count("conv outputs", outputs, 1)
+        inputs = parts.inputs
         return ConvRecord(
             stride=stride, padding_before=pb, padding_after=pa, dilation=dil, transposed=transposed,
             output_padding=op_, groups=groups, input=value_operand(inputs[0], "conv input"),
             weight=constant_operand(inputs[1], "conv weight"),  # type: ignore[arg-type]
-            bias=constant_operand(inputs[2], "conv bias", optional=True), output=outputs[0],
-            weight_sizes=ws, weight_strides=wst, epilogue=steps,
-            epilogue_inputs=tensor_operands(inputs[3:], "conv epilogue inputs"), **common,
+            bias=constant_operand(inputs[2], "conv bias", optional=True), output=parts.single_output("conv"),
+            weight_sizes=ws, weight_strides=wst, **parts.with_epilogue(3, "conv"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:

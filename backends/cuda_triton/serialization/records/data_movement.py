@@ -1,15 +1,15 @@
 """Kind 6: materialised data movement (copy, reshape, permute, cat, split, slice, pad, upsample); a view the next
 kernel reads in place is a view value instead, with no record. ``params`` start with the op code. Shape rules:
-`cuda_triton.ops.data_movement.shape`."""
+`cuda_triton.serialization.checks.data_movement` (the parameters, then the data-movement family's rules)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ...ops.data_movement import shape
+from ..checks import data_movement as shape
 from ..encoding import MAX_OPERANDS, Reader, Writer, check, finite
-from .base import Operand, OpRecord, RecordContext, Step, ValueRef, expect_count, value_operand
+from .base import Operand, OpRecord, RecordContext, RecordParts, ValueRef, expect_count, value_operand
 
 PAD_MODES = {
     "constant": shape.PAD_CONSTANT,
@@ -61,21 +61,14 @@ class DataMovementRecord(OpRecord):
         pass
 
     @classmethod
-    def decode(
-        cls,
-        params: Reader,
-        inputs: list[Operand],
-        outputs: list[int],
-        steps: list[Step],
-        common: dict[str, Any],
-    ) -> DataMovementRecord:
+    def decode(cls, params: Reader, parts: RecordParts) -> DataMovementRecord:
         op = params.u8()
         sub = DATA_MOVEMENT_OPS.get(op)
         check(sub is not None, f"bad data movement op code {op}")
         assert sub is not None
-        check(not steps, f"{sub.__name__}: data movement records have no fused steps")
-        sources = [value_operand(x, f"{sub.__name__} input") for x in inputs]
-        return sub.decode_fields(params, sources, outputs, common)
+        check(not parts.steps, f"{sub.__name__}: data movement records have no fused steps")
+        sources = [value_operand(x, f"{sub.__name__} input") for x in parts.inputs]
+        return sub.decode_fields(params, sources, parts.outputs, parts.common)
 
     @classmethod
     def decode_fields(
@@ -99,6 +92,14 @@ class DataMovementRecord(OpRecord):
         raise NotImplementedError
 
 
+def _cat_args(ctx: RecordContext, parts: list[int], dim: int) -> tuple:
+    """`cat_record_sizes` and its arguments for these parts: their sizes and strides back to back."""
+    sizes = [s for v in parts for s in ctx.value(v).sizes]
+    strides = [s for v in parts for s in ctx.value(v).strides]
+    rank = len(ctx.value(parts[0]).sizes) if parts else 0
+    return shape.cat_record_sizes, rank, dim, sizes, strides
+
+
 @dataclass
 class CopyRecord(DataMovementRecord):
     """A strided copy with the input's sizes (clone, dim-order copies, `_to_dim_order_copy` with a dtype change)."""
@@ -109,8 +110,7 @@ class CopyRecord(DataMovementRecord):
     output: int
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
-        sizes = ctx.rule(where, shape.copy_out_sizes, list(ctx.value(self.input).sizes))
-        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, list(ctx.value(self.input).sizes))
 
 
 @dataclass
@@ -123,7 +123,7 @@ class ReshapeRecord(DataMovementRecord):
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         out = list(ctx.value(self.output).sizes)
-        sizes = ctx.rule(where, shape.reshape_out_sizes, list(ctx.value(self.input).sizes), out)
+        sizes = ctx.rule(where, shape.reshape_record_sizes, list(ctx.value(self.input).sizes), out)
         ctx.expect_sizes(where, "output", out, sizes)
 
 
@@ -142,7 +142,9 @@ class PermuteRecord(DataMovementRecord):
         return {"perm": params.dims("perm")}
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
-        sizes = ctx.rule(where, shape.permute_out_sizes, list(ctx.value(self.input).sizes), list(self.perm))
+        sizes = ctx.rule(
+            where, shape.permute_record_sizes, list(ctx.value(self.input).sizes), list(self.perm)
+        )
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
@@ -168,10 +170,7 @@ class CatRecord(DataMovementRecord):
         return CatRecord(inputs=sources, output=targets[0], dim=params.i64(), **common)
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
-        check(len(self.inputs) >= 1, f"{where}: a cat needs at least one input")
-        sizes: list[int] = []
-        for v in self.inputs:
-            sizes = ctx.rule(where, shape.cat_out_sizes, sizes, list(ctx.value(v).sizes), self.dim)
+        sizes = ctx.rule(where, *_cat_args(ctx, self.inputs, self.dim))
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
@@ -199,10 +198,7 @@ class SplitRecord(DataMovementRecord):
         return SplitRecord(input=sources[0], outputs=targets, dim=params.i64(), **common)
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
-        check(len(self.outputs) >= 1, f"{where}: a split needs at least one output")
-        sizes: list[int] = []
-        for v in self.outputs:
-            sizes = ctx.rule(where, shape.cat_out_sizes, sizes, list(ctx.value(v).sizes), self.dim)
+        sizes = ctx.rule(where, *_cat_args(ctx, self.outputs, self.dim))
         ctx.expect_sizes(where, "concatenated parts'", ctx.value(self.input).sizes, sizes)
 
 
@@ -226,7 +222,7 @@ class SliceRecord(DataMovementRecord):
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         sizes = ctx.rule(
-            where, shape.slice_out_sizes, list(ctx.value(self.input).sizes), self.dim, self.start, self.end,
+            where, shape.slice_record_sizes, list(ctx.value(self.input).sizes), self.dim, self.start, self.end,
             self.step,
         )  # fmt: skip
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
@@ -234,36 +230,39 @@ class SliceRecord(DataMovementRecord):
 
 @dataclass
 class PadRecord(DataMovementRecord):
-    """``before`` / ``after``: one entry per dim (constant pads may be negative: they crop)."""
+    """``pad``: (before, after) pairs from the last dim backwards, as ``constant_pad_nd`` takes them (constant pads
+    may be negative: they crop)."""
 
     OP = shape.PAD
     input: int
     output: int
-    before: list[int]
-    after: list[int]
+    pad: list[int]
     mode: str = "constant"  # "constant" | "reflect" | "replicate" | "circular"
     value: float = 0.0
 
     def encode_fields(self, w: Writer) -> None:
         w.u8(PAD_MODES[self.mode])
-        w.i64s(self.before)
-        w.i64s(self.after)
+        w.i64s(self.pad)
         w.f64(self.value)
 
     @classmethod
     def read_fields(cls, params: Reader) -> dict[str, Any]:
         mode = _name_of(PAD_MODES, params.u8(), "pad mode")
-        before, after = params.dims("pad before"), params.dims("pad after")
-        return {"mode": mode, "before": before, "after": after, "value": params.f64()}
+        return {"mode": mode, "pad": params.ints("pad"), "value": params.f64()}
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         check(self.mode in PAD_MODES, f"{where}: bad pad mode {self.mode!r}")
         check(finite(self.value), f"{where}: the pad value must be finite")
         check(self.mode == "constant" or self.value == 0, f"{where}: only constant pads have a value")
+        inp = ctx.value(self.input)
         sizes = ctx.rule(
-            where, shape.pad_out_sizes, PAD_MODES[self.mode], list(ctx.value(self.input).sizes),
-            list(self.before), list(self.after),
-        )  # fmt: skip
+            where,
+            shape.pad_record_sizes,
+            PAD_MODES[self.mode],
+            list(inp.sizes),
+            list(inp.strides),
+            list(self.pad),
+        )
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
@@ -297,8 +296,9 @@ class UpsampleRecord(DataMovementRecord):
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         check(self.mode in UPSAMPLE_MODES, f"{where}: bad upsample mode {self.mode!r}")
         check(all(finite(s) and s > 0 for s in self.scales), f"{where}: scales must be finite and > 0")
+        inp = ctx.value(self.input)
         sizes = ctx.rule(
-            where, shape.upsample_out_sizes, UPSAMPLE_MODES[self.mode], list(ctx.value(self.input).sizes),
+            where, shape.upsample_record_sizes, UPSAMPLE_MODES[self.mode], list(inp.sizes), list(inp.strides),
             list(self.output_size), self.align_corners, len(self.scales),
         )  # fmt: skip
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)

@@ -1,14 +1,13 @@
 """Kind 1: a fused chain of elementwise ops over broadcast inputs. Shape rule:
-`cuda_triton.ops.elementwise.shape.broadcast_sizes` over every input."""
+`cuda_triton.serialization.checks.elementwise.broadcast_sizes` over every input."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ...ops.elementwise.shape import broadcast_sizes
+from ..checks.elementwise import broadcast_sizes
 from ..encoding import Reader, check
-from .base import ConstantRef, Operand, OpRecord, RecordContext, Step, ValueRef, expect_count, tensor_operands
+from .base import ConstantRef, Operand, OpRecord, RecordContext, RecordParts, Step, ValueRef, tensor_operands
 
 
 @dataclass
@@ -34,18 +33,11 @@ class ElementwiseRecord(OpRecord):
         return self.steps
 
     @classmethod
-    def decode(
-        cls,
-        params: Reader,
-        inputs: list[Operand],
-        outputs: list[int],
-        steps: list[Step],
-        common: dict[str, Any],
-    ) -> ElementwiseRecord:
-        expect_count("elementwise outputs", outputs, 1)
+    def decode(cls, params: Reader, parts: RecordParts) -> ElementwiseRecord:
         return ElementwiseRecord(
-            inputs=tensor_operands(inputs, "elementwise inputs"), steps=steps, output=outputs[0], **common
-        )
+            inputs=tensor_operands(parts.inputs, "elementwise inputs"), steps=parts.steps,
+            output=parts.single_output("elementwise"), **parts.common,
+        )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:
         check(len(self.inputs) >= 1, f"{where}: an elementwise record needs at least one input")

@@ -1,29 +1,26 @@
 """Kind 4: a matrix product (mm, addmm, bmm, linear), with an optional bias and fused epilogue. Shape rule:
-`cuda_triton.ops.gemm.shape.gemm_out_sizes`."""
+`cuda_triton.serialization.checks.gemm.gemm_record_sizes` (the GEMM family's rule behind the operand checks)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from ...ops.elementwise.shape import broadcasts_to
-from ...ops.gemm.shape import gemm_out_sizes
+from ..checks.elementwise import broadcasts_to
+from ..checks.gemm import gemm_record_sizes
 from ..encoding import Reader, Writer, check, check_dims, finite
 from .base import (
     ConstantRef,
+    EpilogueRecord,
     Operand,
-    OpRecord,
     RecordContext,
-    Step,
+    RecordParts,
     ValueRef,
-    expect_count,
-    tensor_operands,
     value_operand,
 )
 
 
 @dataclass
-class GemmRecord(OpRecord):
+class GemmRecord(EpilogueRecord):
     """inputs ``[a (value), b (value or constant), bias (value, constant or None), *epilogue_inputs]``;
     out = beta * bias + alpha * a @ b. ``b_sizes``: b's logical (K, N) / (B, K, N) shape (a constant is stored in
     the kernel's prepared layout)."""
@@ -39,17 +36,9 @@ class GemmRecord(OpRecord):
     b_sizes: list[int]
     alpha: float = 1.0
     beta: float = 1.0
-    epilogue: list[Step] = field(default_factory=list)
-    epilogue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
 
-    def operands(self) -> list[Operand]:
-        return [ValueRef(self.a), self.b, self.bias, *self.epilogue_inputs]
-
-    def results(self) -> list[int]:
-        return [self.output]
-
-    def fused_steps(self) -> list[Step]:
-        return self.epilogue
+    def fixed_operands(self) -> list[Operand]:
+        return [ValueRef(self.a), self.b, self.bias]
 
     def encode_params(self, w: Writer) -> None:
         w.i64s(self.b_sizes)
@@ -57,22 +46,15 @@ class GemmRecord(OpRecord):
         w.f64(self.beta)
 
     @classmethod
-    def decode(
-        cls,
-        params: Reader,
-        inputs: list[Operand],
-        outputs: list[int],
-        steps: list[Step],
-        common: dict[str, Any],
-    ) -> GemmRecord:
+    def decode(cls, params: Reader, parts: RecordParts) -> GemmRecord:
         b_sizes = params.dims("b sizes")
         alpha, beta = params.f64(), params.f64()
-        expect_count("gemm outputs", outputs, 1)
+        inputs = parts.inputs
         check(isinstance(inputs[1], ValueRef | ConstantRef), "gemm b must be a value or a constant")
         return GemmRecord(
-            a=value_operand(inputs[0], "gemm a"), b=inputs[1], bias=inputs[2], output=outputs[0],  # type: ignore[arg-type]
-            b_sizes=b_sizes, alpha=alpha, beta=beta, epilogue=steps,
-            epilogue_inputs=tensor_operands(inputs[3:], "gemm epilogue inputs"), **common,
+            a=value_operand(inputs[0], "gemm a"), b=inputs[1], bias=inputs[2],  # type: ignore[arg-type]
+            output=parts.single_output("gemm"), b_sizes=b_sizes, alpha=alpha, beta=beta,
+            **parts.with_epilogue(3, "gemm"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:
@@ -87,7 +69,7 @@ class GemmRecord(OpRecord):
                 f"{where}: b has sizes {b.sizes}, b_sizes says {self.b_sizes}",
             )
             check(b.dtype == a.dtype, f"{where}: a is {a.dtype} but b is {b.dtype}")
-        sizes = ctx.rule(where, gemm_out_sizes, list(a.sizes), list(self.b_sizes))
+        sizes = ctx.rule(where, gemm_record_sizes, list(a.sizes), list(self.b_sizes))
         ctx.expect_sizes(where, "output", out.sizes, sizes)
         if self.bias is not None:
             check(

@@ -1,22 +1,19 @@
 """Kind 5: normalisation (inference batch norm, layer norm, group norm, softmax, log-softmax), with an optional
-fused epilogue. Shape rule: `cuda_triton.ops.norm.shape.norm_out_sizes`."""
+fused epilogue. Shape rule: `cuda_triton.serialization.checks.norm.norm_out_sizes`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from ...ops.norm import shape
+from ..checks import norm as shape
 from ..encoding import Reader, Writer, check, finite
 from .base import (
     ConstantRef,
+    EpilogueRecord,
     Operand,
-    OpRecord,
     RecordContext,
-    Step,
+    RecordParts,
     ValueRef,
-    expect_count,
-    tensor_operands,
     value_operand,
 )
 
@@ -31,7 +28,7 @@ _NORM_NAMES = {code: name for name, code in NORM_OPS.items()}
 
 
 @dataclass
-class NormRecord(OpRecord):
+class NormRecord(EpilogueRecord):
     """inputs ``[input, weight, bias, mean, var, *epilogue_inputs]``, the four parameters values, constants or
     None (a plan that prepares batch norm as scale and shift passes them as weight and bias)."""
 
@@ -49,17 +46,9 @@ class NormRecord(OpRecord):
     bias: ValueRef | ConstantRef | None = None
     mean: ValueRef | ConstantRef | None = None
     var: ValueRef | ConstantRef | None = None
-    epilogue: list[Step] = field(default_factory=list)
-    epilogue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
 
-    def operands(self) -> list[Operand]:
-        return [ValueRef(self.input), self.weight, self.bias, self.mean, self.var, *self.epilogue_inputs]
-
-    def results(self) -> list[int]:
-        return [self.output]
-
-    def fused_steps(self) -> list[Step]:
-        return self.epilogue
+    def fixed_operands(self) -> list[Operand]:
+        return [ValueRef(self.input), self.weight, self.bias, self.mean, self.var]
 
     def encode_params(self, w: Writer) -> None:
         w.u8(NORM_OPS[self.op])
@@ -68,22 +57,15 @@ class NormRecord(OpRecord):
         w.f64(self.eps)
 
     @classmethod
-    def decode(
-        cls,
-        params: Reader,
-        inputs: list[Operand],
-        outputs: list[int],
-        steps: list[Step],
-        common: dict[str, Any],
-    ) -> NormRecord:
+    def decode(cls, params: Reader, parts: RecordParts) -> NormRecord:
         code = params.u8()
         check(code in _NORM_NAMES, f"bad normalisation op code {code}")
         dim, groups, eps = params.i64(), params.i64(), params.f64()
-        expect_count("norm outputs", outputs, 1)
+        inputs = parts.inputs
         return NormRecord(
-            op=_NORM_NAMES[code], input=value_operand(inputs[0], "norm input"), output=outputs[0], dim=dim,
-            groups=groups, eps=eps, weight=inputs[1], bias=inputs[2], mean=inputs[3], var=inputs[4],
-            epilogue=steps, epilogue_inputs=tensor_operands(inputs[5:], "norm epilogue inputs"), **common,
+            op=_NORM_NAMES[code], input=value_operand(inputs[0], "norm input"), output=parts.single_output("norm"),
+            dim=dim, groups=groups, eps=eps, weight=inputs[1], bias=inputs[2], mean=inputs[3], var=inputs[4],
+            **parts.with_epilogue(5, "norm"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:

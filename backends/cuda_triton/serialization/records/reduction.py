@@ -1,28 +1,24 @@
 """Kind 2: a reduction (sum, mean, amax, ...) over a set of dims, with an optional fused epilogue. Shape rule:
-`cuda_triton.ops.reduction.shape.reduction_out_sizes`."""
+`cuda_triton.serialization.checks.reduction.reduction_out_sizes`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from ...ops.reduction.shape import reduction_out_sizes
+from ..checks.reduction import reduction_out_sizes
 from ..encoding import MAX_OP_NAME, Reader, Writer, ascii_ok, check
 from .base import (
-    ConstantRef,
+    EpilogueRecord,
     Operand,
-    OpRecord,
     RecordContext,
-    Step,
+    RecordParts,
     ValueRef,
-    expect_count,
-    tensor_operands,
     value_operand,
 )
 
 
 @dataclass
-class ReductionRecord(OpRecord):
+class ReductionRecord(EpilogueRecord):
     """inputs ``[input, *epilogue_inputs]``; ``dims`` strictly increasing."""
 
     KIND = 2
@@ -33,17 +29,9 @@ class ReductionRecord(OpRecord):
     keepdim: bool
     input: int
     output: int
-    epilogue: list[Step] = field(default_factory=list)
-    epilogue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
 
-    def operands(self) -> list[Operand]:
-        return [ValueRef(self.input), *self.epilogue_inputs]
-
-    def results(self) -> list[int]:
-        return [self.output]
-
-    def fused_steps(self) -> list[Step]:
-        return self.epilogue
+    def fixed_operands(self) -> list[Operand]:
+        return [ValueRef(self.input)]
 
     def encode_params(self, w: Writer) -> None:
         w.string(self.op)
@@ -51,22 +39,13 @@ class ReductionRecord(OpRecord):
         w.flag(self.keepdim)
 
     @classmethod
-    def decode(
-        cls,
-        params: Reader,
-        inputs: list[Operand],
-        outputs: list[int],
-        steps: list[Step],
-        common: dict[str, Any],
-    ) -> ReductionRecord:
+    def decode(cls, params: Reader, parts: RecordParts) -> ReductionRecord:
         op = params.string("reduction op", MAX_OP_NAME)
         dims = params.dims("reduced dims")
         keepdim = params.flag("keepdim")
-        expect_count("reduction outputs", outputs, 1)
         return ReductionRecord(
-            op=op, dims=dims, keepdim=keepdim, input=value_operand(inputs[0], "reduction input"),
-            output=outputs[0], epilogue=steps,
-            epilogue_inputs=tensor_operands(inputs[1:], "reduction epilogue inputs"), **common,
+            op=op, dims=dims, keepdim=keepdim, input=value_operand(parts.inputs[0], "reduction input"),
+            output=parts.single_output("reduction"), **parts.with_epilogue(1, "reduction"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:
