@@ -27,6 +27,12 @@ ScalarType scalar_type_of(DType t) {
       return ScalarType::Float;
     case DType::kF64:
       return ScalarType::Double;
+    case DType::kI32:
+      return ScalarType::Int;
+    case DType::kI64:
+      return ScalarType::Long;
+    case DType::kBool:
+      return ScalarType::Bool;
   }
   return ScalarType::Float;
 }
@@ -362,19 +368,10 @@ Status DelegateProgram::execute(Span<EValue*> args) {
   uint32_t checked_op = UINT32_MAX;
   for (PreparedLaunch& pl : launches_) {
     if (pl.op != checked_op) {
-      // The output layout, recomputed with the generated rule from the input ExecuTorch handed over; it must
-      // equal the planned output (already checked against the output tensor in prepare_value).
+      // The output layout, recomputed with the op's generated shape rule from the recorded inputs (which
+      // prepare_value checked against the tensors ExecuTorch handed over); it must equal the planned output.
       checked_op = pl.op;
-      const OpRecord& op = b.ops[pl.op];
-      const ValueRecord& in = b.values[op.input];
-      const ValueRecord& out = b.values[op.output];
-      std::vector<int64_t> sizes, strides;
-      CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
-      if (!same_layout(sizes, strides, out.sizes, out.strides)) {
-        return Status(Code::kInvalidArgument, "op " + std::to_string(pl.op) + ": output layout " +
-                                                  dims_to_string(sizes) + "/" + dims_to_string(strides) +
-                                                  " differs from the plan");
-      }
+      CT_RETURN_IF_ERROR(check_op_output_layout(b, pl.op));
     }
     for (const auto& [slot, value] : pl.value_slots) {
       pl.slots[slot] = values_[value].address;
