@@ -204,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument("--api", choices=APIS, default="transform_and_lower", help="the ExecuTorch lowering API")
     ap.add_argument(
-        "--strict", action="store_true", help="fail when a convolution only Triton can run stays on the CPU"
+        "--no-strict",
+        action="store_true",
+        help="leave ops the delegate declines on the CPU instead of failing the export",
     )
     ap.add_argument("--no-tf32", action="store_true", help="exact fp32 (no TF32 tensor cores)")
     ap.add_argument(
@@ -256,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     dtype = DTYPES[args.dtype]
     options = CudaTritonOptions(
         archs=args.archs,
-        strict=args.strict,
+        strict=not args.no_strict,
         allow_tf32=not args.no_tf32,
         tf32_on_fp16=not args.no_tf32_on_fp16,
         fold_batch_norm=not args.no_fold_bn,

@@ -257,7 +257,7 @@ def test_conv_with_two_users_keeps_its_batch_norm_on_cpu(api):
 
 @pytest.mark.parametrize("api", APIS)
 def test_batch_norm_after_a_cpu_conv_stays_on_cpu(api):
-    edge, report = _lower(NotDelegated(), (torch.randn(1, 3, 8, 8),), api)
+    edge, report = _lower(NotDelegated(), (torch.randn(1, 3, 8, 8),), api, strict=False)
     (d,) = report.decisions
     assert not d.delegated and d.folded_batch_norm is None
     assert _has_cpu_batch_norm(edge) and any("convolution" in t or "conv2d" in t for t in _cpu_ops(edge))

@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
 from cuda_triton.conv.binding import aten_overload, is_conv_node
-from cuda_triton.conv.routing import ConvRoutingError
 from cuda_triton.conv.templates import get_template
 from cuda_triton.kernel.aot import CompiledKernel, abi_types
 from cuda_triton.models.zoo import ZOO, build
+from cuda_triton.partition.partitioner import DeclinedOpsError
 from cuda_triton.preprocess import kernels
 from cuda_triton.serialization.blob import deserialize
 from executorch.exir import to_edge, to_edge_transform_and_lower
@@ -160,7 +160,7 @@ class Float64Same(nn.Module):
 
 def test_declined_preserved_ops_do_not_break_lowering(fake_compile):
     # Computed weight: the planner says REQUIRED, the partitioner keeps it on the CPU (it owns only constants).
-    edge, report = _lower(ComputedWeight(), (torch.randn(1, 4, 8, 8),), "transform_and_lower")
+    edge, report = _lower(ComputedWeight(), (torch.randn(1, 4, 8, 8),), "transform_and_lower", strict=False)
     by_decision = {d.node: d for d in report.decisions}
     assert report.num_convs == 2 and report.num_delegated == 1, report.format()
     kept = [d for d in by_decision.values() if not d.delegated]
@@ -172,15 +172,18 @@ def test_declined_preserved_ops_do_not_break_lowering(fake_compile):
 
     # float64: no template handles it; the preserved conv1d.padding / conv_transpose1d decompose instead.
     model = Float64Same().double()
-    edge, report = _lower(model, (torch.randn(1, 3, 16, dtype=torch.float64),), "transform_and_lower")
+    edge, report = _lower(
+        model, (torch.randn(1, 3, 16, dtype=torch.float64),), "transform_and_lower", strict=False
+    )
     assert report.num_delegated == 0 and report.num_convs == 2
     assert all(d.decision == "REFUSED" for d in report.decisions)
     assert len(_remaining_convs(edge)) == 2
     assert edge.to_executorch().buffer
 
 
-def test_declined_by_worth_routing(fake_compile, monkeypatch):
-    """A template that declines (worth_routing False) leaves the node decomposed and lowering intact."""
+def test_a_conv_not_worth_routing_is_still_delegated(fake_compile, monkeypatch):
+    """DECLINED (a platform convolution would be faster) still runs in the delegate: in an ExecuTorch program
+    the alternative is the CPU."""
     template = get_template("implicit_gemm")
     monkeypatch.setattr(type(template), "worth_routing", lambda self, problem: False)
     model = nn.Sequential(
@@ -189,18 +192,19 @@ def test_declined_by_worth_routing(fake_compile, monkeypatch):
     edge, report = _lower(model, (torch.randn(1, 3, 12, 12),), "transform_and_lower")
     decisions = [d.decision for d in report.decisions]
     assert decisions == ["DECLINED", "REQUIRED"], report.format()
-    assert report.num_delegated == 1
-    assert len(_remaining_convs(edge)) == 1
+    assert report.num_delegated == 2
+    assert _remaining_convs(edge) == []
     assert edge.to_executorch().buffer
 
 
-def test_strict_planning_raises_for_required_convs_it_cannot_delegate(fake_compile):
-    with pytest.raises(ConvRoutingError, match="computed in the graph"):
-        _lower(ComputedWeight(), (torch.randn(1, 4, 8, 8),), "to_backend", strict=True)
-    with pytest.raises(ConvRoutingError):
-        _lower(
-            Float64Same().double(), (torch.randn(1, 3, 16, dtype=torch.float64),), "to_backend", strict=True
-        )
+@pytest.mark.parametrize("api", ["to_backend", "transform_and_lower"])
+def test_strict_by_default_fails_on_ops_the_delegate_declines(fake_compile, api):
+    """strict is on by default: a convolution the conv family declines fails the export, naming it and why."""
+    with pytest.raises(DeclinedOpsError, match="computed in the graph") as info:
+        _lower(ComputedWeight(), (torch.randn(1, 4, 8, 8),), api)
+    assert len(info.value.declined) == 1 and "strict=False" in str(info.value)
+    with pytest.raises(DeclinedOpsError, match="float64"):
+        _lower(Float64Same().double(), (torch.randn(1, 3, 16, dtype=torch.float64),), api)
 
 
 # ---- pad folding ---------------------------------------------------------------------------------------------
@@ -359,7 +363,7 @@ class Unbatched(nn.Module):
 
 @pytest.mark.parametrize("api", ["to_backend", "transform_and_lower"])
 def test_unusual_graphs_lower(api, fake_compile):
-    edge, report = _lower(ConstantInput(), (torch.randn(1, 4, 6, 6),), api)
+    edge, report = _lower(ConstantInput(), (torch.randn(1, 4, 6, 6),), api, strict=False)
     (d,) = report.decisions
     assert not d.delegated and "constant of the program" in d.reason
     assert edge.to_executorch().buffer

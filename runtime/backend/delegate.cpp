@@ -30,6 +30,12 @@ ScalarType scalar_type_of(DType t) {
       return ScalarType::Float;
     case DType::kF64:
       return ScalarType::Double;
+    case DType::kI32:
+      return ScalarType::Int;
+    case DType::kI64:
+      return ScalarType::Long;
+    case DType::kBool:
+      return ScalarType::Bool;
   }
   return ScalarType::Float;
 }
@@ -207,19 +213,10 @@ Status DelegateProgram::load_kernels(const NamedDataMap* data_map, int smem_opti
 }
 
 Status DelegateProgram::check_layouts() const {
-  // Every op's output layout, recomputed with the generated rule from its planned input, must be the planned
-  // output (execute checks the tensors ExecuTorch hands over against the plan).
-  const Blob& b = blob_;
-  for (uint32_t o = 0; o < b.ops.size(); ++o) {
-    const OpRecord& op = b.ops[o];
-    const ValueRecord& in = b.values[op.input];
-    const ValueRecord& out = b.values[op.output];
-    std::vector<int64_t> sizes, strides;
-    CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
-    if (!same_layout(sizes, strides, out.sizes, out.strides)) {
-      return Status(Code::kInvalidProgram, "op " + std::to_string(o) + ": output layout " + dims_to_string(sizes) +
-                                               "/" + dims_to_string(strides) + " differs from the plan");
-    }
+  // Every op's output layout, recomputed with its kind's generated shape rule from its planned inputs, must be
+  // the planned output (execute checks the tensors ExecuTorch hands over against the plan).
+  for (size_t o = 0; o < blob_.ops.size(); ++o) {
+    CT_RETURN_IF_ERROR(check_op_output_layout(blob_, o));
   }
   return Status::Ok();
 }

@@ -8,8 +8,8 @@ key                 value (UTF-8 bytes)              meaning
 =================== ================================ ==========================================================
 ``archs``           ``"80,90"``                      SM architectures to compile every kernel for (8.x -> 80,
                                                      9.0 -> 90, an sm_90a cubin)
-``strict``          ``"0"`` / ``"1"``                strict planning: a convolution only Triton can run on the
-                                                     GPU (REQUIRED) that cannot be routed fails the export
+``strict``          ``"0"`` / ``"1"``                fail the export when an op family of the delegate declines
+                                                     one of its ops (default 1); 0 leaves such ops on the CPU
 ``allow_tf32``      ``"0"`` / ``"1"``                fp32 convolutions may use TF32 tensor cores
 ``tf32_on_fp16``    ``"0"`` / ``"1"``                ... and may run them at TF32 precision on fp16 tensor
                                                      cores, scaled by powers of two (F16_MMA schedules)
@@ -83,8 +83,9 @@ class CudaTritonOptions:
 
     Args:
         archs: SM architectures every kernel is compiled for (default sm_80 and sm_90a).
-        strict: fail the export when a convolution that only Triton can run on the GPU cannot be routed;
-            otherwise it stays on the CPU with the planner's reason logged.
+        strict: fail the export when an op family of the delegate declines one of its ops (a convolution with a
+            computed weight, an unsupported dtype, ...), naming each and why; off leaves such ops on the CPU
+            with the reason in the partition report. Ops that no family takes stay on the CPU either way.
         allow_tf32: fp32 convolutions may use TF32 tensor cores (PyTorch's cuDNN default is on).
         tf32_on_fp16: with allow_tf32, compute-heavy fp32 convolutions may run on fp16 tensor cores at TF32's
             precision, each operand scaled by a power of two (``conv/templates/_f16_mma.py``); off keeps
@@ -98,7 +99,7 @@ class CudaTritonOptions:
     """
 
     archs: tuple[int, ...] = DEFAULT_ARCHS
-    strict: bool = False
+    strict: bool = True
     allow_tf32: bool = True
     tf32_on_fp16: bool = True
     fold_batch_norm: bool = True

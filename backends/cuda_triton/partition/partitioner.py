@@ -1,19 +1,21 @@
-"""`CudaTritonPartitioner`: which convolutions of an edge program the CUDA Triton delegate takes.
+"""`CudaTritonPartitioner`: which ops of an edge program the CUDA Triton delegate takes.
 
 Usable with both lowering APIs::
 
     to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner()])
     to_edge(ep).to_backend(CudaTritonPartitioner())
 
-For every convolution node it asks the routing planner (`cuda_triton.conv.routing.plan`, planning for a CUDA
-target: example inputs live on the CPU at export) and delegates what is ROUTED or REQUIRED, provided the
-weight and bias are constants of the program (the delegate owns them; `tag_constant_data` tags them).
+Each op node is asked of its family's partition config (`cuda_triton.partition.config`: convolution,
+elementwise, pooling, GEMM, data movement, ...), among the families the preprocess drafts
+(`cuda_triton.preprocess.families`). A convolution is taken when the routing planner
+(`cuda_triton.conv.routing.plan`, planning for a CUDA target) finds a template for it and its weight and bias are
+constants of the program (the delegate owns them; `tag_constant_data` tags them).
 
-* ``ops_to_not_decompose`` keeps the convolution overloads that carry what the core decomposition loses (string
-  padding, the transposed overloads, unbatched forms), with a filter (the check_op_support form) that answers
-  True only for nodes this partitioner will really delegate, so a preserved op is never left undelegated
-  (lowering would raise). When every such node will be delegated the filter is omitted, which selects
-  ExecuTorch's cheaper decomposition path with the same outcome.
+* ``ops_to_not_decompose`` keeps the overloads the families ask for (the convolution overloads that carry what
+  the core decomposition loses: string padding, the transposed overloads, unbatched forms), with a filter (the
+  check_op_support form) that answers True only for nodes this partitioner will really delegate, so a preserved
+  op is never left undelegated (lowering would raise). When every such node will be delegated the filter is
+  omitted, which selects ExecuTorch's cheaper decomposition path with the same outcome.
 * A zero ``constant_pad_nd`` that pads only spatial dims and whose every user is a delegated convolution that
   can fold it (how plain ``to_edge`` spells asymmetric 'same' and causal padding) joins the partition; the
   preprocess folds it into padding_before/after (`cuda_triton._passes.pad_fold`, shared by both).
@@ -27,14 +29,17 @@ weight and bias are constants of the program (the delegate owns them; `tag_const
   decomposition and lowering (~3 s of a warm ResNet-50 export). ``fold_batch_norm=False`` turns both off.
 * Connected delegated nodes form one partition (`CapabilityBasedPartitioner`), so intermediates stay on the
   GPU; it also merges independent ones where no cycle results.
-* Every convolution left on the CPU is logged with the planner's reason; `last_report` keeps the full table.
+* ``strict`` (the default) fails the export with `DeclinedOpsError` when a family declines one of its ops
+  (naming each node, its source and why); ``strict=False`` leaves such ops on the CPU. Ops that no family takes
+  stay on the CPU either way. `last_report` lists every op's verdict, per family, and why each CPU op stays.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -46,103 +51,37 @@ from torch.fx import Node
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from .. import backend  # noqa: F401  (ExecuTorch finds CudaTritonBackend among loaded BackendDetails classes)
 from .._passes.batch_norm_fold import BatchNormFold, batch_norm_fold, batch_norm_follows
+from .._passes.constant_fold import foldable_nodes
 from .._passes.fold_batch_norms_in_program import fold_batch_norms_in_program, folded_batch_norm_of
 from .._passes.pad_fold import PadFold, is_pad_node, pad_fold, pad_users_ok
 from ..conv.binding import aten_overload, is_conv_node
 from ..conv.node_source import describe_node, module_path
-from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, plan
+from ..conv.routing import RoutingPlan
+from ..preprocess.families import DRAFTED_FAMILIES
 from ..utils.conv import conv_problem
 from ..utils.graph import constant_names, tensor_val
+from .config import ConfigTable, ConvConfig, OpConfig, PartitionContext, configs_for
+from .config.conv import PRESERVED_OVERLOADS
 from .options import CudaTritonOptions
+from .report import ConvDecision, OpDecision, PartitionReport
 
 logger = logging.getLogger("cuda_triton.partition")
 
 BACKEND_ID = "CudaTritonBackend"  # the BackendDetails subclass name = the runtime's registration name
-aten = torch.ops.aten
-
-# Overloads kept from decomposition (with the filter below). convolution.default is not in the default
-# decomposition table (listing it would be a no-op) and _convolution/conv_tbc never appear by default.
-PRESERVED_OVERLOADS: tuple[torch._ops.OpOverload, ...] = (
-    aten.conv1d.default,
-    aten.conv2d.default,
-    aten.conv3d.default,
-    aten.conv1d.padding,
-    aten.conv2d.padding,
-    aten.conv3d.padding,
-    aten.conv_transpose1d.default,
-    aten.conv_transpose2d.input,
-    aten.conv_transpose3d.input,
-)
 
 
-@dataclass
-class ConvDecision:
-    """The partitioner's verdict on one convolution node."""
+class DeclinedOpsError(RuntimeError):
+    """Strict partitioning met ops that a family of the delegate takes but declined (each named, with why)."""
 
-    node: str
-    target: str
-    decision: str  # ROUTED / REQUIRED / DECLINED / REFUSED
-    delegated: bool
-    reason: str
-    template: str | None = None
-    module: str | None = None
-    folded_pad: str | None = None  # name of the constant_pad_nd folded into this conv
-    pad_note: str = ""  # why an input pad was not folded
-    folded_batch_norm: str | None = None  # name of the batch norm folded into this conv
-    bn_note: str = ""  # why the batch norm after it was not folded
-    tag: str | None = None
-
-
-@dataclass
-class PartitionReport:
-    """What one `partition()` call did: a decision per convolution and the partitions it formed."""
-
-    decisions: list[ConvDecision] = field(default_factory=list)
-    partitions: dict[str, list[str]] = field(default_factory=dict)  # tag -> node names
-
-    @property
-    def num_convs(self) -> int:
-        return len(self.decisions)
-
-    @property
-    def num_delegated(self) -> int:
-        return sum(d.delegated for d in self.decisions)
-
-    @property
-    def left_on_cpu(self) -> list[ConvDecision]:
-        return [d for d in self.decisions if not d.delegated]
-
-    def counts(self) -> dict[str, int]:
-        """Convolutions per outcome: ROUTED/REQUIRED (delegated), DECLINED/REFUSED, KEPT (routable, not owned)."""
-        out: dict[str, int] = {}
-        for d in self.decisions:
-            key = d.decision if d.delegated or d.decision in ("DECLINED", "REFUSED") else "KEPT"
-            out[key] = out.get(key, 0) + 1
-        return out
-
-    def summary(self) -> str:
-        c = self.counts()
-        parts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(c.items()))
-        pads = sum(d.folded_pad is not None for d in self.decisions)
-        bns = sum(d.folded_batch_norm is not None for d in self.decisions)
-        return (
-            f"{self.num_delegated}/{self.num_convs} convolutions delegated in {len(self.partitions)} partition(s)"
-            f" ({parts}{f', {pads} pads folded' if pads else ''}"
-            f"{f', {bns} batch norms folded' if bns else ''})"
+    def __init__(self, declined: list[tuple[Node, str]]) -> None:
+        self.declined = declined
+        lines = [f"  {describe_node(n)}: {why}" for n, why in declined]
+        super().__init__(
+            f"CudaTritonPartitioner (strict): {len(declined)} op(s) the delegate cannot run would stay on the "
+            "CPU:\n" + "\n".join(lines) + "\nPass strict=False to leave them on the CPU."
         )
-
-    def format(self, verbose: bool = False) -> str:
-        lines = [self.summary()]
-        for d in self.decisions:
-            if d.delegated and not verbose:
-                continue
-            where = f" [{d.module}]" if d.module else ""
-            status = f"-> {d.tag}" if d.delegated else "stays on CPU"
-            folded = [n for n in (d.folded_pad, d.folded_batch_norm) if n]
-            extra = f" (folds {', '.join(folded)})" if folded else ""
-            lines.append(f"  {d.node:<24} {d.decision:<9} {status}{extra}{where}: {d.reason}")
-        return "\n".join(lines)
 
 
 class _Supported(OperatorSupportBase):
@@ -154,12 +93,13 @@ class _Supported(OperatorSupportBase):
 
 
 class CudaTritonPartitioner(Partitioner):
-    """Delegates convolutions to ``CudaTritonBackend`` (AOT-compiled Triton kernels on NVIDIA GPUs).
+    """Delegates the ops of an edge program to ``CudaTritonBackend`` (AOT-compiled Triton kernels on NVIDIA GPUs).
 
     Args:
-        options: a `CudaTritonOptions` (archs, strict planning, TF32, tuning table, external weights tag,
-            target device); or give the same fields as keyword arguments.
+        options: a `CudaTritonOptions` (archs, strict, TF32, tuning table, external weights tag, target device);
+            or give the same fields as keyword arguments.
         compile_specs: raw compile specs instead (decoded with `CudaTritonOptions.from_compile_specs`).
+        configs: the op families' partition configs to use (default: one per family the preprocess drafts).
     """
 
     def __init__(
@@ -167,6 +107,7 @@ class CudaTritonPartitioner(Partitioner):
         options: CudaTritonOptions | None = None,
         *,
         compile_specs: list[CompileSpec] | None = None,
+        configs: Sequence[OpConfig] | None = None,
         **option_fields: Any,
     ) -> None:
         super().__init__()
@@ -180,6 +121,9 @@ class CudaTritonPartitioner(Partitioner):
             raise ValueError("give either a CudaTritonOptions or its fields as keyword arguments, not both")
         self.options = options
         self.delegation_spec = DelegationSpec(BACKEND_ID, options.compile_specs())
+        self.table = ConfigTable(configs if configs is not None else configs_for(DRAFTED_FAMILIES))
+        conv = self.table.family("conv")
+        self.conv_config = conv if isinstance(conv, ConvConfig) else None
         self.reports: list[PartitionReport] = []
         self._prefetched: set = set()  # ConvProblems whose kernels were submitted for compilation
 
@@ -187,51 +131,27 @@ class CudaTritonPartitioner(Partitioner):
     def last_report(self) -> PartitionReport | None:
         return self.reports[-1] if self.reports else None
 
-    # -- planning -----------------------------------------------------------------------------------------
-    def _plan(self, node: Node) -> RoutingPlan:
-        return plan(
-            node,
-            target_device=self.options.target_device or "cuda",
-            strict=self.options.strict,
-            allow_tf32=self.options.allow_tf32,
-        )
+    # -- verdicts -----------------------------------------------------------------------------------------
+    def _context(self, ep: ExportedProgram) -> PartitionContext:
+        return PartitionContext(ep, frozenset(constant_names(ep)), self.options)
 
-    def _verdict(self, node: Node, constants: set[str]) -> tuple[bool, RoutingPlan, str]:
-        """(delegate?, the plan, the reason to report)."""
-        p = self._plan(node)
-        if not p.delegated:
-            return False, p, p.reason
-        assert p.args is not None
-        x = p.args.input
-        if x.op == "placeholder" and x.name in constants:
-            why = (
-                f"its input is a constant of the program ('{x.name}'); the delegate reads its inputs from the "
-                "program's tensors, so the convolution stays on the CPU"
-            )
-            if self.options.strict and p.decision is Decision.REQUIRED:
-                raise ConvRoutingError([(node, _with_reason(p, why))])
-            return False, p, why
-        for what, arg in (("weight", p.args.weight), ("bias", p.args.bias)):
-            if arg is None:
-                continue
-            if arg.op != "placeholder" or arg.name not in constants:
-                why = (
-                    f"its {what} is computed in the graph (node '{arg.name}'), but the delegate owns only constant "
-                    "weights (parameters, buffers or lifted constants)"
-                )
-                if self.options.strict and p.decision is Decision.REQUIRED:
-                    raise ConvRoutingError([(node, _with_reason(p, why))])
-                return False, p, why
-        return True, p, p.reason
+    def _conv_verdict(self, node: Node, ctx: PartitionContext) -> tuple[bool, RoutingPlan, str]:
+        """(delegate?, the plan, the reason to report) for a convolution."""
+        assert self.conv_config is not None
+        verdict, p = self.conv_config.plan(node, ctx)
+        return verdict.ok, p, verdict.reason
+
+    def _will_delegate_conv(self, node: Node, ctx: PartitionContext) -> bool:
+        return self.conv_config is not None and self._conv_verdict(node, ctx)[0]
 
     # -- ExecuTorch hooks ---------------------------------------------------------------------------------
     def transform_for_pre_decomposition(self, exported_program: ExportedProgram) -> ExportedProgram:
         """Fold the inference batch norms after convolutions this partitioner delegates (a new program)."""
-        if not self.options.fold_batch_norm:
+        if not self.options.fold_batch_norm or self.conv_config is None:
             return exported_program
-        constants = constant_names(exported_program)
+        ctx = self._context(exported_program)
         ep, folded = fold_batch_norms_in_program(
-            exported_program, lambda conv, _args: self._verdict(conv, constants)[0]
+            exported_program, lambda conv, _args: self._will_delegate_conv(conv, ctx)
         )
         if folded:
             logger.info("CudaTritonPartitioner: %d batch norms folded before decomposition", len(folded))
@@ -240,35 +160,42 @@ class CudaTritonPartitioner(Partitioner):
     def ops_to_not_decompose(
         self, ep: ExportedProgram
     ) -> tuple[list[torch._ops.OpOverload], Callable[[Node], bool] | None]:
-        """The convolution overloads to keep, and the check that keeps only nodes this partitioner delegates.
+        """The overloads the families keep, and the check that keeps only nodes this partitioner delegates.
 
-        When every convolution of ``ep`` with a preserved overload will be delegated, the check would answer
-        True for each of them, so it is left out (None): ExecuTorch then takes its cheaper path (one
-        decomposition pass instead of three, with the same result). Otherwise the check filters node by node.
+        When every node of ``ep`` with a preserved overload will be delegated, the check would answer True for
+        each of them, so it is left out (None): ExecuTorch then takes its cheaper path (one decomposition pass
+        instead of three, with the same result). Otherwise the check filters node by node.
         """
-        constants = constant_names(ep)
-        preserved = set(PRESERVED_OVERLOADS)
+        ctx = self._context(ep)
+        preserved = set(self.table.preserved)
 
         def will_delegate(node: Node) -> bool:
             if node.op != "call_function" or aten_overload(node.target) not in preserved:
                 return False
-            return self._verdict(node, constants)[0]
+            if is_conv_node(node):
+                return self._will_delegate_conv(node, ctx)
+            config = self.table.config_for(node)
+            return config is not None and config.check(node, ctx).ok
 
         problems = []
         all_delegated = True
         for node in ep.graph_module.graph.nodes:
-            if not is_conv_node(node):
+            if node.op != "call_function":
                 continue
-            ok, p, _ = self._verdict(node, constants)  # strict planning raises here
-            if ok and p.problem is not None:
-                problem = p.problem
-                if self._folds_batch_norms(p) and batch_norm_follows(node):
-                    problem = replace(problem, has_bias=True)  # what the fold will compile
-                problems.append(problem)
-            if aten_overload(node.target) in preserved and not ok:
+            target = aten_overload(node.target)
+            if is_conv_node(node) and self.conv_config is not None:
+                ok, p, _ = self._conv_verdict(node, ctx)
+                if ok and p.problem is not None:
+                    problem = p.problem
+                    if self._folds_batch_norms(p) and batch_norm_follows(node):
+                        problem = replace(problem, has_bias=True)  # what the fold will compile
+                    problems.append(problem)
+                if target in preserved and not ok:
+                    all_delegated = False
+            elif target in preserved and not will_delegate(node):
                 all_delegated = False
         self._prefetch_problems(problems)
-        return list(PRESERVED_OVERLOADS), (None if all_delegated else will_delegate)
+        return list(preserved), (None if all_delegated else will_delegate)
 
     def _folds_batch_norms(self, p: RoutingPlan) -> bool:
         return self.options.fold_batch_norm and p.args is not None and not p.args.transposed
@@ -287,29 +214,50 @@ class CudaTritonPartitioner(Partitioner):
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         ep = exported_program
         gm = ep.graph_module
-        constants = constant_names(ep)
+        ctx = self._context(ep)
+        constants = set(ctx.constants)
         report = PartitionReport()
 
         delegated: dict[Node, RoutingPlan] = {}
         decisions: dict[Node, ConvDecision] = {}
+        op_decisions: dict[Node, OpDecision] = {}
+        taken: set[Node] = set()  # non-convolution ops a family takes, with their companions
+        declined: list[tuple[Node, str]] = []
         for node in gm.graph.nodes:
-            if not is_conv_node(node):
+            if node.op != "call_function" or node.target is operator.getitem:
                 continue
-            ok, p, reason = self._verdict(node, constants)
-            d = ConvDecision(
-                node=node.name,
-                target=str(aten_overload(node.target)),
-                decision=p.decision.name,
-                delegated=ok,
-                reason=reason,
-                template=p.template,
-                module=module_path(node),
-                folded_batch_norm=folded_batch_norm_of(node) if ok else None,
+            config = self.table.config_for(node)
+            if is_conv_node(node) and self.conv_config is not None:
+                ok, p, reason = self._conv_verdict(node, ctx)
+                d = ConvDecision(
+                    node=node.name,
+                    target=str(aten_overload(node.target)),
+                    decision=p.decision.name,
+                    delegated=ok,
+                    reason=reason,
+                    template=p.template,
+                    module=module_path(node),
+                    folded_batch_norm=folded_batch_norm_of(node) if ok else None,
+                )
+                decisions[node] = d
+                report.decisions.append(d)
+                if ok:
+                    delegated[node] = p
+                family: str | None = "conv"
+            elif config is not None:
+                verdict = config.check(node, ctx)
+                ok, reason, family = verdict.ok, verdict.reason, config.family
+                if ok:
+                    taken.add(node)
+                    taken.update(config.companions(node))
+            else:
+                ok, family = False, None
+                reason = f"no op family of the delegate takes {aten_overload(node.target)}"
+            op_decisions[node] = OpDecision(
+                node.name, str(aten_overload(node.target)), family, ok, reason, module_path(node)
             )
-            decisions[node] = d
-            report.decisions.append(d)
-            if ok:
-                delegated[node] = p
+            if family is not None and not ok:
+                declined.append((node, reason))
 
         # Pads that every user folds join the partition.
         folds: dict[Node, PadFold] = {}
@@ -335,16 +283,23 @@ class CudaTritonPartitioner(Partitioner):
                 elif why:
                     decisions[node].bn_note = why
 
+        # Constant computations join when every user is delegated (the preprocess folds them into constants).
+        for node in reversed(foldable_nodes(gm.graph, constants)):
+            if node.users and all(u in taken for u in node.users):
+                taken.add(node)
+                d = op_decisions[node]
+                d.delegated, d.family, d.reason = True, "constant", "computed from constants at export"
+
         def bn_nodes() -> set[Node]:
             return {n for f in bn_folds.values() for n in (f.bn, f.output)}
 
-        supported = set(delegated) | pads | bn_nodes()
+        supported = set(delegated) | taken | pads | bn_nodes()
         partitions = self._propose(gm, supported)
         # A folded pad must share its partition with all its users, a folded batch norm (and its getitem) with
         # its convolution; otherwise keep them on the CPU and retry.
         while True:
             where = {n: i for i, part in enumerate(partitions) for n in part}
-            split = {pad for pad in pads if any(where.get(u) != where.get(pad) for u in pad.users)}
+            split = {pad for pad in pads - taken if any(where.get(u) != where.get(pad) for u in pad.users)}
             split_bn = {
                 conv
                 for conv, f in bn_folds.items()
@@ -356,8 +311,17 @@ class CudaTritonPartitioner(Partitioner):
             for conv in split_bn:
                 decisions[conv].bn_note = "the batch norm could not share the convolution's partition"
                 del bn_folds[conv]
-            supported = set(delegated) | pads | bn_nodes()
+            supported = set(delegated) | taken | pads | bn_nodes()
             partitions = self._propose(gm, supported)
+
+        folded = pads | bn_nodes()
+        for node in folded:
+            if node in op_decisions:
+                d = op_decisions[node]
+                d.delegated, d.family, d.reason = True, "conv", "folded into the convolution next to it"
+        declined = [(n, why) for n, why in declined if not op_decisions[n].delegated and n not in folded]
+        if self.options.strict and declined:
+            raise DeclinedOpsError(declined)
 
         for i, part in enumerate(partitions):
             tag = f"cuda_triton_{i}"
@@ -365,6 +329,8 @@ class CudaTritonPartitioner(Partitioner):
                 n.meta["delegation_tag"] = tag
                 if n in decisions:
                     decisions[n].tag = tag
+                if n in op_decisions:
+                    op_decisions[n].tag = tag
             report.partitions[tag] = [n.name for n in part]
         for node, fold in folds.items():
             if fold.pad in pads:
@@ -375,11 +341,12 @@ class CudaTritonPartitioner(Partitioner):
                 ].pad_note = "its input pad has users outside the delegate, so it runs on the CPU"
         for node, bn_fold in bn_folds.items():
             decisions[node].folded_batch_norm = bn_fold.bn.name
+        report.ops = list(op_decisions.values())
         tag_constant_data(ep)
         self._prefetch(delegated, folds, pads, bn_folds)
 
         self.reports.append(report)
-        self._log(report, {d.node: n for n, d in decisions.items()})
+        self._log(report, {d.node: n for n, d in op_decisions.items()})
         return PartitionResult(
             tagged_exported_program=ep,
             partition_tags={tag: self.delegation_spec for tag in report.partitions},
@@ -429,15 +396,13 @@ class CudaTritonPartitioner(Partitioner):
                 logger.info("%s: batch norm after it not folded: %s", d.node, d.bn_note)
 
 
-def _with_reason(p: RoutingPlan, reason: str) -> RoutingPlan:
-    return replace(p, decision=Decision.REFUSED, reason=reason)
-
-
 __all__ = [
     "BACKEND_ID",
+    "PRESERVED_OVERLOADS",
     "ConvDecision",
     "CudaTritonPartitioner",
-    "PRESERVED_OVERLOADS",
+    "DeclinedOpsError",
+    "OpDecision",
     "PartitionReport",
     "is_pad_node",
 ]

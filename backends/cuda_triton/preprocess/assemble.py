@@ -7,7 +7,15 @@ from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import PreprocessResult
 
 from ..kernel.aot import CompiledKernel, abi_types
-from ..serialization.blob import DelegateBlob, KernelRecord, LaunchRecord, OpRecord, named_cubins, serialize
+from ..serialization import (
+    DelegateBlob,
+    KernelRecord,
+    LaunchRecord,
+    OpRecord,
+    named_cubins,
+    plan_arena,
+    serialize,
+)
 from .draft import CudaTritonPreprocessError, Draft
 from .stats import PreprocessStats
 
@@ -57,7 +65,7 @@ def assemble(
         kernels=table,
         ops=ops,
     )
-    data = serialize(blob)
+    data = serialize(plan_arena(blob))  # intermediates placed in one device arena by lifetime
 
     store = NamedDataStore()
     for rec, payload in zip(draft.constants, draft.constant_data, strict=True):

@@ -13,7 +13,7 @@ from ..conv.binding import ConvArgs, bind_conv
 from ..conv.compile_pool import CompileJob
 from ..conv.params import ConvParams
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
-from ..serialization.blob import ConstantRef, NullPtr, OpRecord, Scalar, ValueRecord, ValueRef
+from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
 from ..utils.conv import conv_problem
 from ..utils.graph import constant_names, tensor_val
 from . import kernels
@@ -25,6 +25,7 @@ from .draft import (
     add_constant,
     contiguous_strides,
     describe,
+    profiling_name,
     value_record,
 )
 from .schedule import TuningLookup, choose_schedule
@@ -96,7 +97,9 @@ def draft_conv(
     draft.values.append(record)
     in_value, out_value = value_of[source], value_of[result]
 
-    op = OpRecord(
+    pad = args.input if is_pad_node(args.input) else None
+    op = ConvRecord(
+        name=profiling_name(node, [pad, node, None if bn_fold is None else bn_fold.bn]),
         stride=list(params.stride),
         padding_before=list(params.padding_before),
         padding_after=list(params.padding_after),

@@ -15,7 +15,7 @@ from torch.fx import Node
 
 from ..kernel.launch import KernelLaunch
 from ..partition.options import CudaTritonOptions
-from ..serialization.blob import ConstantRecord, OpRecord, ValueRecord
+from ..serialization import MAX_NAME, ConstantRecord, OpRecord, ValueRecord
 from ..utils.graph import tensor_val
 
 BLOB_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
@@ -60,6 +60,13 @@ def describe(node: Node) -> str:
     return describe_node(node)
 
 
+def profiling_name(node: Node, covered: list[Node | None]) -> str:
+    """An op record's profiling name: the node, then the edge ops the record computes (``conv2d: aten.convolution.
+    default+aten._native_batch_norm_legit_no_training.default``)."""
+    ops = "+".join(str(getattr(n.target, "__name__", n.target)) for n in covered if n is not None)
+    return "".join(ch if " " <= ch <= "~" else "?" for ch in f"{node.name}: {ops}")[:MAX_NAME]
+
+
 def blob_dtype(t: torch.Tensor, what: str) -> str:
     if t.dtype not in BLOB_DTYPES:
         raise CudaTritonPreprocessError(f"{what} has dtype {t.dtype}, which the delegate does not handle")
@@ -80,7 +87,7 @@ def add_constant(draft: Draft, t: torch.Tensor, what: str) -> int:
     if hit is not None:
         return hit
     draft.constant_index[key] = len(draft.constants)
-    draft.constants.append(ConstantRecord(key, len(data), dtype, [int(s) for s in t.shape]))
+    draft.constants.append(ConstantRecord.of_bytes(key, dtype, [int(s) for s in t.shape], data))
     draft.constant_data.append(data)
     return len(draft.constants) - 1
 

@@ -1,0 +1,156 @@
+"""What every op family's partition config is: the edge ops it takes and a check that says yes, or no and why.
+
+A config is one small class per op family, like the XNNPACK backend's ``partition/config``: ``targets`` names the
+ATen overloads of the edge ops it takes; `OpConfig.check` looks at one node of the edge program (dtypes, shapes,
+layouts, constants) and returns a `Verdict` with the reason when it declines. ``companions`` names the nodes that
+must join the partition with an accepted node (the ``getitem`` that reads a multi-output op's result), and
+``preserved`` the ATen overloads ``to_edge_transform_and_lower`` must keep from decomposition for the family.
+
+The partitioner asks the config of each node's target (`partition/config/__init__.py` registers them); a node
+whose target no config takes stays on the CPU with that reason.
+"""
+
+from __future__ import annotations
+
+import operator
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx import Node
+from torch.fx.operator_schemas import normalize_function
+
+from ...conv.binding import aten_overload
+from ..options import CudaTritonOptions
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A config's answer for one node: taken, or declined with the reason."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @staticmethod
+    def yes(reason: str = "") -> Verdict:
+        return Verdict(True, reason)
+
+    @staticmethod
+    def no(reason: str) -> Verdict:
+        return Verdict(False, reason)
+
+
+@dataclass(frozen=True)
+class PartitionContext:
+    """What a check may read besides the node: the program, its constants' placeholder names, the options."""
+
+    ep: ExportedProgram
+    constants: frozenset[str]
+    options: CudaTritonOptions
+
+    def is_constant(self, node: object) -> bool:
+        return isinstance(node, Node) and node.op == "placeholder" and node.name in self.constants
+
+
+class OpConfig(ABC):
+    """One op family's partition config."""
+
+    family: ClassVar[str]
+    targets: ClassVar[tuple[torch._ops.OpOverload, ...]]
+    preserved: ClassVar[tuple[torch._ops.OpOverload, ...]] = ()
+
+    def takes(self, node: Node) -> bool:
+        return node.op == "call_function" and aten_overload(node.target) in self.targets
+
+    @abstractmethod
+    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+        """Whether the delegate runs ``node`` (one of ``targets``), with the reason when it does not."""
+
+    def companions(self, node: Node) -> list[Node]:
+        """Nodes that join the partition with ``node`` when it is taken (none by default)."""
+        return []
+
+
+# ---- binding and checks several families share --------------------------------------------------------------------------
+def bound_arguments(node: Node) -> dict[str, Any]:
+    """The node's arguments by schema name, defaults filled in (trailing defaults are dropped from node.args)."""
+    op = aten_overload(node.target)
+    bound = normalize_function(op, tuple(node.args), dict(node.kwargs), normalize_to_only_use_kwargs=True)
+    if bound is None:
+        raise ValueError(f"the arguments of '{node.name}' do not match {op}'s schema")
+    # normalize_function names a schema's ``self`` "input"; give the schema's own names back (same order).
+    names = [a.name for a in op._schema.arguments]
+    return dict(zip(names, bound.kwargs.values(), strict=True))
+
+
+def tensor_meta(node: object) -> torch.Tensor | None:
+    """A node's recorded tensor value (fake), or None when it is not a tensor node."""
+    if not isinstance(node, Node):
+        return None
+    v = node.meta.get("val")
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def static_tensor(what: str, node: object) -> tuple[torch.Tensor | None, str]:
+    """(value, "") for a tensor node with static sizes and strides, else (None, why not)."""
+    v = tensor_meta(node)
+    if v is None:
+        return None, f"its {what} is not a tensor with a recorded value"
+    try:
+        [int(s) for s in v.shape]
+        [int(s) for s in v.stride()]
+    except Exception:  # a symbolic size or stride
+        return None, f"its {what} has symbolic sizes or strides"
+    return v, ""
+
+
+def float_inputs(node: Node, tensors: list[tuple[str, object]]) -> Verdict:
+    """Every named tensor has static shapes and one of the float dtypes the kernels take.
+
+    Mixed dtypes are the family's to judge (an elementwise chain computes in fp32 and rounds once, so a 0-dim
+    fp32 constant next to an fp16 tensor is fine; ATen's promotion gives the output dtype the node records).
+    """
+    for what, arg in tensors:
+        v, why = static_tensor(what, arg)
+        if v is None:
+            return Verdict.no(why)
+        if v.dtype not in FLOAT_DTYPES:
+            return Verdict.no(
+                f"its {what} has dtype {v.dtype}; the kernels take float32, float16 and bfloat16"
+            )
+    return Verdict.yes()
+
+
+def only_first_output_used(node: Node) -> Verdict:
+    """A multi-output op read only through ``getitem(node, 0)`` (e.g. a max pool's indices unused)."""
+    for user in node.users:
+        if user.op != "call_function" or user.target is not operator.getitem or user.args[1] != 0:
+            return Verdict.no(
+                f"its output {user.args[1] if len(user.args) > 1 else '?'} is used by '{user.name}'"
+            )
+    return Verdict.yes()
+
+
+def first_output_readers(node: Node) -> list[Node]:
+    return [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
+
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "bound_arguments",
+    "OpConfig",
+    "PartitionContext",
+    "Verdict",
+    "first_output_readers",
+    "float_inputs",
+    "only_first_output_used",
+    "static_tensor",
+    "tensor_meta",
+]

@@ -1,0 +1,85 @@
+"""The GEMM family's partition config: addmm, mm, bmm and linear.
+
+`gemm_spec` binds a node to the family's `GemmSpec` (TF32 as the options allow, the output strides the node
+records). Operands may be program constants (a linear layer's weight, owned by the delegate) or tensors.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch.fx import Node
+
+from ...conv.binding import aten_overload
+from ...ops.gemm import GemmSpec
+from ...ops.tensor_meta import TensorMeta
+from .base import OpConfig, PartitionContext, Verdict, bound_arguments, float_inputs, static_tensor
+
+aten = torch.ops.aten
+GEMM_OPS = (aten.addmm.default, aten.mm.default, aten.bmm.default, aten.linear.default)
+
+
+def gemm_operands(node: Node) -> list[Node | None]:
+    """The tensor nodes behind the spec's roles "in0", "in1", "in2" (argument order; None for an absent bias)."""
+    op = aten_overload(node.target)
+    args = bound_arguments(node)
+    if op is aten.addmm.default:
+        return [args["self"], args["mat1"], args["mat2"]]
+    if op is aten.linear.default:
+        return [args["input"], args["weight"], args.get("bias")]
+    return [args["self"], args["mat2"]]
+
+
+def gemm_spec(node: Node, allow_tf32: bool) -> GemmSpec:
+    """The node's `GemmSpec`; ValueError naming the operand when one is not a static tensor."""
+    op = aten_overload(node.target)
+    args = bound_arguments(node)
+    metas: list[TensorMeta | None] = []
+    for i, operand in enumerate(gemm_operands(node)):
+        if operand is None:
+            metas.append(None)
+            continue
+        v, why = static_tensor(f"operand {i}", operand)
+        if v is None:
+            raise ValueError(why)
+        metas.append(TensorMeta.of(v))
+    if op is aten.addmm.default:
+        bias, a, w = metas
+        assert bias is not None and a is not None and w is not None
+        spec = GemmSpec.addmm(bias, a, w, args.get("beta", 1.0), args.get("alpha", 1.0), allow_tf32)
+    elif op is aten.linear.default:
+        x, w, bias = metas
+        assert x is not None and w is not None
+        spec = GemmSpec.linear(x, w, bias, allow_tf32)
+    elif op in (aten.mm.default, aten.bmm.default):
+        a, w = metas
+        assert a is not None and w is not None
+        spec = (GemmSpec.mm if op is aten.mm.default else GemmSpec.bmm)(a, w, allow_tf32)
+    else:
+        raise ValueError(f"{op} is not a GEMM op of this family")
+    out, why = static_tensor("output", node)
+    if out is None:
+        raise ValueError(why)
+    return spec.with_out_strides(tuple(int(s) for s in out.stride()))
+
+
+class GemmConfig(OpConfig):
+    family = "gemm"
+    targets: ClassVar[tuple[torch._ops.OpOverload, ...]] = GEMM_OPS
+    preserved = (aten.linear.default,)
+
+    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+        operands = [(f"operand {i}", n) for i, n in enumerate(gemm_operands(node)) if n is not None]
+        ok = float_inputs(node, [*operands, ("output", node)])
+        if not ok:
+            return ok
+        try:
+            spec = gemm_spec(node, ctx.options.allow_tf32)
+        except ValueError as e:
+            return Verdict.no(str(e))
+        support = spec.supports()
+        return Verdict.yes() if support else Verdict.no(support.reason)
+
+
+__all__ = ["GEMM_OPS", "GemmConfig", "gemm_operands", "gemm_spec"]
