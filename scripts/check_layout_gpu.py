@@ -689,8 +689,17 @@ def main() -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("check_layout_gpu: no CUDA device (use --dry-run on a CPU machine)", file=sys.stderr)
         return 2
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return run_cases(args, device)
+    finally:  # a caller in the same process (the tests) keeps its own TF32 settings
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def run_cases(args: argparse.Namespace, device: str) -> int:
+    """Every selected case, the JSON and markdown summaries; 0 when every counted case passes."""
     args.out.mkdir(parents=True, exist_ok=True)
 
     cases = [c for c in CASES if args.only in c.name]
