@@ -1,5 +1,6 @@
 // The ExecuTorch BackendInterface for CudaTritonBackend (the Python BackendDetails class of the same name
 // writes the blobs this reads). Registered when the shared library is loaded.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -69,12 +70,18 @@ Error report(const char* where, const Status& st) {
   return to_error(st.code());
 }
 
+// ExecuTorch 1.5.1 hands over a compile spec whose key or value is missing from a (corrupted) program as the
+// address of a field of a null flatbuffer object: a small non-null number. Such a spec is skipped.
+bool plausible_pointer(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) >= 4096;
+}
+
 // The delegate's options from the program's compile specs: "target_device" ("cuda" or "cuda:N") means its inputs
 // and outputs are planned in device memory on that device; absent, they are host memory and device 0 runs it.
 DelegateOptions options_from_specs(ArrayRef<CompileSpec> specs) {
   DelegateOptions options;
   for (const CompileSpec& s : specs) {
-    if (s.key == nullptr || std::strcmp(s.key, "target_device") != 0 || s.value.buffer == nullptr) {
+    if (!plausible_pointer(s.key) || std::strcmp(s.key, "target_device") != 0 || !plausible_pointer(s.value.buffer)) {
       continue;
     }
     const std::string v(static_cast<const char*>(s.value.buffer), s.value.nbytes);

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 
 #include "backend/cuda_triton_backend.h"
 #include "runner/flags.h"
+#include "runner/program_check.h"
 #include "runner/tensor_io.h"
 
 using executorch::extension::Module;
@@ -84,6 +87,9 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
+// Inputs the runner allocates host memory for: above this the program is taken to be corrupted.
+constexpr uint64_t kMaxInputBytes = uint64_t(1) << 34;
+
 bool file_exists(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   return static_cast<bool>(f);
@@ -91,7 +97,21 @@ bool file_exists(const std::string& p) {
 
 }  // namespace
 
+static int runner_main(int argc, char** argv);
+
+// Everything ExecuTorch or the runner throws (a corrupted program can make ExecuTorch's loader ask for absurd
+// allocations) ends as an error message and exit code 1.
 int main(int argc, char** argv) {
+  try {
+    return runner_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return fail("out of host memory (a corrupted program can ask for absurd sizes)");
+  } catch (const std::exception& e) {
+    return fail(std::string("unexpected exception: ") + e.what());
+  }
+}
+
+static int runner_main(int argc, char** argv) {
   executorch::runtime::runtime_init();
   Flags flags;
   flags.define("model_path", "", "the .pte file to run (required)");
@@ -132,6 +152,9 @@ int main(int argc, char** argv) {
   if (!file_exists(model_path)) {
     return fail("cannot open --model_path " + model_path);
   }
+  if (!check_program_file(model_path, &err)) {
+    return fail("loading program " + model_path + ": " + err);
+  }
   if (!data_path.empty() && !file_exists(data_path)) {
     return fail("cannot open --data_path " + data_path);
   }
@@ -156,7 +179,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<Module> module =
       data_path.empty() ? std::make_unique<Module>(model_path, Module::LoadMode::File, std::move(tracer))
                         : std::make_unique<Module>(model_path, data_path, Module::LoadMode::File, std::move(tracer));
-  Error e = module->load();
+  // The flatbuffer verifier runs on the whole program: a corrupted .pte is refused here, not found by a crash.
+  Error e = module->load(executorch::runtime::Program::Verification::InternalConsistency);
   if (e != Error::Ok) {
     return fail("loading program " + model_path, e);
   }
@@ -186,17 +210,21 @@ int main(int argc, char** argv) {
     }
     std::vector<int64_t> sizes(info->sizes().begin(), info->sizes().end());
     std::vector<uint8_t> dim_order(info->dim_order().begin(), info->dim_order().end());
-    std::vector<int64_t> strides = strides_from_dim_order(sizes, dim_order);
     const ScalarType st = info->scalar_type();
     const size_t elem = scalar_size(st);
     if (elem == 0) {
       return fail("input " + std::to_string(i) + " has an unsupported dtype");
     }
-    size_t numel = 1;
-    for (int64_t s : sizes) {
-      numel *= static_cast<size_t>(s);
+    uint64_t nbytes = 0;
+    if (!check_tensor_meta(sizes, dim_order, elem, kMaxInputBytes, &nbytes, &err)) {
+      return fail("input " + std::to_string(i) + " of method '" + method_name + "' " + err);
     }
-    storage[i].assign(std::max<size_t>(numel * elem, 1), 0);
+    std::vector<int64_t> strides = strides_from_dim_order(sizes, dim_order);
+    const size_t numel = static_cast<size_t>(nbytes / elem);
+    if (!files.empty() && !check_input_file(files[i], numel, elem, &err)) {
+      return fail(err);  // before allocating what a corrupted program may claim
+    }
+    storage[i].assign(std::max<size_t>(static_cast<size_t>(nbytes), 1), 0);
     if (files.empty()) {
       if (!fill_random(st, storage[i].data(), numel, rng)) {
         return fail("input " + std::to_string(i) + ": cannot make random data of dtype " + scalar_name(st));
