@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = json.loads(gpu_validate.MANIFEST.read_text())
     programs = programs_from_manifest(gpu_validate.EXPORTS, manifest, args.only)
     runner = Path(args.runner) if args.runner else gpu_validate.build_runner([])
-    gpu = _gpu_name()
+    gpu = gpu_name()
     print(
         f"[faults] {len(programs)} programs, {args.count} corruptions, {args.workers} workers on {gpu}",
         flush=True,
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result["ok"] else 1
 
 
-def _gpu_name() -> str:
+def gpu_name() -> str:
     try:
         r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                            text=True, timeout=30)  # fmt: skip

@@ -13,6 +13,7 @@
 
 #include "backend/cuda_triton_backend.h"
 #include "backend/delegate.h"
+#include "backend/device_runtime.h"
 #include "blob/blob.h"
 #include "cuda/driver.h"
 
@@ -194,6 +195,21 @@ const char* cuda_triton_backend_last_error(void) {
 
 int cuda_triton_backend_registered(void) {
   return cuda_triton::backend_registered() ? 1 : 0;
+}
+
+int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes) {
+  cuda_triton::DeviceRuntime* rt = nullptr;
+  if (!cuda_triton::DeviceRuntime::get(device, &rt).ok()) {
+    return -1;
+  }
+  cuda_triton::ScopedContext scope(rt->context());
+  size_t free_b = 0, total_b = 0;
+  if (!scope.status().ok() || cuda_triton::Driver::get().cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) {
+    return -1;
+  }
+  *free_bytes = free_b;
+  *total_bytes = total_b;
+  return 0;
 }
 
 }  // extern "C"

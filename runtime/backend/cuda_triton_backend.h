@@ -18,4 +18,7 @@ const char* cuda_triton_backend_status(void);
 const char* cuda_triton_backend_last_error(void);
 // 1 if the backend registered itself with ExecuTorch.
 int cuda_triton_backend_registered(void);
+// Free and total memory of CUDA device `device` (cuMemGetInfo in its primary context); 0 on success, -1 when the
+// device cannot be queried.
+int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes);
 }

@@ -24,6 +24,7 @@
 
 #include "backend/cuda_triton_backend.h"
 #include "runner/flags.h"
+#include "runner/load_cycles.h"
 #include "runner/program_check.h"
 #include "runner/tensor_io.h"
 
@@ -125,6 +126,8 @@ static int runner_main(int argc, char** argv) {
   flags.define("method_name", "forward", "the method to run");
   flags.define("etdump_path", "", "write an ETDump trace of the timed executions here");
   flags.define("seed", "0", "seed of the random inputs");
+  flags.define("load_cycles", "0", "after the run: load the program, execute once and destroy it this many times, "
+                                   "printing device and host memory (a leak per load shows as growth)");
   std::string err;
   if (!flags.parse(argc, argv, &err)) {
     std::fprintf(stderr, "cuda_triton_runner: error: %s\n\n%s", err.c_str(), flags.usage(argv[0]).c_str());
@@ -134,13 +137,13 @@ static int runner_main(int argc, char** argv) {
     std::printf("%s", flags.usage(argv[0]).c_str());
     return 0;
   }
-  int64_t num_executions = 0, warmup = 0, seed = 0;
+  int64_t num_executions = 0, warmup = 0, seed = 0, load_cycles = 0;
   if (!flags.integer("num_executions", &num_executions, &err) || !flags.integer("warmup", &warmup, &err) ||
-      !flags.integer("seed", &seed, &err)) {
+      !flags.integer("seed", &seed, &err) || !flags.integer("load_cycles", &load_cycles, &err)) {
     return fail(err);
   }
-  if (num_executions < 1 || warmup < 0) {
-    return fail("--num_executions must be >= 1 and --warmup >= 0");
+  if (num_executions < 1 || warmup < 0 || load_cycles < 0) {
+    return fail("--num_executions must be >= 1, --warmup and --load_cycles >= 0");
   }
   const std::string model_path = flags.str("model_path");
   const std::string data_path = flags.str("data_path");
@@ -350,5 +353,16 @@ static int runner_main(int argc, char** argv) {
     }
   }
 #endif
+  if (load_cycles > 0) {
+    module.reset();  // only the cycles' own loads are alive while they run
+    LoadCycleOptions cycles;
+    cycles.model_path = model_path;
+    cycles.data_path = data_path;
+    cycles.method_name = method_name;
+    cycles.cycles = load_cycles;
+    if (!run_load_cycles(cycles, inputs, &err)) {
+      return fail(err);
+    }
+  }
   return 0;
 }
