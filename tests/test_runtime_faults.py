@@ -82,7 +82,7 @@ def test_a_fault_in_one_delegate_stops_the_others(build, host_planned) -> None:
 def test_a_failed_launch_stops_its_delegate(build, host_planned) -> None:
     pte, blobs, _ = host_planned
     _, counts = _expected(blobs, 80)
-    runs = _execute_three_times(build, pte, counts, FAKE_CUDA_FAIL_LAUNCH="0")
+    runs = _execute_three_times(build, pte, counts, FAKE_CUDA_FAIL_LAUNCH="0", CUDA_TRITON_CUDA_GRAPH="0")
     assert "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in runs[0], runs
     for later in runs[1:]:
         assert "the CUDA context is unusable for this delegate" in later, runs

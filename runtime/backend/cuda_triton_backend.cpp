@@ -1,11 +1,10 @@
 // The ExecuTorch BackendInterface for CudaTritonBackend (the Python BackendDetails class of the same name
 // writes the blobs this reads). Registered when the shared library is loaded.
-#include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
 
 #include <executorch/runtime/backend/interface.h>
@@ -14,6 +13,7 @@
 #include "backend/cuda_triton_backend.h"
 #include "backend/delegate.h"
 #include "backend/device_runtime.h"
+#include "backend/runtime_options.h"
 #include "blob/blob.h"
 #include "cuda/driver.h"
 
@@ -24,6 +24,8 @@ using executorch::runtime::Backend;
 using executorch::runtime::BackendExecutionContext;
 using executorch::runtime::BackendInitContext;
 using executorch::runtime::BackendInterface;
+using executorch::runtime::BackendOption;
+using executorch::runtime::BackendOptionContext;
 using executorch::runtime::CompileSpec;
 using executorch::runtime::DelegateHandle;
 using executorch::runtime::Error;
@@ -71,36 +73,9 @@ Error report(const char* where, const Status& st) {
   return to_error(st.code());
 }
 
-// ExecuTorch 1.5.1 hands over a compile spec whose key or value is missing from a (corrupted) program as the
-// address of a field of a null flatbuffer object: a small non-null number. Such a spec is skipped.
-bool plausible_pointer(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) >= 4096;
-}
-
-// The delegate's options from the program's compile specs: "target_device" ("cuda" or "cuda:N") means its inputs
-// and outputs are planned in device memory on that device; absent, they are host memory and device 0 runs it.
-DelegateOptions options_from_specs(ArrayRef<CompileSpec> specs) {
-  DelegateOptions options;
-  for (const CompileSpec& s : specs) {
-    if (!plausible_pointer(s.key) || std::strcmp(s.key, "target_device") != 0 || !plausible_pointer(s.value.buffer)) {
-      continue;
-    }
-    const std::string v(static_cast<const char*>(s.value.buffer), s.value.nbytes);
-    if (v.rfind("cuda", 0) != 0) {
-      continue;
-    }
-    options.io_on_device = true;
-    const size_t colon = v.find(':');
-    if (colon != std::string::npos) {
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str() + colon + 1, &end, 10);
-      if (end != v.c_str() + colon + 1 && n >= 0 && n < 1024) {
-        options.device = static_cast<int>(n);
-      }
-    }
-  }
-  return options;
-}
+// The live delegates, for cuda_triton_backend_execution_summary.
+std::mutex g_live_mutex;
+std::set<const DelegateProgram*> g_live;
 
 class CudaTritonBackendImpl final : public BackendInterface {
  public:
@@ -126,12 +101,19 @@ class CudaTritonBackendImpl final : public BackendInterface {
         return report("init", st);
       }
       processed->Free();  // everything needed was copied out
-      std::unique_ptr<DelegateProgram> program;
-      st = DelegateProgram::create(std::move(blob), context.get_named_data_map(), options_from_specs(compile_specs),
-                                   &program);
+      DelegateOptions options;
+      st = delegate_options(compile_specs, context.runtime_specs(), &options);
       if (!st.ok()) {
         return report("init", st);
       }
+      options.profile = options.profile_ops && context.event_tracer() != nullptr;
+      std::unique_ptr<DelegateProgram> program;
+      st = DelegateProgram::create(std::move(blob), context.get_named_data_map(), options, &program);
+      if (!st.ok()) {
+        return report("init", st);
+      }
+      std::lock_guard<std::mutex> lock(g_live_mutex);
+      g_live.insert(program.get());
       return static_cast<DelegateHandle*>(program.release());
     } catch (const std::bad_alloc&) {
       return report("init", Status(Code::kOutOfMemory, "out of host memory"));
@@ -140,12 +122,12 @@ class CudaTritonBackendImpl final : public BackendInterface {
     }
   }
 
-  Error execute(BackendExecutionContext& /*context*/, DelegateHandle* handle, Span<EValue*> args) const override {
+  Error execute(BackendExecutionContext& context, DelegateHandle* handle, Span<EValue*> args) const override {
     if (handle == nullptr) {
       return report("execute", Status(Code::kInternal, "null delegate handle"));
     }
     try {
-      Status st = static_cast<DelegateProgram*>(handle)->execute(args);
+      Status st = static_cast<DelegateProgram*>(handle)->execute(args, context.event_tracer());
       return st.ok() ? Error::Ok : report("execute", st);
     } catch (const std::bad_alloc&) {
       return report("execute", Status(Code::kOutOfMemory, "out of host memory"));
@@ -154,7 +136,18 @@ class CudaTritonBackendImpl final : public BackendInterface {
     }
   }
 
+  // The process-wide runtime options (runtime_options.h): "cuda_graph" (bool), "cuda_graph_io" (string).
+  Error set_option(BackendOptionContext& /*context*/, const Span<BackendOption>& backend_options) override {
+    const Status st =
+        RuntimeOptions::get().apply(Span<const BackendOption>(backend_options.data(), backend_options.size()));
+    return st.ok() ? Error::Ok : report("set_option", st);
+  }
+
   void destroy(DelegateHandle* handle) const override {
+    {
+      std::lock_guard<std::mutex> lock(g_live_mutex);
+      g_live.erase(static_cast<const DelegateProgram*>(handle));
+    }
     delete static_cast<DelegateProgram*>(handle);
   }
 };
@@ -167,6 +160,10 @@ const Error g_registration = executorch::runtime::register_backend(g_backend_ent
 
 bool backend_registered() {
   return g_registration == Error::Ok;
+}
+
+void remember_backend_error(const std::string& message) {
+  remember(message);
 }
 
 }  // namespace cuda_triton
@@ -195,6 +192,26 @@ const char* cuda_triton_backend_last_error(void) {
 
 int cuda_triton_backend_registered(void) {
   return cuda_triton::backend_registered() ? 1 : 0;
+}
+
+const char* cuda_triton_backend_execution_summary(void) {
+  static std::string summary;
+  size_t graphs = 0, direct = 0;
+  std::string io;
+  {
+    std::lock_guard<std::mutex> lock(cuda_triton::g_live_mutex);
+    for (const cuda_triton::DelegateProgram* p : cuda_triton::g_live) {
+      if (p->uses_graph()) {
+        ++graphs;
+        io = cuda_triton::graph_io_name(p->graph_io());
+      } else {
+        ++direct;
+      }
+    }
+  }
+  summary = std::to_string(graphs + direct) + " delegates: " + std::to_string(graphs) + " replay a CUDA graph" +
+            (graphs ? " (" + io + ")" : std::string()) + ", " + std::to_string(direct) + " launch directly";
+  return summary.c_str();
 }
 
 int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes) {

@@ -16,6 +16,8 @@
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/backend/backend_options_map.h>
+#include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/platform/runtime.h>
 #if defined(CUDA_TRITON_HAVE_ETDUMP)
@@ -126,6 +128,14 @@ static int runner_main(int argc, char** argv) {
   flags.define("method_name", "forward", "the method to run");
   flags.define("etdump_path", "", "write an ETDump trace of the timed executions here");
   flags.define("seed", "0", "seed of the random inputs");
+  flags.define("no_cuda_graph", "false", "launch every delegate's kernels one by one instead of replaying a CUDA "
+                                         "graph (backend option cuda_graph=false)", true);
+  flags.define("cuda_graph_io", "", "how graphs meet device-resident inputs/outputs: update (rewrite kernel "
+                                    "arguments when an address changes) or staging (copy through fixed buffers); "
+                                    "empty: the backend's default (backend option cuda_graph_io)");
+  flags.define("no_op_profile", "false", "with --etdump_path: record only ExecuTorch's own events, not every op's GPU "
+                                         "time (backend option profile_ops=false; delegates then replay their "
+                                         "graphs, so DELEGATE_CALL is the host time of a replay)", true);
   flags.define("load_cycles", "0", "after the run: load the program, execute once and destroy it this many times, "
                                    "printing device and host memory (a leak per load shows as growth)");
   std::string err;
@@ -166,6 +176,26 @@ static int runner_main(int argc, char** argv) {
   }
   std::printf("CudaTritonBackend: %s\n", cuda_triton_backend_status());
 
+  // Load-time backend options (BackendInitContext::runtime_specs of every delegate of the program).
+  executorch::runtime::BackendOptions<3> backend_options;
+  if (flags.boolean("no_cuda_graph")) {
+    backend_options.set_option("cuda_graph", false);
+  }
+  if (flags.boolean("no_op_profile")) {
+    backend_options.set_option("profile_ops", false);
+  }
+  const std::string graph_io = flags.str("cuda_graph_io");
+  if (!graph_io.empty()) {
+    if (graph_io != "update" && graph_io != "staging") {
+      return fail("--cuda_graph_io must be update or staging, got '" + graph_io + "'");
+    }
+    backend_options.set_option("cuda_graph_io", graph_io.c_str());
+  }
+  executorch::runtime::LoadBackendOptionsMap options_map;
+  if (options_map.set_options(cuda_triton::kBackendName, backend_options.view()) != Error::Ok) {
+    return fail("cannot pass the backend options");
+  }
+
   std::unique_ptr<executorch::runtime::EventTracer> tracer;
 #if defined(CUDA_TRITON_HAVE_ETDUMP)
   executorch::etdump::ETDumpGen* etdump = nullptr;
@@ -183,7 +213,7 @@ static int runner_main(int argc, char** argv) {
       data_path.empty() ? std::make_unique<Module>(model_path, Module::LoadMode::File, std::move(tracer))
                         : std::make_unique<Module>(model_path, data_path, Module::LoadMode::File, std::move(tracer));
   // The flatbuffer verifier runs on the whole program: a corrupted .pte is refused here, not found by a crash.
-  Error e = module->load(executorch::runtime::Program::Verification::InternalConsistency);
+  Error e = module->load(options_map, executorch::runtime::Program::Verification::InternalConsistency);
   if (e != Error::Ok) {
     return fail("loading program " + model_path, e);
   }
@@ -258,6 +288,7 @@ static int runner_main(int argc, char** argv) {
     return fail("method '" + method_name + "'", method_result.error());
   }
   Method* method = *method_result;
+  std::printf("CudaTritonBackend: %s\n", cuda_triton_backend_execution_summary());
   // Inputs are set before EVERY execution: ExecuTorch's memory plan places planned inputs in the shared arena
   // and reuses their bytes for later tensors once they are dead (e.g. the demo's final output overwrites its
   // input), so an input set once is clobbered by the first execution and later ones would read garbage.
@@ -360,6 +391,7 @@ static int runner_main(int argc, char** argv) {
     cycles.data_path = data_path;
     cycles.method_name = method_name;
     cycles.cycles = load_cycles;
+    cycles.backend_options = &options_map;
     if (!run_load_cycles(cycles, inputs, &err)) {
       return fail(err);
     }
