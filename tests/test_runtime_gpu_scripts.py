@@ -37,7 +37,12 @@ def carried(tmp_path, monkeypatch, build):
     (exports / "tiny.pte").write_bytes(pte.read_bytes())
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
     (exports / "tiny.input0.bin").write_bytes(x.tobytes())
-    (exports / "tiny.io.json").write_text(json.dumps({"inputs": [{"file": "tiny.input0.bin"}]}))
+    # The fake kernels compute nothing: the outputs come back as the zeroed staging buffer.
+    (exports / "tiny.ref.bin").write_bytes(bytes(4 * 16 * 16 * 4))
+    out = {"dtype": "float32", "offset_bytes": 0, "nbytes": 4 * 16 * 16 * 4, "shape": [1, 4, 16, 16]}
+    io = {"dtype": "float32", "inputs": [{"file": "tiny.input0.bin"}],
+          "reference": {"file": "tiny.ref.bin", "outputs": [out]}}  # fmt: skip
+    (exports / "tiny.io.json").write_text(json.dumps(io))
     manifest = tmp_path / "manifest.json"
     entry = {"name": "tiny", "expect": "pass", "pte": "tiny.pte", "io": "tiny.io.json", "data_files": []}
     manifest.write_text(json.dumps({"set": "test", "entries": [entry]}))
@@ -115,3 +120,18 @@ def test_gpu_memory_cycles_main(carried, build) -> None:
     assert rc == 0, result
     (r,) = result["results"]
     assert r["program"] == "tiny" and r["device_growth_bytes"] == 0 and len(r["samples"]) == 11
+
+
+def test_gpu_graph_bench_main(carried, build) -> None:
+    bench = importlib.import_module("gpu_graph_bench")
+    out = carried / "out"
+    rc = bench.main(["--out", str(out), "--num-executions", "5", "--warmup", "1",
+                     "--runner", str(build / "cuda_triton_runner")])  # fmt: skip
+    result = json.loads((out / "gpu_graph_bench.json").read_text())
+    assert rc == 0, (out / "gpu_graph_bench.md").read_text()
+    (r,) = result["results"]
+    assert set(r["modes"]) == {"direct", "graph_update"}  # host-planned: no separate staging mode
+    graph = r["modes"]["graph_update"]
+    assert graph["graphs"] == graph["delegates"] == 2 and graph["vs_direct"]["equal"]
+    assert r["modes"]["direct"]["graphs"] == 0 and "host_us_median" in graph
+    assert (out / r["etdump"]).exists()

@@ -1,11 +1,17 @@
 // The ExecuTorch BackendInterface for CudaTritonBackend (the Python BackendDetails class of the same name
 // writes the blobs this reads). Registered when the shared library is loaded.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/platform/log.h>
@@ -73,6 +79,25 @@ Error report(const char* where, const Status& st) {
   return to_error(st.code());
 }
 
+// Host time of execute() calls, for cuda_triton_backend_execute_time.
+struct ExecuteTime {
+  static constexpr size_t kSamples = 1 << 16;  // the first ones after a reset, for the median
+  std::atomic<uint64_t> calls{0}, total_ns{0}, min_ns{UINT64_MAX}, max_ns{0};
+  std::array<uint32_t, kSamples> samples{};
+  void add(uint64_t ns) {
+    const uint64_t i = calls.fetch_add(1, std::memory_order_relaxed);
+    if (i < kSamples) {
+      samples[i] = static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX));
+    }
+    total_ns.fetch_add(ns, std::memory_order_relaxed);
+    for (uint64_t m = min_ns.load(); ns < m && !min_ns.compare_exchange_weak(m, ns);) {
+    }
+    for (uint64_t m = max_ns.load(); ns > m && !max_ns.compare_exchange_weak(m, ns);) {
+    }
+  }
+};
+ExecuteTime g_execute_time;
+
 // The live delegates, for cuda_triton_backend_execution_summary.
 std::mutex g_live_mutex;
 std::set<const DelegateProgram*> g_live;
@@ -127,7 +152,10 @@ class CudaTritonBackendImpl final : public BackendInterface {
       return report("execute", Status(Code::kInternal, "null delegate handle"));
     }
     try {
+      const auto t0 = std::chrono::steady_clock::now();
       Status st = static_cast<DelegateProgram*>(handle)->execute(args, context.event_tracer());
+      g_execute_time.add(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
       return st.ok() ? Error::Ok : report("execute", st);
     } catch (const std::bad_alloc&) {
       return report("execute", Status(Code::kOutOfMemory, "out of host memory"));
@@ -192,6 +220,26 @@ const char* cuda_triton_backend_last_error(void) {
 
 int cuda_triton_backend_registered(void) {
   return cuda_triton::backend_registered() ? 1 : 0;
+}
+
+void cuda_triton_backend_execute_time(unsigned long long* calls, unsigned long long* median_ns,
+                                      unsigned long long* min_ns, unsigned long long* max_ns) {
+  const auto& t = cuda_triton::g_execute_time;
+  *calls = t.calls.load();
+  std::vector<uint32_t> kept(t.samples.begin(),
+                             t.samples.begin() + std::min<size_t>(*calls, cuda_triton::ExecuteTime::kSamples));
+  std::nth_element(kept.begin(), kept.begin() + kept.size() / 2, kept.end());
+  *median_ns = kept.empty() ? 0 : kept[kept.size() / 2];
+  *min_ns = *calls ? t.min_ns.load() : 0;
+  *max_ns = t.max_ns.load();
+}
+
+void cuda_triton_backend_reset_execute_time(void) {
+  auto& t = cuda_triton::g_execute_time;
+  t.calls = 0;
+  t.total_ns = 0;
+  t.min_ns = UINT64_MAX;
+  t.max_ns = 0;
 }
 
 const char* cuda_triton_backend_execution_summary(void) {

@@ -28,6 +28,12 @@ const char* cuda_triton_backend_status(void);
 const char* cuda_triton_backend_last_error(void);
 // 1 if the backend registered itself with ExecuTorch.
 int cuda_triton_backend_registered(void);
+// Host time spent in the backend's execute() since the last reset (all delegates): calls, and the median (of the
+// first 65536 calls), min and max in nanoseconds. For a device-planned program nothing in execute() waits for the
+// GPU, so this is the host cost of a delegate call; a host-planned one includes its synchronization.
+void cuda_triton_backend_execute_time(unsigned long long* calls, unsigned long long* median_ns,
+                                      unsigned long long* min_ns, unsigned long long* max_ns);
+void cuda_triton_backend_reset_execute_time(void);
 // How the live delegates run, e.g. "3 delegates: 3 replay a CUDA graph (update), 0 launch directly". Not
 // thread-safe.
 const char* cuda_triton_backend_execution_summary(void);

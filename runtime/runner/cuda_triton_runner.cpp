@@ -313,6 +313,7 @@ static int runner_main(int argc, char** argv) {
     }
   }
   std::vector<double> ms;
+  cuda_triton_backend_reset_execute_time();
   for (int64_t i = 0; i < num_executions; ++i) {
     e = set_inputs();
     if (e != Error::Ok) {
@@ -332,6 +333,14 @@ static int runner_main(int argc, char** argv) {
   std::printf("latency over %lld executions (after %lld warmup): min %.4f ms, median %.4f ms, p90 %.4f ms, mean %.4f ms\n",
               static_cast<long long>(num_executions), static_cast<long long>(warmup),
               *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9), mean);
+  unsigned long long calls = 0, median_ns = 0, min_ns = 0, max_ns = 0;
+  cuda_triton_backend_execute_time(&calls, &median_ns, &min_ns, &max_ns);
+  if (calls > 0) {
+    std::printf("CudaTritonBackend execute host time: median %.2f us, min %.2f us, max %.2f us over %llu delegate "
+                "calls (%llu per execution)\n",
+                static_cast<double>(median_ns) / 1e3, static_cast<double>(min_ns) / 1e3,
+                static_cast<double>(max_ns) / 1e3, calls, calls / static_cast<unsigned long long>(num_executions));
+  }
 
   // Outputs.
   std::ofstream out;
