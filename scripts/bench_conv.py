@@ -304,7 +304,7 @@ def _warm_worker(job: tuple[str, nc.Case, str | None, dict | None]) -> tuple[str
         x, w, b = nc.make_tensors(case, "cuda")
         if kind == "ours":
             from cuda_triton.conv.templates import force_conv_candidate
-            from cuda_triton.conv.templates.base import Schedule
+            from cuda_triton.kernel.launch import Schedule
 
             if template is None:
                 ours_call(case, x, w, b)()
@@ -369,7 +369,7 @@ def gmean(xs: list[float]) -> float:
 
 def inductor_cannot_compile(problem) -> str | None:
     """The planner's reason why Inductor's Triton conv template cannot take ``problem`` (None: it can)."""
-    from cuda_triton.conv.routing import inductor_cannot_compile as reason
+    from cuda_triton.conv.inductor import inductor_cannot_compile as reason
 
     return reason(problem)
 

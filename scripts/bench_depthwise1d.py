@@ -140,7 +140,7 @@ def main() -> int:
         print("needs an NVIDIA GPU", file=sys.stderr)
         return 2
     from cuda_triton.conv.templates import get_template
-    from cuda_triton.conv.tuning import problem_spec
+    from cuda_triton.conv.tuning_keys import problem_spec
 
     t0 = time.monotonic()
     deadline = t0 + args.budget_s

@@ -93,7 +93,7 @@ def _warm_worker(job: tuple[nc.Case, dict | None]) -> tuple[str, str]:
     case, schedule = job
     label = nc.case_label(case) + (f"/{schedule}" if schedule else "")
     try:
-        from cuda_triton.conv.templates.base import Schedule
+        from cuda_triton.kernel.launch import Schedule
 
         x, w, b = nc.make_tensors(case, "cuda")
         run_forced(case, x, w, b, Schedule.from_dict(schedule) if schedule else None)

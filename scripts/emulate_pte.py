@@ -42,14 +42,8 @@ from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
-from cuda_triton.conv.templates.base import (  # noqa: E402
-    SCRATCH_ROLES,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    TensorArg,
-    running_arch,
-)
+from cuda_triton.conv.templates.base import SCRATCH_ROLES  # noqa: E402
+from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, TensorArg, running_arch  # noqa: E402
 from cuda_triton.serialization.blob import (  # noqa: E402
     ConstantRef,
     DelegateBlob,
@@ -75,10 +69,10 @@ class EmulationError(AssertionError):
 @contextlib.contextmanager
 def fake_compile() -> Iterator[None]:
     """Replace the AOT compile with kernel records that carry the launch's name and ABI (no cubins built)."""
-    import cuda_triton.backend as backend
-    from cuda_triton.conv.aot import CompiledKernel, abi_types
+    from cuda_triton.kernel.aot import CompiledKernel, abi_types
+    from cuda_triton.preprocess import kernels
 
-    saved = (backend.compile_all, backend.launch_key, backend.prefetch_enabled)
+    saved = (kernels.compile_all, kernels.launch_key, kernels.prefetch_enabled)
 
     def key(template: str, problem: ConvProblem, schedule: Schedule, index: int, launch: KernelLaunch,
             arch: int) -> str:  # fmt: skip
@@ -100,13 +94,13 @@ def fake_compile() -> Iterator[None]:
             )  # fmt: skip
         return out
 
-    backend.compile_all = compile_all  # type: ignore[assignment]
-    backend.launch_key = key  # type: ignore[assignment]
-    backend.prefetch_enabled = lambda: False  # type: ignore[assignment]
+    kernels.compile_all = compile_all  # type: ignore[assignment]
+    kernels.launch_key = key  # type: ignore[assignment]
+    kernels.prefetch_enabled = lambda: False  # type: ignore[assignment]
     try:
         yield
     finally:
-        backend.compile_all, backend.launch_key, backend.prefetch_enabled = saved
+        kernels.compile_all, kernels.launch_key, kernels.prefetch_enabled = saved
 
 
 # ---- one blob -------------------------------------------------------------------------------------------------
@@ -305,14 +299,10 @@ class ProgramRun:
 def _check_op_against_aten(lowered: Any, call_args: list[torch.Tensor]) -> list[tuple[str, float, float]]:
     """Compare each emulated op with ATen on the emulated input and the ORIGINAL weights of the submodule
     (with a batch norm the partitioner put after the convolution folded in, as the graph module says)."""
+    from cuda_triton._passes.batch_norm_fold import batch_norm_fold, conv_constants
+    from cuda_triton._passes.pad_fold import is_pad_node, pad_fold
     from cuda_triton.conv.binding import bind_conv, is_conv_node
-    from cuda_triton.partition.graph import (
-        batch_norm_fold,
-        constant_names,
-        conv_constants,
-        is_pad_node,
-        pad_fold,
-    )
+    from cuda_triton.utils.graph import constant_names
 
     ep = lowered.original_module
     convs = [n for n in ep.graph_module.graph.nodes if is_conv_node(n)]

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from cuda_triton.conv import ConvProblem  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 
 # (BOX_N, BH, BW, BN, BK, STAGES, warps): 8 x 8 pixel boxes tile 56-wide maps exactly.
 CONFIGS = (
@@ -52,7 +52,7 @@ def schedule_of(cfg: tuple[int, ...]) -> Schedule:
 
 def check_compile() -> int:
     """Compile every config for sm_90 here and report whether wgmma reads A from shared memory."""
-    from cuda_triton.conv.aot import compile_launches
+    from cuda_triton.kernel.aot import compile_launches
 
     template = get_template("implicit_gemm_box")
     x = torch.empty((8, 256, 56, 56), device="meta", dtype=torch.float16)

@@ -38,8 +38,9 @@ from bench_conv import time_gpu_us  # noqa: E402
 from cuda_triton.conv import ConvProblem  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule, _ensure_scratch_allocator  # noqa: E402
-from cuda_triton.conv.templates.implicit_gemm import _swizzle  # noqa: E402
+from cuda_triton.conv.templates.gemm_jit import grouped_tile_ids as _swizzle  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
+from cuda_triton.kernel.launch import ensure_scratch_allocator as _ensure_scratch_allocator  # noqa: E402
 
 NUM_SMS = 132
 

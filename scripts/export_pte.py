@@ -250,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import cuda_triton.backend as backend
     from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+    from cuda_triton.conv import compile_pool
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
     dtype = DTYPES[args.dtype]
@@ -298,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         written.append(out.parent / f"{options.external_tag}.ptd")
     t4 = time.perf_counter()
 
-    backend._COMPILER.shutdown(wait=True)  # reap the compile workers (their CPU time is counted below)
+    compile_pool.shutdown(wait=True)  # reap the compile workers (their CPU time is counted below)
     cpu = os.times()
     cpu_s = cpu.user + cpu.system + cpu.children_user + cpu.children_system
     report = partitioner.last_report

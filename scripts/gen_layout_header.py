@@ -1,24 +1,35 @@
 #!/usr/bin/env python3
-"""Translate cuda_triton/conv/layout.py (the output-layout rule) into runtime/generated/conv_layout.h.
+"""Translate the output-layout rules (Python) into C++ headers under runtime/generated/.
 
-    python scripts/gen_layout_header.py            # (re)write the header
-    python scripts/gen_layout_header.py --check    # exit 1 when the checked-in header is stale
+    python scripts/gen_layout_header.py            # (re)write every header
+    python scripts/gen_layout_header.py --check    # exit 1 when a checked-in header is stale
 
-This is a real translator over the Python AST, for the small subset layout.py is written in:
+The rules: the convolution's (backends/cuda_triton/conv/layout.py -> conv_layout.h, namespace
+``cuda_triton::layout``), each op family's (backends/cuda_triton/ops/<family>/shape.py -> <family>_shape.h,
+namespace ``cuda_triton::layout::<family>``) and the blob's record checks, which call them
+(backends/cuda_triton/serialization/checks/<kind>.py -> <kind>_checks.h, namespace
+``cuda_triton::layout::<kind>_checks``). Every header includes layout_prelude.h, the checked-arithmetic and
+Python-indexing helpers (namespace ``cuda_triton::layout::detail``). A family with a shape.py, and a check
+module, are picked up without listing them here.
 
-* module level: a docstring, ``from __future__`` imports, ``NAME = <int>`` constants, function definitions;
+This is a real translator over the Python AST, for the small subset the rules are written in:
+
+* module level: a docstring, ``from __future__`` imports, relative imports of functions and constants from another
+  rule module (``from ...conv.layout import contiguous_strides``: called in that header's namespace),
+  ``NAME = <int>`` constants, function definitions;
 * parameters and returns annotated ``int``, ``bool``, ``list[int]`` or ``tuple[list[int], list[int]]``;
 * statements: assignment to a name or a subscript, augmented assignment, ``if``/``elif``/``else``,
-  ``for v in range(...)``, ``return``, ``x.append(e)`` and docstrings;
+  ``for v in range(...)``, ``return``, ``raise ValueError("message")``, ``x.append(e)`` and docstrings;
 * expressions: int/bool literals, names, ``+ - * // %``, unary ``-``/``not``, comparisons, ``and``/``or``,
-  ``a if c else b``, ``xs[i]`` (negative indices as in Python), ``xs[a:b]``, list literals, ``[x] * n``,
+  ``a if c else b``, ``xs[i]`` (negative indices as in Python), ``xs[a:b]``, ``pair[0]``/``pair[1]`` of a
+  function's (list, list) result, list literals, ``[x] * n``,
   list ``+`` list, ``len(xs)``, ``list(xs)`` and calls of the module's own functions.
 
-Anything else raises `TranslationError` naming the line, so the rule cannot silently drift from its C++ twin.
+Anything else raises `TranslationError` naming the line, so a rule cannot silently drift from its C++ twin.
 Semantics follow Python: ``//`` and ``%`` floor, out-of-range indices throw ``std::out_of_range``, arithmetic that
-would overflow int64 throws ``std::overflow_error`` (the runtime catches both and reports an error), and locals
-are hoisted so names assigned in branches stay visible after them. The header uses GCC/Clang's
-``__builtin_*_overflow``.
+would overflow int64 throws ``std::overflow_error``, ``raise ValueError`` throws ``std::invalid_argument`` with the
+same message (callers catch ``std::exception`` and report an error), and locals are hoisted so names assigned in
+branches stay visible after them. The headers use GCC/Clang's ``__builtin_*_overflow``.
 """
 
 from __future__ import annotations
@@ -31,9 +42,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "backends" / "cuda_triton" / "conv" / "layout.py"
-HEADER = ROOT / "runtime" / "generated" / "conv_layout.h"
+PACKAGE = ROOT / "backends" / "cuda_triton"
+GENERATED = ROOT / "runtime" / "generated"
+SOURCE = PACKAGE / "conv" / "layout.py"
+HEADER = GENERATED / "conv_layout.h"
+PRELUDE_HEADER = GENERATED / "layout_prelude.h"
 NAMESPACE = "cuda_triton::layout"
+
+
+@dataclass(frozen=True)
+class Rule:
+    source: Path
+    header: Path
+    namespace: str
+
+
+def rules() -> list[Rule]:
+    """The convolution rule, every op family's shape rule, then the blob's record checks (which call them)."""
+    out = [Rule(SOURCE, HEADER, NAMESPACE)]
+    for src in sorted((PACKAGE / "ops").glob("*/shape.py")):
+        family = src.parent.name
+        out.append(Rule(src, GENERATED / f"{family}_shape.h", f"{NAMESPACE}::{family}"))
+    for src in sorted((PACKAGE / "serialization" / "checks").glob("*.py")):
+        if src.name != "__init__.py":
+            out.append(Rule(src, GENERATED / f"{src.stem}_checks.h", f"{NAMESPACE}::{src.stem}_checks"))
+    return out
+
+
+def rule_of(source: Path) -> Rule | None:
+    for rule in rules():
+        if rule.source.resolve() == source.resolve():
+            return rule
+    return None
+
 
 INT, BOOL, LIST, PAIR = "int", "bool", "list", "pair"
 CPP_TYPE = {
@@ -59,8 +100,11 @@ class TranslationError(Exception):
     pass
 
 
+_source_name = SOURCE.name  # the file being translated, for error messages
+
+
 def _fail(node: ast.AST, msg: str) -> TranslationError:
-    return TranslationError(f"{SOURCE.name}:{getattr(node, 'lineno', '?')}: {msg}")
+    return TranslationError(f"{_source_name}:{getattr(node, 'lineno', '?')}: {msg}")
 
 
 def annotation_type(ann: ast.expr | None) -> str:
@@ -89,10 +133,17 @@ class Function:
 
 
 class FunctionTranslator:
-    def __init__(self, fn: Function, functions: dict[str, Function], constants: dict[str, int]) -> None:
+    def __init__(
+        self,
+        fn: Function,
+        functions: dict[str, Function],
+        constants: dict[str, int],
+        qualified: dict[str, str] | None = None,
+    ) -> None:
         self.fn = fn
         self.functions = functions
         self.constants = constants
+        self.qualified = qualified or {}  # imported name -> its C++ name in the other rule's namespace
         self.types: dict[str, str] = dict(fn.params)
         self.locals: dict[str, str] = {}
         self.loop_vars: set[str] = set()
@@ -126,6 +177,8 @@ class FunctionTranslator:
         if isinstance(e, ast.List):
             return LIST
         if isinstance(e, ast.Subscript):
+            if self.type_of(e.value) == PAIR:
+                return LIST
             return LIST if isinstance(e.slice, ast.Slice) else INT
         if isinstance(e, ast.Tuple):
             return PAIR
@@ -202,7 +255,7 @@ class FunctionTranslator:
             if e.id in self.types:
                 return e.id
             if e.id in self.constants:
-                return e.id
+                return self.qualified.get(e.id, e.id)
             raise _fail(e, f"unknown name {e.id!r}")
         if isinstance(e, ast.BinOp):
             lt, rt = self.type_of(e.left), self.type_of(e.right)
@@ -261,6 +314,15 @@ class FunctionTranslator:
                     raise _fail(e, "list literals hold ints only")
             return "std::vector<int64_t>{" + ", ".join(self.expr(x) for x in e.elts) + "}"
         if isinstance(e, ast.Subscript):
+            if self.type_of(e.value) == PAIR:
+                # (sizes, strides)[0] / [1]: one half of a rule's result.
+                if not (
+                    isinstance(e.slice, ast.Constant)
+                    and e.slice.value in (0, 1)
+                    and type(e.slice.value) is int
+                ):
+                    raise _fail(e, "a (list, list) pair is indexed with 0 or 1 only")
+                return f"({self.expr(e.value)}).{'first' if e.slice.value == 0 else 'second'}"
             if self.type_of(e.value) != LIST:
                 raise _fail(e, "only lists can be subscripted")
             if isinstance(e.slice, ast.Slice):
@@ -294,7 +356,7 @@ class FunctionTranslator:
                 for (pname, ptype), a in zip(callee.params, e.args, strict=True):
                     if self.type_of(a) != ptype:
                         raise _fail(e, f"argument {pname} of {name} must be {ptype}, got {self.type_of(a)}")
-                return f"{name}(" + ", ".join(self.expr(a) for a in e.args) + ")"
+                return f"{self.qualified.get(name, name)}(" + ", ".join(self.expr(a) for a in e.args) + ")"
         raise _fail(e, f"unsupported expression {ast.unparse(e)!r}")
 
     def bool_expr(self, e: ast.expr) -> str:
@@ -394,6 +456,9 @@ class FunctionTranslator:
                 raise _fail(s, f"returns a {t}, declared {self.fn.ret}")
             self.emit(depth, f"return {self.expr(s.value)};")
             return
+        if isinstance(s, ast.Raise):
+            self.emit(depth, f'throw std::invalid_argument("{raise_message(s)}");')
+            return
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             c = s.value
             if (
@@ -420,6 +485,26 @@ class FunctionTranslator:
         return self.lines
 
 
+def raise_message(s: ast.Raise) -> str:
+    """The message of ``raise ValueError("...")`` (a plain printable-ASCII literal), escaped for C++."""
+    exc = s.exc
+    if not (
+        s.cause is None
+        and isinstance(exc, ast.Call)
+        and isinstance(exc.func, ast.Name)
+        and exc.func.id == "ValueError"
+        and len(exc.args) == 1
+        and not exc.keywords
+        and isinstance(exc.args[0], ast.Constant)
+        and isinstance(exc.args[0].value, str)
+    ):
+        raise _fail(s, 'only `raise ValueError("message")` with a literal message is supported')
+    msg = exc.args[0].value
+    if not all(" " <= ch <= "~" for ch in msg):
+        raise _fail(s, "the message must be printable ASCII")
+    return msg.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def signature(fn: Function) -> str:
     params = []
     for name, t in fn.params:
@@ -437,7 +522,7 @@ namespace detail {
 inline int64_t add(int64_t a, int64_t b) {
   int64_t r = 0;
   if (__builtin_add_overflow(a, b, &r)) {
-    throw std::overflow_error("conv_layout: integer overflow");
+    throw std::overflow_error("layout rule: integer overflow");
   }
   return r;
 }
@@ -445,7 +530,7 @@ inline int64_t add(int64_t a, int64_t b) {
 inline int64_t sub(int64_t a, int64_t b) {
   int64_t r = 0;
   if (__builtin_sub_overflow(a, b, &r)) {
-    throw std::overflow_error("conv_layout: integer overflow");
+    throw std::overflow_error("layout rule: integer overflow");
   }
   return r;
 }
@@ -453,7 +538,7 @@ inline int64_t sub(int64_t a, int64_t b) {
 inline int64_t mul(int64_t a, int64_t b) {
   int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r)) {
-    throw std::overflow_error("conv_layout: integer overflow");
+    throw std::overflow_error("layout rule: integer overflow");
   }
   return r;
 }
@@ -461,10 +546,10 @@ inline int64_t mul(int64_t a, int64_t b) {
 // Python's floor division and modulo.
 inline int64_t floordiv(int64_t a, int64_t b) {
   if (b == 0) {
-    throw std::domain_error("conv_layout: division by zero");
+    throw std::domain_error("layout rule: division by zero");
   }
   if (a == INT64_MIN && b == -1) {
-    throw std::overflow_error("conv_layout: integer overflow");
+    throw std::overflow_error("layout rule: integer overflow");
   }
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) {
@@ -488,7 +573,7 @@ inline size_t checked_index(size_t size, int64_t i) {
     i += n;
   }
   if (i < 0 || i >= n) {
-    throw std::out_of_range("conv_layout: list index out of range");
+    throw std::out_of_range("layout rule: list index out of range");
   }
   return static_cast<size_t>(i);
 }
@@ -512,7 +597,7 @@ inline std::vector<int64_t> repeat(int64_t x, int64_t n) {
     n = 0;
   }
   if (n > (INT64_C(1) << 24)) {
-    throw std::length_error("conv_layout: list too long");
+    throw std::length_error("layout rule: list too long");
   }
   return std::vector<int64_t>(static_cast<size_t>(n), x);
 }
@@ -554,10 +639,13 @@ def comment_block(text: str, indent: str = "") -> list[str]:
     return [f"{indent}// {ln}".rstrip() for ln in lines]
 
 
-def generate(source_text: str) -> str:
-    tree = ast.parse(source_text)
+def parse_module(
+    tree: ast.Module, source: Path | None
+) -> tuple[dict[str, int], dict[str, Function], list[ast.ImportFrom]]:
+    """A rule module's int constants, functions and imports of other rule modules."""
     constants: dict[str, int] = {}
     functions: dict[str, Function] = {}
+    imports: list[ast.ImportFrom] = []
     for node in tree.body:
         if (
             isinstance(node, ast.Expr)
@@ -566,6 +654,9 @@ def generate(source_text: str) -> str:
         ):
             continue
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level >= 1 and source is not None:
+            imports.append(node)
             continue
         if isinstance(node, ast.Assign):
             if (
@@ -590,14 +681,61 @@ def generate(source_text: str) -> str:
             )
             continue
         raise _fail(node, f"unsupported module-level statement {ast.unparse(node).splitlines()[0]!r}")
+    return constants, functions, imports
+
+
+def resolve_import(node: ast.ImportFrom, source: Path) -> Rule:
+    """The rule module a relative ``from ..x.y import f`` in ``source`` names (it must be one of `rules()`)."""
+    base = source.parent
+    for _ in range(node.level - 1):
+        base = base.parent
+    target = base.joinpath(*(node.module or "").split(".")).with_suffix(".py")
+    rule = rule_of(target)
+    if rule is None:
+        raise _fail(node, f"imports {target.name} from {target.parent}, which is not a layout rule module")
+    return rule
+
+
+def generate(
+    source_text: str,
+    source_label: str = "backends/cuda_triton/conv/layout.py",
+    namespace: str = NAMESPACE,
+    source: Path | None = None,
+) -> str:
+    """The C++ header for one rule module's source text. ``source`` (its path) resolves relative imports of other
+    rule modules: their functions and constants are called in their own headers' namespaces."""
+    global _source_name
+    _source_name = Path(source_label).name
+    tree = ast.parse(source_text)
+    constants, functions, imports = parse_module(tree, source)
+    local = set(functions)
+    local_constants = set(constants)
+    qualified: dict[str, str] = {}
+    includes: list[str] = []
+    for node in imports:
+        assert source is not None
+        rule = resolve_import(node, source)
+        their_constants, their_functions, _ = parse_module(ast.parse(rule.source.read_text()), rule.source)
+        for alias in node.names:
+            name = alias.name
+            if alias.asname is not None:
+                raise _fail(node, "imports cannot be renamed")
+            if name in their_functions:
+                functions[name] = their_functions[name]
+            elif name in their_constants:
+                constants[name] = their_constants[name]
+            else:
+                raise _fail(node, f"{name} is not a function or constant of {rule.source.name}")
+            qualified[name] = f"::{rule.namespace}::{name}"
+        includes.append(f'#include "generated/{rule.header.name}"')
 
     bodies: dict[str, list[str]] = {}
-    for fn in functions.values():
-        bodies[fn.name] = FunctionTranslator(fn, functions, constants).translate()
+    for name in local:
+        bodies[name] = FunctionTranslator(functions[name], functions, constants, qualified).translate()
 
     digest = hashlib.sha256(source_text.encode()).hexdigest()
     out = [
-        "// GENERATED by scripts/gen_layout_header.py from backends/cuda_triton/conv/layout.py. DO NOT EDIT.",
+        f"// GENERATED by scripts/gen_layout_header.py from {source_label}. DO NOT EDIT.",
         "// Regenerate: python scripts/gen_layout_header.py   (CI runs it with --check)",
         f"// source sha256: {digest}",
         "//",
@@ -614,53 +752,111 @@ def generate(source_text: str) -> str:
         "#include <utility>",
         "#include <vector>",
         "",
-        "namespace " + NAMESPACE + " {",
+        '#include "generated/layout_prelude.h"',
+        *includes,
         "",
-        PRELUDE,
+        "namespace " + namespace + " {",
+        "",
     ]
     for name, value in constants.items():
-        out.append(f"inline constexpr int64_t {name} = INT64_C({value});")
+        if name in local_constants:
+            out.append(f"inline constexpr int64_t {name} = INT64_C({value});")
     out.append("")
     out.append("// Declarations (the Python functions may call each other in any order).")
     for fn in functions.values():
-        out.append(signature(fn) + ";")
+        if fn.name in local:
+            out.append(signature(fn) + ";")
     out.append("")
     for fn in functions.values():
+        if fn.name not in local:
+            continue
         if fn.doc:
             out += comment_block(fn.doc)
         out.append(signature(fn) + " {")
         out += bodies[fn.name]
         out.append("}")
         out.append("")
-    out.append("}  // namespace " + NAMESPACE)
+    out.append("}  // namespace " + namespace)
     out.append("")
     return "\n".join(out)
 
 
+def generate_prelude() -> str:
+    """The helpers every generated header uses (checked arithmetic, Python indexing and slicing)."""
+    out = [
+        "// GENERATED by scripts/gen_layout_header.py. DO NOT EDIT.",
+        "// Regenerate: python scripts/gen_layout_header.py   (CI runs it with --check)",
+        "//",
+        "// Python semantics for the translated layout rules: ints that do not silently overflow, floor division,",
+        "// negative indices and clamped slices.",
+        "",
+        "#pragma once",
+        "",
+        "#include <cstddef>",
+        "#include <cstdint>",
+        "#include <stdexcept>",
+        "#include <vector>",
+        "",
+        "namespace " + NAMESPACE + " {",
+        "",
+        PRELUDE,
+        "}  // namespace " + NAMESPACE,
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _label(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="exit 1 if the header is stale")
-    ap.add_argument("--source", type=Path, default=SOURCE)
-    ap.add_argument("--header", type=Path, default=HEADER)
+    ap.add_argument("--check", action="store_true", help="exit 1 if a header is stale")
+    ap.add_argument("--source", type=Path, help="translate only this rule (default: the convolution's)")
+    ap.add_argument("--header", type=Path, help="the header for --source (default: conv_layout.h)")
     args = ap.parse_args(argv)
+    if args.source is None and args.header is None:
+        outputs = [(PRELUDE_HEADER, generate_prelude)]
+        for rule in rules():
+            outputs.append(
+                (
+                    rule.header,
+                    lambda r=rule: generate(r.source.read_text(), _label(r.source), r.namespace, r.source),
+                )
+            )
+    else:
+        source = args.source or SOURCE
+        rule = rule_of(source)
+        namespace = rule.namespace if rule is not None else NAMESPACE
+        outputs = [
+            (args.header or HEADER, lambda: generate(source.read_text(), _label(source), namespace, source))
+        ]
+    texts: list[tuple[Path, str]] = []
     try:
-        text = generate(args.source.read_text())
+        for header, make in outputs:
+            texts.append((header, make()))
     except TranslationError as e:
         print(f"gen_layout_header: {e}", file=sys.stderr)
         return 2
     if args.check:
-        current = args.header.read_text() if args.header.exists() else None
-        if current != text:
+        stale = [h for h, text in texts if not h.exists() or h.read_text() != text]
+        for h in stale:
             print(
-                f"gen_layout_header: {args.header} is stale; run: python scripts/gen_layout_header.py",
-                file=sys.stderr,
+                f"gen_layout_header: {h} is stale; run: python scripts/gen_layout_header.py", file=sys.stderr
             )
+        if stale:
             return 1
-        print(f"{args.header} is up to date")
+        print(f"{len(texts)} generated headers are up to date")
         return 0
-    args.header.parent.mkdir(parents=True, exist_ok=True)
-    args.header.write_text(text)
-    print(f"wrote {args.header}")
+    for header, text in texts:
+        header.parent.mkdir(parents=True, exist_ok=True)
+        if not header.exists() or header.read_text() != text:
+            header.write_text(text)
+            print(f"wrote {header}")
     return 0
 
 

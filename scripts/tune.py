@@ -178,7 +178,7 @@ def json_problems(path: str, dtypes: list[str], layouts: list[str]) -> list[tupl
     * an object with "signature" and optional "dtype" (fp16/bf16/fp32/fp32-ieee) and "layout";
     * a problem spec (what tables and logs store), or an object holding one under "problem".
     """
-    from cuda_triton.conv.tuning import problem_from_signature, problem_from_spec
+    from cuda_triton.conv.tuning_keys import problem_from_signature, problem_from_spec
     from tuning_signatures import parse_dtype
 
     text = Path(path).read_text()
@@ -549,7 +549,7 @@ def measure_problem(
     templates: set[str] | None = None,
 ) -> ProblemResult:
     from cuda_triton.conv.templates import heuristic_template, registered_templates
-    from cuda_triton.conv.tuning import problem_spec, table_key
+    from cuda_triton.conv.tuning_keys import problem_spec, table_key
 
     t_start = time.monotonic()
     result = ProblemResult(list(table_key(problem, env.arch)), problem_spec(problem), sources)
@@ -708,8 +708,8 @@ def warm_job(
 ) -> tuple[int, list[str]]:
     """Compile (JIT warm-up, no launch) the kernels of some schedules; fills Triton's on-disk cache."""
     from cuda_triton.conv.templates import get_template
-    from cuda_triton.conv.templates.base import Schedule, TensorArg, running_arch
-    from cuda_triton.conv.tuning import problem_from_spec
+    from cuda_triton.conv.tuning_keys import problem_from_spec
+    from cuda_triton.kernel.launch import Schedule, TensorArg, running_arch
 
     problem = problem_from_spec(spec)
     template = get_template(template_name)
@@ -753,7 +753,7 @@ class Precompiler:
 
     def submit(self, key: str, problem, limit: int | None = None, templates: set[str] | None = None) -> None:
         from cuda_triton.conv.templates import registered_templates
-        from cuda_triton.conv.tuning import problem_spec
+        from cuda_triton.conv.tuning_keys import problem_spec
 
         spec = problem_spec(problem)
         futs = []
@@ -795,8 +795,9 @@ def read_logs(paths: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 def build_table(records: dict[str, dict[str, Any]], arch: int, meta: dict[str, Any]):
-    from cuda_triton.conv.templates.base import Schedule
-    from cuda_triton.conv.tuning import TuningEntry, TuningTable, problem_from_spec
+    from cuda_triton.conv.tuning import TuningEntry, TuningTable
+    from cuda_triton.conv.tuning_keys import problem_from_spec
+    from cuda_triton.kernel.launch import Schedule
 
     entries = []
     for rec in records.values():
@@ -840,7 +841,7 @@ def table_meta(records: dict[str, dict[str, Any]], command: str) -> dict[str, An
 def generalisation_report(records: dict[str, dict[str, Any]]) -> list[str]:
     """Leave-one-out: for each measured convolution, the time of what lookup would pick were it not in the
     table (its nearest neighbour's schedule, else the heuristic), against the tuned best and the heuristic."""
-    from cuda_triton.conv.tuning import problem_from_spec
+    from cuda_triton.conv.tuning_keys import problem_from_spec
 
     arch_of = {r["key"][0] for r in records.values()}
     if len(arch_of) != 1:
@@ -1124,7 +1125,7 @@ def main(argv: list[str] | None = None) -> int:
     records = read_logs([*args.resume, log_path])
 
     from cuda_triton.conv.templates import get_template, registered_templates
-    from cuda_triton.conv.tuning import table_key
+    from cuda_triton.conv.tuning_keys import table_key
 
     registered_templates()
     only = get_template(args.supported_by) if args.supported_by else None

@@ -14,15 +14,15 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 import pytest  # noqa: E402
 from cuda_triton.conv import ConvParams, ConvProblem  # noqa: E402
-from cuda_triton.conv.aot import (  # noqa: E402
+from cuda_triton.conv.templates import get_template  # noqa: E402
+from cuda_triton.kernel.aot import (  # noqa: E402
     AotCompileError,
     CompiledKernel,
     check_entry,
     compile_cache_key,
     compile_launches,
 )
-from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates.base import KernelLaunch, ScalarArg, TensorArg  # noqa: E402
+from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, TensorArg  # noqa: E402
 
 ARCHS = (80, 90)
 

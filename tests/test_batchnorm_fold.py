@@ -18,14 +18,14 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import cuda_triton.backend as backend  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner  # noqa: E402
+from cuda_triton._passes.batch_norm_fold import fold_batch_norm, is_batch_norm_node  # noqa: E402
 from cuda_triton.conv.binding import is_conv_node  # noqa: E402
 from cuda_triton.models.zoo import build  # noqa: E402
-from cuda_triton.partition.graph import fold_batch_norm, is_batch_norm_node  # noqa: E402
+from cuda_triton.preprocess import kernels  # noqa: E402
 from cuda_triton.serialization.blob import deserialize  # noqa: E402
 from executorch.exir import EdgeCompileConfig, to_edge, to_edge_transform_and_lower  # noqa: E402
 from executorch.exir.lowered_backend_module import LoweredBackendModule  # noqa: E402
@@ -328,19 +328,19 @@ def test_prefetch_compiles_the_folded_problem(api, monkeypatch):
     """The partitioner's prefetch asks for the convolution with a bias, as the preprocess compiles it (with
     to_edge_transform_and_lower, ops_to_not_decompose guesses the fold before the decomposition)."""
     prefetched: list = []
-    monkeypatch.setattr(backend, "prefetch", lambda problems, options: prefetched.extend(problems) or 0)
+    monkeypatch.setattr(kernels, "prefetch", lambda problems, options: prefetched.extend(problems) or 0)
     compiled: list = []
     model = ConvBN(2, False, True).eval()
     part = CudaTritonPartitioner(CudaTritonOptions(allow_tf32=False))
     with E.fake_compile():  # restores compile_all and prefetch_enabled on exit
-        fake = backend.compile_all
+        fake = kernels.compile_all
 
         def record(jobs):
             compiled.extend(j.problem for j in jobs.values())
             return fake(jobs)
 
-        backend.compile_all = record  # type: ignore[assignment]
-        backend.prefetch_enabled = lambda: True  # type: ignore[assignment]
+        kernels.compile_all = record  # type: ignore[assignment]
+        kernels.prefetch_enabled = lambda: True  # type: ignore[assignment]
         ep = torch.export.export(model, (torch.randn(2, 3, 6, 5),))
         if api == "transform_and_lower":
             to_edge_transform_and_lower(ep, partitioner=[part])
@@ -397,7 +397,7 @@ def test_tuning_lookup_uses_the_bias_free_entry_of_a_folded_conv():
     from cuda_triton.conv import tuning
     from cuda_triton.conv.params import ConvParams
     from cuda_triton.conv.templates import select_candidate
-    from cuda_triton.partition.graph import conv_problem
+    from cuda_triton.utils.conv import conv_problem
 
     params = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
     x, w = torch.randn(1, 16, 8, 8), torch.randn(32, 16, 3, 3)

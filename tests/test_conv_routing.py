@@ -18,18 +18,18 @@ import pytest
 import torch
 from cuda_triton.conv import templates
 from cuda_triton.conv.binding import aten_overload, is_conv_node
+from cuda_triton.conv.inductor import INDUCTOR_TORCH_VERSION, inductor_cannot_compile
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.problem import ConvProblem
 from cuda_triton.conv.routing import (
-    INDUCTOR_TORCH_VERSION,
     ConvRoutingError,
     Decision,
     RoutingPlan,
-    inductor_cannot_compile,
     plan,
     plan_graph,
 )
-from cuda_triton.conv.templates.base import ConvTemplate, Schedule, Support
+from cuda_triton.conv.templates.base import ConvTemplate
+from cuda_triton.kernel.launch import Schedule, Support
 from executorch.exir import to_edge, to_edge_transform_and_lower
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch._subclasses.fake_tensor import FakeTensorMode

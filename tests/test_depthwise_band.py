@@ -19,15 +19,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
-from cuda_triton.conv.templates.depthwise import (  # noqa: E402
-    BAND_MIN_TAPS,
-    DepthwiseTemplate,
-    _depthwise_band1d_kernel,
-    _is_band,
-    band_geometry,
-    interior_fraction,
-)
+from cuda_triton.conv.templates.depthwise import schedules as depthwise_schedules  # noqa: E402
+from cuda_triton.conv.templates.depthwise.geometry import band_geometry, interior_fraction  # noqa: E402
+from cuda_triton.conv.templates.depthwise.geometry import is_band as _is_band  # noqa: E402
+from cuda_triton.conv.templates.depthwise.kernels import _depthwise_band1d_kernel  # noqa: E402
+from cuda_triton.conv.templates.depthwise.schedules import BAND_MIN_TAPS  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 from test_templates_part2 import DTYPES, DW, _dw_inputs, check  # noqa: E402
 
 # (name, N, C, mult, spatial, kernel, stride, pad_before, pad_after, dilation, layout, bias)
@@ -66,7 +63,7 @@ def test_band_space_is_covered():
     for case in BAND_CASES:
         x, w, b, p, _ = _dw_inputs(case, torch.float16)
         covered.update(_band_schedules(ConvProblem.from_tensors(x, w, b, p)))
-    assert len(covered) == len(DepthwiseTemplate.BAND_SPACE)
+    assert len(covered) == len(depthwise_schedules.BAND_SPACE)
 
 
 def _conformer(dtype: str, stride: int = 1, cl: bool = False) -> ConvProblem:
@@ -139,8 +136,8 @@ def test_band_kernels_compile_aot(monkeypatch):
     heuristic's / first one), with the ABI the C++ runtime expects; the two arches in parallel."""
     from concurrent.futures import ThreadPoolExecutor
 
-    aot = pytest.importorskip("cuda_triton.conv.aot")
-    monkeypatch.setattr("cuda_triton.conv.templates.transposed._interpreting", lambda: False)
+    aot = pytest.importorskip("cuda_triton.kernel.aot")
+    monkeypatch.setattr("cuda_triton.conv.templates._interpreter.interpreting", lambda: False)
     fp16 = _conformer("float16")
     plane = ConvProblem.from_shapes(
         (2, 16, 9, 40), (5760, 360, 40, 1), (32, 1, 3, 5), (15, 15, 5, 1), True,

@@ -17,8 +17,8 @@ import torch  # noqa: E402
 from cuda_triton.conv import ConvProblem  # noqa: E402
 from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import _f16_mma, get_template  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule, TensorArg  # noqa: E402
 from cuda_triton.conv.tf32 import round_to_tf32  # noqa: E402
+from cuda_triton.kernel.launch import Schedule, TensorArg  # noqa: E402
 from test_templates_part1 import DEVICE, _params, _run, _tensors  # noqa: E402
 
 IG = get_template("implicit_gemm")
@@ -214,7 +214,7 @@ def test_shared_memory_of_f16_tiles_fits() -> None:
 
 @pytest.mark.slow
 def test_f16_kernels_compile_ahead_of_time() -> None:
-    from cuda_triton.conv.aot import compile_launches
+    from cuda_triton.kernel.aot import compile_launches
 
     x, w, _, p = _meta(4, 128, 128, (32, 32), 3)
     cl = _problem(x, w, None, p)
@@ -244,8 +244,8 @@ def test_f16_kernels_compile_ahead_of_time() -> None:
 
 def test_export_option_turns_f16_mma_off() -> None:
     """The compile spec tf32_on_fp16 reaches the preprocess step's schedule choice (and round-trips)."""
-    from cuda_triton.backend import conv_jobs
     from cuda_triton.partition.options import CudaTritonOptions
+    from cuda_triton.preprocess.kernels import conv_jobs
 
     vgg = _problem(*_meta(8, 256, 256, (56, 56), 3))
     for allowed in (True, False):

@@ -17,11 +17,11 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv import ConvProblem  # noqa: E402
-from cuda_triton.conv.aot import compile_cache_key, compile_launches  # noqa: E402
 from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates._geometry import Geometry  # noqa: E402
-from cuda_triton.conv.templates.implicit_gemm_box import box_shapes, box_waste  # noqa: E402
+from cuda_triton.conv.templates.geometry import Geometry  # noqa: E402
+from cuda_triton.conv.templates.implicit_gemm_box.boxes import box_shapes, box_waste  # noqa: E402
+from cuda_triton.kernel.aot import compile_cache_key, compile_launches  # noqa: E402
 from test_templates_part1 import _check, _params, _run, _tensors  # noqa: E402
 
 BOX = "implicit_gemm_box"

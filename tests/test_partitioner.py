@@ -8,16 +8,16 @@ tests/test_preprocess.py compiles real kernels.
 
 from __future__ import annotations
 
-import cuda_triton.backend as backend
 import pytest
 import torch
 import torch.nn.functional as F
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
-from cuda_triton.conv.aot import CompiledKernel, abi_types
 from cuda_triton.conv.binding import aten_overload, is_conv_node
 from cuda_triton.conv.routing import ConvRoutingError
 from cuda_triton.conv.templates import get_template
+from cuda_triton.kernel.aot import CompiledKernel, abi_types
 from cuda_triton.models.zoo import ZOO, build
+from cuda_triton.preprocess import kernels
 from cuda_triton.serialization.blob import deserialize
 from executorch.exir import to_edge, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import LoweredBackendModule
@@ -60,7 +60,7 @@ def _fake_compile(jobs):
 @pytest.fixture
 def fake_compile(monkeypatch):
     """Blobs get placeholder cubins: the partitioner and the blob layout are tested without Triton compiles."""
-    monkeypatch.setattr(backend, "compile_all", _fake_compile)
+    monkeypatch.setattr(kernels, "compile_all", _fake_compile)
     monkeypatch.setenv("CUDA_TRITON_PREFETCH", "0")
 
 

@@ -21,10 +21,15 @@ import pytest
 import torch
 import triton
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+from cuda_triton.conv import compile_pool
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.templates import get_template
-from cuda_triton.partition.graph import conv_problem
+from cuda_triton.preprocess import assemble as assemble_mod
+from cuda_triton.preprocess import kernels
+from cuda_triton.preprocess.draft import tensor_bytes
+from cuda_triton.preprocess.schedule import TuningLookup, choose_schedule
 from cuda_triton.serialization import blob as blob_mod
+from cuda_triton.utils.conv import conv_problem
 from executorch.exir import to_edge, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch import nn
@@ -38,9 +43,9 @@ def triton_cache(tmp_path_factory):
     """One Triton cache for the session (cold at first: each distinct kernel compiles once)."""
     old = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton_cache"))
-    backend._COMPILER.shutdown()  # compile workers fork with the new environment
+    compile_pool.shutdown()  # compile workers fork with the new environment
     yield
-    backend._COMPILER.shutdown()
+    compile_pool.shutdown()
     if old is None:
         os.environ.pop("TRITON_CACHE_DIR", None)
     else:
@@ -76,7 +81,7 @@ class Capture:
             self.written.append((b, data))
             return data
 
-        monkeypatch.setattr(backend, "serialize", spy)
+        monkeypatch.setattr(assemble_mod, "serialize", spy)
 
 
 def lower(model, xs, api="transform_and_lower", **options):
@@ -115,13 +120,13 @@ def tiny_fp32():
     mp = pytest.MonkeyPatch()
     cap = Capture(mp)
     jobs_seen: list[dict] = []
-    real_compile_all = backend.compile_all
+    real_compile_all = kernels.compile_all
 
     def spy_compile_all(jobs):
         jobs_seen.append(dict(jobs))
         return real_compile_all(jobs)
 
-    mp.setattr(backend, "compile_all", spy_compile_all)
+    mp.setattr(kernels, "compile_all", spy_compile_all)
     torch.manual_seed(0)
     model = Tiny()
     try:
@@ -186,14 +191,27 @@ def test_weights_are_prepared_and_stored_as_named_data(tiny_fp32):
         )  # fmt: skip
         xin = x if conv is model.a else torch.empty(1, 8, 10, 10)
         problem = conv_problem(xin, w, True, params, True)
-        template, schedule, _ = backend._choose(problem, backend._Tuning(CudaTritonOptions()))
+        template, schedule, _ = choose_schedule(problem, TuningLookup(CudaTritonOptions()))
         assert template.name == op.template and schedule.key() == op.schedule
-        expected = backend._tensor_bytes(get_template(op.template).prepare_weight(w, problem, schedule))
-        for index, payload in ((op.weight, expected), (op.bias, backend._tensor_bytes(conv.bias.detach()))):
+        expected = tensor_bytes(get_template(op.template).prepare_weight(w, problem, schedule))
+        for index, payload in ((op.weight, expected), (op.bias, tensor_bytes(conv.bias.detach()))):
             rec = blob.constants[index]
             entry = store.pte_data[rec.key]
             assert bytes(store.buffers[entry.buffer_index]) == payload
             assert rec.nbytes == len(payload)
+
+
+def test_the_shipped_tuning_table_chooses_schedules():
+    """A convolution the shipped sm_90 table holds gets the table's schedule (not only the heuristics')."""
+    from cuda_triton.conv import tuning
+
+    table = tuning.load_table(arch=90)
+    assert table.entries, "the shipped tuning table is empty"
+    entry = table.entries[0]
+    template, schedule, tuned = choose_schedule(
+        entry.problem, TuningLookup(CudaTritonOptions(archs=(80, 90)))
+    )
+    assert tuned and (template.name, schedule) == (entry.template, entry.schedule)
 
 
 def test_to_executorch_serializes(tiny_fp32):
@@ -218,7 +236,7 @@ def test_prefetch_submits_exactly_what_preprocess_compiles(tiny_fp32):
         w = torch.empty(8, cin, 3, 3)
         params = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
         expected.update(
-            backend.conv_jobs(conv_problem(torch.empty(1, cin, 10, 10), w, True, params, True), opts)
+            kernels.conv_jobs(conv_problem(torch.empty(1, cin, 10, 10), w, True, params, True), opts)
         )
     assert set(jobs) == set(expected)
 
@@ -234,7 +252,7 @@ def test_external_tag_writes_a_ptd(tmp_path):
     ptd = tmp_path / "tiny_weights.ptd"
     assert ptd.exists()
     data = ptd.read_bytes()
-    w = backend._tensor_bytes(model.c.bias.detach())
+    w = tensor_bytes(model.c.bias.detach())
     assert w in data and w not in prog.buffer
     for k in backend.read_lowered(lowered).kernels:  # cubins are code: they stay in the .pte
         assert k.cubin is not None and prog.buffer.count(k.cubin) == 1 and k.cubin not in data

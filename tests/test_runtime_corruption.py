@@ -147,6 +147,30 @@ def test_every_corrupted_cubin_is_refused_at_init(build, program, tmp_path) -> N
     assert not failures, f"{len(failures)} of {len(variants)} corrupted cubins were not refused:\n{shown}"
 
 
+def test_every_corrupted_weight_is_refused_at_init(build, tmp_path_factory, tmp_path) -> None:
+    """A changed byte in a weight or bias: its SHA-256 no longer matches the blob's record, init refuses the program
+    naming the constant (before, it ran with the wrong weights)."""
+    d = tmp_path_factory.mktemp("weights")
+    pte, blobs, named = export_tiny(d)
+    data = pte.read_bytes()
+    constants = [c for blob in blobs for c in deserialize(blob, named).constants]
+    assert constants
+    rng = random.Random(99)
+    variants = []
+    for c in constants:
+        payload = named[c.key]
+        at = data.find(payload)
+        assert at >= 0 and len(payload) == c.nbytes
+        for o in sorted({rng.randrange(len(payload)) for _ in range(12)} | {0, len(payload) - 1}):
+            b = bytearray(data)
+            b[at + o] ^= 1 << rng.randrange(8)
+            variants.append((f"constant {c.key} byte {o}", bytes(b)))
+    x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    failures = _run_all(build, tmp_path, tmp_path / "in.bin", variants, refused="the blob records")
+    assert not failures, "\n".join(failures[:20])
+
+
 def _gpu_faults():
     spec = importlib.util.spec_from_file_location("gpu_faults", ROOT / "scripts" / "gpu_faults.py")
     assert spec is not None and spec.loader is not None

@@ -1,4 +1,5 @@
-"""The generated C++ layout header (runtime/generated/conv_layout.h) is current and agrees with the Python rule."""
+"""The generated C++ layout headers (runtime/generated/) are current, and conv_layout.h agrees with the Python rule
+(the op families' rules are compared through the blob readers, tests/test_blob_format.py)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,28 @@ def test_translator_rejects_unsupported_python(tmp_path) -> None:
     r = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_layout_header.py"), "--source", str(src), "--header",
          str(tmp_path / "h.h")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 2 and "layout.py:2" in r.stderr
+
+
+def test_translator_raises_value_errors_as_invalid_argument(tmp_path) -> None:
+    """``raise ValueError("...")`` becomes a throw of std::invalid_argument (the readers report it); any other raise
+    is refused."""
+    src = tmp_path / "layout.py"
+    src.write_text(
+        'def f(x: int) -> int:\n    if x < 0:\n        raise ValueError("negative")\n    return x\n'
+    )
+    header = tmp_path / "h.h"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_layout_header.py"), "--source", str(src), "--header", str(header)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert 'throw std::invalid_argument("negative");' in header.read_text()
+    src.write_text("def f(x: int) -> int:\n    raise ValueError(str(x))\n")
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_layout_header.py"), "--source", str(src), "--header", str(header)],
         capture_output=True, text=True,
     )  # fmt: skip
     assert r.returncode == 2 and "layout.py:2" in r.stderr

@@ -56,11 +56,11 @@ def test_every_op_gpu_time_is_in_the_etdump(build, tmp_path, host_planned, capsy
     assert len(delegates) == len(blobs)
     for profile, blob_bytes in zip(delegates, blobs, strict=True):
         blob = deserialize(blob_bytes)
-        assert [op.name for op in profile.ops] == [f"op{i} {op.template}" for i, op in enumerate(blob.ops)]
+        assert [op.name for op in profile.ops] == [f"op{i} {op.name}" for i, op in enumerate(blob.ops)]
         for timed, op in zip(profile.ops, blob.ops, strict=True):
             assert timed.runs == 4  # the warmup and the 3 timed executions
             assert timed.median_us == pytest.approx(len(op.launches) * KERNEL_NS / 1e3, abs=0.01)
-            assert timed.metadata == op.schedule
+            assert timed.metadata == f"{op.KIND_NAME} {op.template} {op.schedule}"
         assert profile.delegate.median_us >= sum(t.median_us for t in profile.ops) - 0.01
     assert any(h.name == "Method::execute" for h in host) and any(h.name == "DELEGATE_CALL" for h in host)
     # Timed launches go one by one (events between the ops), not through the graph.

@@ -18,10 +18,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates._geometry import NUM_SMS, Geometry  # noqa: E402
 from cuda_triton.conv.templates._pad_copy import padded_extent  # noqa: E402
 from cuda_triton.conv.templates._splitk import tail_options, tail_rows  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
+from cuda_triton.conv.templates.geometry import NUM_SMS, Geometry  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 from test_templates_part1 import _check, _params, _run, _tensors  # noqa: E402
 
 
@@ -160,7 +160,7 @@ def test_tma_support_rules() -> None:
 def test_tma_kernel_makes_descriptors_on_device() -> None:
     """The kernel builds its TMA descriptors on the device (global scratch), so the C++ runtime needs no
     cuTensorMapEncode; compiled for sm_90 it uses TMA copies, for sm_80 ordinary loads."""
-    from cuda_triton.conv.aot import compile_launches
+    from cuda_triton.kernel.aot import compile_launches
 
     t = get_template("implicit_gemm_tma")
     problem = _meta_problem(2, 64, 128, (20, 20), 3, pad_before=1)

@@ -19,7 +19,7 @@ from cuda_triton.conv import ConvParams, ConvProblem  # noqa: E402
 from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import force_conv_candidate, get_template, select_candidate  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cpu" if INTERPRET else "cuda"
@@ -263,7 +263,7 @@ def test_schedule_space_and_heuristics() -> None:
 @pytest.mark.parametrize("template", ["implicit_gemm", "gemm", "implicit_gemm_rows"])
 def test_int64_indexing_path(template: str, monkeypatch) -> None:
     # Tensors of >= 2^31 elements are too big for a CPU test; force the 64-bit index path on a small one.
-    from cuda_triton.conv.templates import _geometry
+    from cuda_triton.conv.templates import geometry as _geometry
 
     monkeypatch.setattr(_geometry, "needs_int64", lambda problem: True)
     p = _params(2, pad_before=1) if template != "gemm" else _params(2, stride=2)

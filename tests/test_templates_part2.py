@@ -23,11 +23,15 @@ from cuda_triton.conv.op import reference_in_layout  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, select_candidate  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule  # noqa: E402
 from cuda_triton.conv.templates.depthwise import TEMPLATES as DW_TEMPLATES  # noqa: E402
-from cuda_triton.conv.templates.depthwise import DepthwiseTemplate, _tile_is_interior, interior_fraction  # noqa: E402
+from cuda_triton.conv.templates.depthwise import DepthwiseTemplate  # noqa: E402
+from cuda_triton.conv.templates.depthwise import schedules as depthwise_schedules  # noqa: E402
+from cuda_triton.conv.templates.depthwise.geometry import interior_fraction  # noqa: E402
+from cuda_triton.conv.templates.depthwise.kernels import _tile_is_interior  # noqa: E402
 from cuda_triton.conv.templates.transposed import TEMPLATES as TR_TEMPLATES  # noqa: E402
-from cuda_triton.conv.templates.transposed import TransposedTemplate, phase_counts, phase_taps  # noqa: E402
+from cuda_triton.conv.templates.transposed import TransposedTemplate  # noqa: E402
+from cuda_triton.conv.templates.transposed.phases import phase_counts, phase_taps  # noqa: E402
+from cuda_triton.kernel.launch import Schedule  # noqa: E402
 
 DW: DepthwiseTemplate = DW_TEMPLATES[0]
 TR: TransposedTemplate = TR_TEMPLATES[0]
@@ -189,7 +193,7 @@ def test_depthwise_every_schedule():
     p = ConvParams((1, 1), (1, 0), (0, 1), (1, 1), False, (0, 0), 40)
     problem = ConvProblem.from_tensors(x, w, b, p)
     schedules = DW.schedules(problem)
-    assert len(schedules) == len(DepthwiseTemplate.CL_SPACE)
+    assert len(schedules) == len(depthwise_schedules.CL_SPACE)
     for s in schedules:
         check(DW, x, w, b, p, 4, schedule=s)
     # contiguous kernel: a 1-D row of 600 and a 2-D 9 x 33 plane between them make every
@@ -211,7 +215,7 @@ def test_depthwise_every_schedule():
                 continue
             covered.add(s)
             check(DW, xx, ww, None, pp, math.prod(ww.shape[2:]), schedule=s)
-    assert len(covered) == len(DepthwiseTemplate.NC_SPACE) + len(DepthwiseTemplate.NC_MULTI_SPACE)
+    assert len(covered) == len(depthwise_schedules.NC_SPACE) + len(depthwise_schedules.NC_MULTI_SPACE)
 
 
 # Interior fast path vs masked edge path: each case is a (dims, stride, dilation, padding) class in one layout,
@@ -566,9 +570,9 @@ def test_every_schedule_compiles_aot(monkeypatch):
     """Every schedule of both templates compiles for sm_80 and sm_90 (no GPU); the two arches in parallel."""
     from concurrent.futures import ThreadPoolExecutor
 
-    aot = pytest.importorskip("cuda_triton.conv.aot")
+    aot = pytest.importorskip("cuda_triton.kernel.aot")
     # Build the launches exactly as an export (no interpreter) does.
-    monkeypatch.setattr("cuda_triton.conv.templates.transposed._interpreting", lambda: False)
+    monkeypatch.setattr("cuda_triton.conv.templates._interpreter.interpreting", lambda: False)
     launches = {}
     for template, problem in _aot_problems():
         assert template.supports(problem)
@@ -576,9 +580,9 @@ def test_every_schedule_compiles_aot(monkeypatch):
             for launch in template.launches(problem, schedule):
                 launches.setdefault(aot.compile_cache_key(launch, 90), launch)
     depthwise_space = (
-        len(DepthwiseTemplate.CL_SPACE)
-        + len(DepthwiseTemplate.NC_SPACE)
-        + len(DepthwiseTemplate.NC_MULTI_SPACE)
+        len(depthwise_schedules.CL_SPACE)
+        + len(depthwise_schedules.NC_SPACE)
+        + len(depthwise_schedules.NC_MULTI_SPACE)
     )
     assert len(launches) >= depthwise_space + len(TransposedTemplate.CL_SPACE)
     todo = list(launches.values())

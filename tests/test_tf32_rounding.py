@@ -20,7 +20,6 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from cuda_triton.conv import aot  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import (  # noqa: E402
@@ -30,6 +29,7 @@ from cuda_triton.conv.templates import (  # noqa: E402
     select_candidate,
 )
 from cuda_triton.conv.tf32 import is_tf32, round_to_tf32, truncate_to_tf32  # noqa: E402
+from cuda_triton.kernel import aot  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cpu" if INTERPRET else "cuda"

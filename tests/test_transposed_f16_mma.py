@@ -23,9 +23,11 @@ from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import _f16_mma, force_conv_candidate, select_candidate  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule, TensorArg  # noqa: E402
-from cuda_triton.conv.templates.transposed import SMEM_LIMIT, TransposedTemplate, phase_taps  # noqa: E402
+from cuda_triton.conv.templates.transposed import TransposedTemplate  # noqa: E402
+from cuda_triton.conv.templates.transposed.phases import phase_taps  # noqa: E402
+from cuda_triton.conv.templates.transposed.template import SMEM_LIMIT  # noqa: E402
 from cuda_triton.conv.tf32 import round_to_tf32  # noqa: E402
+from cuda_triton.kernel.launch import Schedule, TensorArg  # noqa: E402
 from test_templates_part2 import TR, TR_CASES, _channels_last, _tr_inputs  # noqa: E402
 
 NAN = float("nan")
@@ -310,9 +312,9 @@ def test_weight_scratch_and_launches(mode: int) -> None:
 # ---- ahead-of-time compilation -----------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_f16_kernels_compile_ahead_of_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cuda_triton.conv.aot import compile_launches
+    from cuda_triton.kernel.aot import compile_launches
 
-    monkeypatch.setattr("cuda_triton.conv.templates.transposed._interpreting", lambda: False)
+    monkeypatch.setattr("cuda_triton.conv.templates._interpreter.interpreting", lambda: False)
     launches = []
     for cl in (True, False):
         problem = _problem(*_meta(**FCN, cl=cl))

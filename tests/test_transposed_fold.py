@@ -22,15 +22,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
-from cuda_triton.conv.templates import transposed as transposed_mod  # noqa: E402
 from cuda_triton.conv.templates._f16_mma import uses_f16_mma  # noqa: E402
-from cuda_triton.conv.templates.base import Schedule, TensorArg  # noqa: E402
-from cuda_triton.conv.templates.transposed import (  # noqa: E402
-    SMEM_LIMIT,
-    TransposedTemplate,
-    uses_w_fold,
-    w_phases_fold,
-)
+from cuda_triton.conv.templates.transposed import TransposedTemplate  # noqa: E402
+from cuda_triton.conv.templates.transposed import template as transposed_mod  # noqa: E402
+from cuda_triton.conv.templates.transposed.phases import uses_w_fold, w_phases_fold  # noqa: E402
+from cuda_triton.conv.templates.transposed.template import SMEM_LIMIT  # noqa: E402
+from cuda_triton.kernel.launch import Schedule, TensorArg  # noqa: E402
 from test_templates_part2 import DTYPES, TR, _channels_last, _module_for, _tr_inputs, check  # noqa: E402
 from test_transposed_f16_mma import UNET3D, _check_tf32_accuracy, _meta, _run  # noqa: E402
 
@@ -271,9 +268,9 @@ def test_folded_kernels_compile_ahead_of_time(monkeypatch: pytest.MonkeyPatch) -
     for sm_80 and sm_90, on tensor cores (one [BLOCK_M, SW*BLOCK_N] MMA tile)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cuda_triton.conv.aot import compile_launches
+    from cuda_triton.kernel.aot import compile_launches
 
-    monkeypatch.setattr("cuda_triton.conv.templates.transposed._interpreting", lambda: False)
+    monkeypatch.setattr("cuda_triton.conv.templates._interpreter.interpreting", lambda: False)
     unet3d = _problem(*_meta(**UNET3D))
     k4s4 = _geometry(kernel=(4, 4), stride=(4, 4))
     row_tiled = _problem(*_meta(2, 64, 64, (200,), 2, 2, 0, dtype=torch.bfloat16))

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 from cuda_triton.conv import templates as templates_mod
-from cuda_triton.conv import tuning
+from cuda_triton.conv import tuning, tuning_keys
 from cuda_triton.conv.op import reference_convolution
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.problem import ConvProblem
-from cuda_triton.conv.templates.base import ConvTemplate, KernelLaunch, Schedule, Support, TensorArg
+from cuda_triton.conv.templates.base import ConvTemplate
+from cuda_triton.kernel.launch import KernelLaunch, Schedule, Support, TensorArg
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,8 +147,8 @@ def check_table(table: tuning.TuningTable, compile_sample: int | None) -> None:
     code a schedule generates differs between those; the geometry constexprs of one entry vs another of the same
     schedule only change constants); a number compiles a random sample of that size, one per template at least.
     """
-    from cuda_triton.conv.aot import compile_launches
     from cuda_triton.conv.templates import get_template
+    from cuda_triton.kernel.aot import compile_launches
 
     assert tuning.validate_table(table) == []
     for e in table.entries:
@@ -249,17 +250,17 @@ def test_nearest_signature_fallback(fake_registry):
     m = tuning.lookup_match(q, 90, table)
     assert m is not None and not m.exact
     assert m.entry.signature == near.signature()
-    assert math.isclose(m.distance, tuning.signature_distance(q, near))
+    assert math.isclose(m.distance, tuning_keys.signature_distance(q, near))
     assert tuning.lookup(q, 90, table) == ("fake", Schedule.make(4, 2, BLOCK=32))
     # `nearest` answers as if the problem were not in the table (the tuner's leave-one-out report).
     assert table.nearest(near, 90) is None  # `far` is the only other entry, beyond MAX_DISTANCE
     assert table.nearest(near, 90, max_distance=100).entry.signature == far.signature()
     assert tuning.lookup_match(near, 90, table).exact
     # Distance is symmetric, zero on itself, and infinite across structural classes.
-    assert tuning.signature_distance(q, near) == tuning.signature_distance(near, q)
-    assert tuning.signature_distance(q, q) == 0.0
-    assert tuning.signature_distance(q, make_problem(hw=(14,))) == math.inf
-    assert tuning.signature_distance(q, make_problem(c=32, k=32, groups=32)) == math.inf
+    assert tuning_keys.signature_distance(q, near) == tuning_keys.signature_distance(near, q)
+    assert tuning_keys.signature_distance(q, q) == 0.0
+    assert tuning_keys.signature_distance(q, make_problem(hw=(14,))) == math.inf
+    assert tuning_keys.signature_distance(q, make_problem(c=32, k=32, groups=32)) == math.inf
 
 
 def test_fallback_only_where_tuning_beat_the_heuristic(fake_registry):
@@ -285,7 +286,11 @@ def test_fallback_needs_the_schedule_on_offer(fake_registry):
     assert tuning.lookup(q, 90, table) is None
     # A second, farther neighbour whose schedule is on offer is used instead.
     farther = make_problem(k=64, c=32)
-    assert tuning.signature_distance(q, big) < tuning.signature_distance(q, farther) <= tuning.MAX_DISTANCE
+    assert (
+        tuning_keys.signature_distance(q, big)
+        < tuning_keys.signature_distance(q, farther)
+        <= tuning.MAX_DISTANCE
+    )
     table2 = tuning.TuningTable([entry(big, 64), entry(farther, 16)])
     assert tuning.lookup(q, 90, table2) == ("fake", Schedule.make(4, 2, BLOCK=16))
 
@@ -294,7 +299,7 @@ def test_fallback_limits(fake_registry):
     p = make_problem(c=16, k=16, hw=(8, 8))
     table = tuning.TuningTable([entry(p, 16)])
     too_far = make_problem(c=1024, k=1024, hw=(128, 128), n=8)
-    assert tuning.signature_distance(too_far, p) > tuning.MAX_DISTANCE
+    assert tuning_keys.signature_distance(too_far, p) > tuning.MAX_DISTANCE
     assert tuning.lookup(too_far, 90, table) is None
     # Depthwise problems never borrow a dense conv's schedule, nor 3-D from 2-D.
     assert tuning.lookup(make_problem(c=16, k=16, hw=(8, 8), groups=16), 90, table) is None
@@ -429,7 +434,7 @@ def test_tune_script_writes_a_usable_table(fake_registry, tmp_path, capsys):
         make_problem(c=4, k=8, hw=(5, 5), bias=True),
     ]
     # One as a problem spec, one as a signature string (expanded over --dtypes x --layouts).
-    src = write(tmp_path / "problems.json", [tuning.problem_spec(problems[0]), problems[1].signature()])
+    src = write(tmp_path / "problems.json", [tuning_keys.problem_spec(problems[0]), problems[1].signature()])
     out = tmp_path / "out"
     one = ["--dtypes", "fp16", "--layouts", "channels_last"]
     assert tune.main(["--out", str(out), "--problems", f"json:{src}", *one, "--dry-run"]) == 0
@@ -480,7 +485,7 @@ def test_tune_stops_on_a_lost_context_and_skips_the_culprit_on_resume(
     tune = _load_tune_module()
     monkeypatch.setattr(sys.modules[__name__], "CRASHING_BLOCK", [32])
     problems = [make_problem(c=8, k=32, hw=(6, 6)), make_problem(c=8, k=32, hw=(5, 5))]
-    src = write(tmp_path / "problems.json", [tuning.problem_spec(p) for p in problems])
+    src = write(tmp_path / "problems.json", [tuning_keys.problem_spec(p) for p in problems])
     out = tmp_path / "out"
     argv = ["--out", str(out), "--problems", f"json:{src}", "--no-cudnn"]
     assert tune.main(argv) == 3
@@ -507,11 +512,11 @@ def test_problem_from_signature():
         make_problem(c=16, k=8, hw=(7, 7), transposed=True, stride=2, channels_last=False),
     ]:
         layout = "channels_last" if p.input_layout == "channels_last" else "contiguous"
-        assert tuning.problem_from_signature(p.signature(), p.dtype, layout) == p
+        assert tuning_keys.problem_from_signature(p.signature(), p.dtype, layout) == p
     with pytest.raises(ValueError, match="not a convolution signature"):
-        tuning.problem_from_signature("n1_c3_k8_in8x8_w3x3_s1x1_pb1x1_pa1x1_d1x1_g1")  # no bias field
+        tuning_keys.problem_from_signature("n1_c3_k8_in8x8_w3x3_s1x1_pb1x1_pa1x1_d1x1_g1")  # no bias field
     with pytest.raises(ValueError, match="not a convolution signature"):
-        tuning.problem_from_signature("resnet50")
+        tuning_keys.problem_from_signature("resnet50")
 
 
 def test_tuning_signatures_cover_the_networks():
@@ -538,7 +543,7 @@ def test_tuning_signatures_cover_the_networks():
     assert {p.input_layout for p in probs if p.spatial_dims == 2} == {"channels_last", "contiguous"}
     # Every problem's spec round-trips through the table format.
     for p in probs[:50]:
-        assert tuning.problem_from_spec(tuning.problem_spec(p)) == p
+        assert tuning_keys.problem_from_spec(tuning_keys.problem_spec(p)) == p
 
 
 def test_no_executorch_import():

@@ -28,6 +28,12 @@ ScalarType scalar_type_of(DType t) {
       return ScalarType::Float;
     case DType::kF64:
       return ScalarType::Double;
+    case DType::kI32:
+      return ScalarType::Int;
+    case DType::kI64:
+      return ScalarType::Long;
+    case DType::kBool:
+      return ScalarType::Bool;
   }
   return ScalarType::Float;
 }
@@ -54,7 +60,7 @@ bool same_planned_layout(const Tensor& t, const ValueRecord& vr) {
 }
 
 const char* kind_name(ValueKind k) {
-  return k == ValueKind::kInput ? "input" : (k == ValueKind::kOutput ? "output" : "intermediate");
+  return k == ValueKind::kInput ? "input" : "output";
 }
 
 }  // namespace
@@ -166,6 +172,7 @@ Status DelegateProgram::run(EventTracer* tracer) {
     for (uint32_t v : outputs_) {
       values_[v].address = values_[v].caller != 0 ? values_[v].caller : values_[v].device.get();
     }
+    refresh_io_views();
     if (profiling) {
       CT_RETURN_IF_ERROR(profiler_.begin(stream));
     }
@@ -267,6 +274,7 @@ Status DelegateProgram::replay(CUstream stream, bool* replayed) {
       for (uint32_t v : outputs_) {
         values_[v].address = values_[v].caller;
       }
+      refresh_io_views();
       for (size_t l : io_launches_) {
         PreparedLaunch& pl = launches_[l];
         for (const auto& [slot, value] : pl.value_slots) {
@@ -291,6 +299,12 @@ Status DelegateProgram::replay(CUstream stream, bool* replayed) {
   CT_RETURN_IF_ERROR(graph_.launch(stream));
   *replayed = true;
   return Status::Ok();
+}
+
+void DelegateProgram::refresh_io_views() {
+  for (uint32_t v : io_views_) {
+    values_[v].address = values_[blob_.values[v].root].address + values_[v].root_offset;
+  }
 }
 
 }  // namespace cuda_triton

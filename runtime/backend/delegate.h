@@ -63,10 +63,11 @@ class DelegateProgram {
     CUfunction function = nullptr;
   };
   struct ValueState {
-    DeviceBuffer device;  // intermediates; staging of host-planned I/O; the graph's own buffer (GraphIo::kStaging)
+    DeviceBuffer device;  // staging of host-planned I/O; the graph's own buffer of device-planned I/O (kStaging)
     PinnedBuffer pinned;  // host staging of host-planned inputs/outputs
     CUdeviceptr address = 0;        // what the kernels' arguments hold now
     CUdeviceptr graph_address = 0;  // what the graph's kernel nodes hold (GraphIo::kUpdate)
+    uint64_t root_offset = 0;       // a view: bytes from its root's address (intermediate: from the arena's)
     // Set per execute by bind_value:
     void* host = nullptr;    // host tensor data to stage (inputs) or copy back (outputs)
     CUdeviceptr caller = 0;  // the tensor's own device memory
@@ -87,7 +88,8 @@ class DelegateProgram {
   void scratch_bytes(uint64_t* global_bytes, uint64_t* profile_bytes) const;
   // The kernel index of a launch for the device's arch.
   uint32_t kernel_of(const LaunchRecord& launch) const;
-  // Whether the value is a delegate input or output whose bytes are in the caller's device memory.
+  // Whether the value is a delegate input or output (not a view of one) whose bytes are in the caller's device
+  // memory.
   bool device_io(uint32_t v) const;
   // Whether the value is a delegate input or output staged through pinned memory.
   bool host_io(uint32_t v) const;
@@ -101,6 +103,8 @@ class DelegateProgram {
   // Enqueues the sequence: host-planned inputs in, every launch (its arguments from the values' addresses),
   // host-planned outputs out. With `kernel_nodes` it is being captured; with `profiler` every op is timed.
   Status enqueue_work(CUstream stream, std::vector<CUgraphNode>* kernel_nodes, OpProfiler* profiler);
+  // Views of inputs and outputs follow their roots' current addresses.
+  void refresh_io_views();
   // One graph replay, with the device-resident inputs/outputs brought to it. False in `replayed` when the graph
   // could not take the new addresses (it is dropped: the caller launches directly).
   Status replay(CUstream stream, bool* replayed);
@@ -116,6 +120,8 @@ class DelegateProgram {
   std::vector<DeviceBuffer> constants_;
   std::vector<ValueState> values_;
   std::vector<uint32_t> inputs_, outputs_;  // value indices of the delegate's inputs and outputs
+  std::vector<uint32_t> io_views_;          // views whose root is an input or output
+  DeviceBuffer arena_;                      // every intermediate, at its planned offset
   DeviceBuffer global_scratch_;
   DeviceBuffer profile_scratch_;
   std::vector<PreparedLaunch> launches_;

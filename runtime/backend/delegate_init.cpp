@@ -83,12 +83,18 @@ Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const De
   return Status::Ok();
 }
 
+namespace {
+bool is_io(ValueKind k) {
+  return k == ValueKind::kInput || k == ValueKind::kOutput;
+}
+}  // namespace
+
 bool DelegateProgram::device_io(uint32_t v) const {
-  return blob_.values[v].kind != ValueKind::kIntermediate && options_.io_on_device;
+  return is_io(blob_.values[v].kind) && options_.io_on_device;
 }
 
 bool DelegateProgram::host_io(uint32_t v) const {
-  return blob_.values[v].kind != ValueKind::kIntermediate && !options_.io_on_device;
+  return is_io(blob_.values[v].kind) && !options_.io_on_device;
 }
 
 Status DelegateProgram::select_arch(int* smem_optin) {
@@ -191,19 +197,10 @@ Status DelegateProgram::load_kernels(const NamedDataMap* data_map, int smem_opti
 }
 
 Status DelegateProgram::check_layouts() const {
-  // Every op's output layout, recomputed with the generated rule from its planned input, must be the planned
+  // Every op's output layout, recomputed with its kind's shape rule from its planned inputs, must be the planned
   // output (execute checks the tensors ExecuTorch hands over against the plan).
-  const Blob& b = blob_;
-  for (uint32_t o = 0; o < b.ops.size(); ++o) {
-    const OpRecord& op = b.ops[o];
-    const ValueRecord& in = b.values[op.input];
-    const ValueRecord& out = b.values[op.output];
-    std::vector<int64_t> sizes, strides;
-    CT_RETURN_IF_ERROR(op_output_layout(op, in.dtype, in.sizes, in.strides, &sizes, &strides));
-    if (!same_layout(sizes, strides, out.sizes, out.strides)) {
-      return Status(Code::kInvalidProgram, "op " + std::to_string(o) + ": output layout " + dims_to_string(sizes) +
-                                               "/" + dims_to_string(strides) + " differs from the plan");
-    }
+  for (size_t o = 0; o < blob_.ops.size(); ++o) {
+    CT_RETURN_IF_ERROR(check_op_output_layout(blob_, o));
   }
   return Status::Ok();
 }
@@ -223,14 +220,14 @@ void DelegateProgram::scratch_bytes(uint64_t* global_bytes, uint64_t* profile_by
 Status DelegateProgram::check_device_memory() const {
   // Everything this delegate allocates on the device, counted before any of it is: a program too large for the
   // GPU fails here with the sizes, not halfway through its uploads with a bare CUDA_ERROR_OUT_OF_MEMORY.
-  uint64_t weights = 0, intermediates = 0, staging = 0, global_scratch = 0, profile_scratch = 0;
+  uint64_t weights = 0, staging = 0, global_scratch = 0, profile_scratch = 0;
+  const uint64_t intermediates = round_up(blob_.arena_size, 256);
   for (const ConstantRecord& c : blob_.constants) {
     weights += round_up(c.nbytes, 256);
   }
   for (const ValueRecord& v : blob_.values) {
-    if (v.kind == ValueKind::kIntermediate) {
-      intermediates += round_up(v.storage_bytes, 256);
-    } else if (!options_.io_on_device || (options_.cuda_graph && options_.graph_io == GraphIo::kStaging)) {
+    if (is_io(v.kind) &&
+        (!options_.io_on_device || (options_.cuda_graph && options_.graph_io == GraphIo::kStaging))) {
       staging += round_up(v.storage_bytes, 256);
     }
   }
@@ -266,10 +263,11 @@ Status DelegateProgram::upload_constants(const NamedDataMap* data_map) {
                                                "); if the weights are in a .ptd file, pass it (--data_path)");
     }
     FreeableBuffer buf = std::move(data.get());
-    if (buf.size() != cr.nbytes) {
+    if (buf.size() != cr.nbytes || (cr.nbytes > 0 && buf.data() == nullptr)) {
       return Status(Code::kInvalidProgram, "constant " + cr.key + " has " + std::to_string(buf.size()) +
                                                " bytes, the plan expects " + std::to_string(cr.nbytes));
     }
+    CT_RETURN_IF_ERROR(verify_constant(cr, buf.data(), buf.size()));
     CT_RETURN_IF_ERROR(DeviceBuffer::allocate(cr.nbytes, &constants_[c]));
     if (cr.nbytes > 0) {
       CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoD(constants_[c].get(), buf.data(), cr.nbytes), "cuMemcpyHtoD"));
@@ -280,16 +278,26 @@ Status DelegateProgram::upload_constants(const NamedDataMap* data_map) {
 }
 
 Status DelegateProgram::allocate_values() {
-  // Intermediates live on the device for the program's lifetime; host-planned inputs and outputs are staged
-  // through a device buffer and a pinned host buffer each; device-planned ones get a device buffer of the graph's
-  // own when it stages them (GraphIo::kStaging).
+  // Intermediates live in one arena for the program's lifetime, at their planned offsets; views alias their root's
+  // bytes; host-planned inputs and outputs are staged through a device buffer and a pinned host buffer each;
+  // device-planned ones get a device buffer of the graph's own when it stages them (GraphIo::kStaging).
+  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(blob_.arena_size, &arena_));
   values_.resize(blob_.values.size());
   for (uint32_t v = 0; v < blob_.values.size(); ++v) {
     const ValueRecord& vr = blob_.values[v];
     ValueState& vs = values_[v];
     if (vr.kind == ValueKind::kIntermediate) {
-      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
-      vs.address = vs.device.get();
+      vs.root_offset = vr.offset;
+      vs.address = arena_.get() + vr.offset;
+    } else if (vr.kind == ValueKind::kView) {
+      // Bases come before their views, so the base's offset from the root is known already.
+      const ValueRecord& base = blob_.values[vr.index];
+      vs.root_offset = (base.kind == ValueKind::kView ? values_[vr.index].root_offset : 0) + vr.offset;
+      if (blob_.values[vr.root].kind == ValueKind::kIntermediate) {
+        vs.address = arena_.get() + blob_.values[vr.root].offset + vs.root_offset;
+      } else {
+        io_views_.push_back(v);
+      }
     } else if (host_io(v)) {
       CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
       CT_RETURN_IF_ERROR(PinnedBuffer::allocate(vr.storage_bytes, &vs.pinned));
@@ -298,6 +306,7 @@ Status DelegateProgram::allocate_values() {
       CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
     }
   }
+  refresh_io_views();
   return Status::Ok();
 }
 
@@ -350,7 +359,7 @@ Status DelegateProgram::prepare_launches() {
       pl.bind_params();
       bool touches_io = false;
       for (const auto& [slot, value] : pl.value_slots) {
-        touches_io |= b.values[value].kind != ValueKind::kIntermediate;
+        touches_io |= is_io(b.values[b.values[value].root].kind);
       }
       if (touches_io) {
         io_launches_.push_back(launches_.size());
@@ -364,8 +373,8 @@ Status DelegateProgram::prepare_launches() {
 void DelegateProgram::prepare_profiling() {
   for (uint32_t o = 0; o < blob_.ops.size(); ++o) {
     const OpRecord& op = blob_.ops[o];
-    op_names_.push_back(name_ + "/op" + std::to_string(o) + " " + op.template_name);
-    op_metadata_.push_back(op.schedule);
+    op_names_.push_back(name_ + "/op" + std::to_string(o) + " " + (op.name.empty() ? op_kind_name(op.kind) : op.name));
+    op_metadata_.push_back(std::string(op_kind_name(op.kind)) + " " + op.template_name + " " + op.schedule);
   }
   if (!options_.profile) {
     return;
@@ -387,6 +396,7 @@ void DelegateProgram::capture_graph() {
       values_[v].graph_address = values_[v].address;
     }
   }
+  refresh_io_views();
   const Status st = graph_.capture(
       [this](CUstream stream, std::vector<CUgraphNode>* nodes) { return enqueue_work(stream, nodes, nullptr); },
       device_->stream());
@@ -410,6 +420,7 @@ DelegateProgram::~DelegateProgram() {
   global_scratch_ = DeviceBuffer();
   profile_scratch_ = DeviceBuffer();
   values_.clear();
+  arena_ = DeviceBuffer();
   constants_.clear();
   kernels_.clear();
 }

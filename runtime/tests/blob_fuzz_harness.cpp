@@ -3,7 +3,9 @@
 //   blob_fuzz_harness check  < stream     each blob in the stream: "ok <summary>" or "err <message>"
 //   blob_fuzz_harness mutate N SEED < stream
 //       for each blob in the stream, N random mutations (bit flips, byte overwrites, u32/u64 fields set to
-//       extreme values, truncations, insertions, deletions, splices); prints "<parsed-ok> <rejected>" counts.
+//       extreme values, bytes set to small codes such as kinds and tags, u64 fields set to small multiples of 16
+//       such as arena and view offsets, truncations, insertions, deletions, splices); prints
+//       "<parsed-ok> <rejected>" counts.
 // The stream is a sequence of (u64 little-endian length, bytes). Any memory error aborts (non-zero exit).
 #include <cstdint>
 #include <cstdio>
@@ -35,12 +37,16 @@ std::vector<std::vector<uint8_t>> read_stream() {
 
 std::string summary(const cuda_triton::Blob& b) {
   size_t launches = 0;
-  for (const auto& op : b.ops) launches += op.launches.size();
+  std::string kinds;
+  for (const auto& op : b.ops) {
+    launches += op.launches.size();
+    kinds += (kinds.empty() ? "" : ",") + std::to_string(static_cast<int>(op.kind));
+  }
   return "version=" + std::to_string(b.version) + " triton=" + b.triton_version +
          " kernels=" + std::to_string(b.kernels.size()) + " values=" + std::to_string(b.values.size()) +
          " constants=" + std::to_string(b.constants.size()) + " ops=" + std::to_string(b.ops.size()) +
          " launches=" + std::to_string(launches) + " inputs=" + std::to_string(b.num_inputs) +
-         " outputs=" + std::to_string(b.num_outputs);
+         " outputs=" + std::to_string(b.num_outputs) + " arena=" + std::to_string(b.arena_size) + " kinds=" + kinds;
 }
 
 // Parses a copy in an exactly-sized heap buffer, so ASan flags any read past the end.
@@ -58,7 +64,7 @@ std::vector<uint8_t> mutate(const std::vector<uint8_t>& src, std::mt19937_64& rn
   auto pick = [&](size_t n) { return n == 0 ? size_t(0) : static_cast<size_t>(rng() % n); };
   const int rounds = 1 + static_cast<int>(rng() % 3);
   for (int r = 0; r < rounds; ++r) {
-    switch (rng() % 8) {
+    switch (rng() % 10) {
       case 0:  // bit flip
         if (!b.empty()) b[pick(b.size())] ^= static_cast<uint8_t>(1u << (rng() % 8));
         break;
@@ -104,6 +110,16 @@ std::vector<uint8_t> mutate(const std::vector<uint8_t>& src, std::mt19937_64& rn
           std::vector<uint8_t> chunk(b.begin() + static_cast<long>(from), b.begin() + static_cast<long>(from + n));
           size_t to = pick(b.size());
           std::memcpy(b.data() + to, chunk.data(), std::min(chunk.size(), b.size() - to));
+        }
+        break;
+      }
+      case 8:  // a byte set to a small code (record kinds, operand and step tags, enum fields)
+        if (!b.empty()) b[pick(b.size())] = static_cast<uint8_t>(rng() % 9);
+        break;
+      case 9: {  // a u64 set to a small multiple of 16 (arena and view offsets, lengths)
+        if (b.size() >= 8) {
+          uint64_t v = 16 * (rng() % 64);
+          std::memcpy(b.data() + pick(b.size() - 7), &v, 8);
         }
         break;
       }

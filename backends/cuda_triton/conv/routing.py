@@ -22,23 +22,19 @@ of a second (the remaining cost is `bind_conv`).
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.fx import Graph, GraphModule, Node
-from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-from .binding import ConvArgs, ConvBindingError, aten_overload, bind_conv, is_conv_node
+from .binding import ConvArgs, ConvBindingError, bind_conv, is_conv_node
+from .inductor import concrete_int, inductor_cannot_compile
 from .layout import out_shape_and_stride
+from .node_source import describe_node
 from .problem import DTYPE_NAMES, ConvProblem, layout_name
 from .templates import ConvTemplate, Schedule, heuristic_template, registered_templates, support_report
-
-# The torch release whose Inductor conv lowering `inductor_cannot_compile` mirrors
-# (torch/_inductor/kernel/conv.py, `convolution`: the TRITON branch and `use_triton_template`).
-INDUCTOR_TORCH_VERSION = "2.13"
 
 
 class Decision(enum.Enum):
@@ -119,117 +115,11 @@ class ConvRoutingError(RuntimeError):
         return self.failures[0][1]
 
 
-# ---- where a node came from ----------------------------------------------------------------------------------
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-def module_path(node: Node) -> str | None:
-    """The innermost module (``'layer1.0.conv' (torch.nn.modules.conv.Conv2d)``) from ``nn_module_stack``."""
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return None
-    try:
-        path, kind = list(stack.values())[-1]
-    except (TypeError, ValueError):
-        return None
-    kind_name = kind if isinstance(kind, str) else getattr(kind, "__qualname__", str(kind))
-    return f"'{path}' ({kind_name})" if path else f"the root module ({kind_name})"
-
-
-def source_line(node: Node) -> str | None:
-    """``file:line in fn: code`` of the user frame that created the node (the last frame outside torch)."""
-    trace = node.meta.get("stack_trace")
-    if not trace:
-        return None
-    lines = trace.rstrip().splitlines()
-    frames: list[tuple[str, str, str, str]] = []
-    for i, line in enumerate(lines):
-        m = _FRAME.search(line)
-        if m:
-            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.search(lines[i + 1]) else ""
-            frames.append((m.group(1), m.group(2), m.group(3), code))
-    if not frames:
-        return lines[-1].strip() or None
-    user = [f for f in frames if "/torch/" not in f[0] and "/site-packages/" not in f[0]]
-    path, lineno, fn, code = (user or frames)[-1]
-    return f"{path}:{lineno} in {fn}" + (f": {code}" if code else "")
-
-
-def describe_node(node: Node) -> str:
-    """``node 'conv2d' (aten.convolution.default) from module 'a.b' (...) at file:line in fn: code``."""
-    text = f"node '{node.name}' ({aten_overload(node.target)})"
-    mod = module_path(node)
-    if mod:
-        text += f" from module {mod}"
-    src = source_line(node)
-    if src:
-        text += f" at {src}"
-    return text
-
-
-# ---- the REQUIRED predicate ------------------------------------------------------------------------------------
-def inductor_cannot_compile(conv: ConvProblem | ConvArgs) -> str | None:
-    """Why Inductor's Triton conv templates cannot compile this call, or None when they can.
-
-    Mirrors torch 2.13's ``torch/_inductor/kernel/conv.py`` (``convolution``: Triton choices are added only
-    when ``dilation`` is all ones, the call is not transposed, ``output_padding`` is zero, the layout dtype is
-    fp16/bf16/fp32 (``use_triton_template``), and the conv is 2-D or 3-D, or 1-D depthwise with channel multiplier
-    1: ``groups > 1``, ``C_in/groups == 1``, ``C_out == groups``). With only the TRITON conv backend (as upstream
-    ExecuTorch's CUDA backend configures Inductor) such a call has no GPU path but this delegate; FACTS.md
-    records NoValidChoicesError for these cases on an H200. A forward call with a nonzero ``output_padding``
-    (possible only through ``convolution.default``; ATen ignores it) fails the same check.
-
-    Not modelled: Inductor's ``aten_conv1x1_via_mm`` extern choice for pointwise convs, and upstream ExecuTorch
-    1.5.1's ``CudaBackend`` decomposition of ``aten.conv1d.default`` into a (N, C, L, 1) 2-D conv
-    (docs/routing.md discusses both).
-    """
-    if isinstance(conv, ConvProblem):
-        spatial, dilation, transposed = conv.spatial_dims, conv.params.dilation, conv.transposed
-        output_padding = conv.params.output_padding
-        groups, dtype_name = conv.groups, conv.dtype
-        w = conv.weight_size
-        w0: Any = w[0]
-        w1: Any = w[1]
-    else:
-        spatial, dilation, transposed, groups = conv.spatial_dims, conv.dilation, conv.transposed, conv.groups
-        output_padding = conv.output_padding
-        wv = conv.weight.meta.get("val")
-        xv = conv.input.meta.get("val")
-        w0 = wv.shape[0] if isinstance(wv, torch.Tensor) else None
-        w1 = wv.shape[1] if isinstance(wv, torch.Tensor) else None
-        dtype_name = DTYPE_NAMES.get(xv.dtype, str(xv.dtype)) if isinstance(xv, torch.Tensor) else "float32"
-    v = f"torch {INDUCTOR_TORCH_VERSION}"
-    if transposed:
-        return (
-            f"it is a transposed convolution, which Inductor's Triton conv templates ({v}) do not implement"
-        )
-    if any(d != 1 for d in dilation):
-        return f"it is dilated (dilation {list(dilation)}), which Inductor's Triton conv templates ({v}) do not implement"
-    if any(o != 0 for o in output_padding):
-        return (
-            f"it has a nonzero output_padding ({list(output_padding)}), which Inductor's Triton conv templates ({v}) "
-            "do not implement"
-        )
-    if dtype_name == "float64":
-        return f"it is float64, which Inductor's Triton conv templates ({v}) do not accept"
-    if spatial == 1:
-        depthwise = _is_int(w0) and _is_int(w1) and groups > 1 and int(w1) == 1 and int(w0) == groups
-        if not depthwise:
-            return (
-                f"it is a 1-D convolution that is not depthwise with channel multiplier 1; Inductor's Triton conv "
-                f"templates ({v}) cover only 2-D, 3-D and such depthwise 1-D convolutions"
-            )
-    return None
-
-
 # ---- gates ------------------------------------------------------------------------------------------------------
-def _is_int(x: Any) -> bool:
-    """A concrete int (a SymInt that is really a constant counts; a free symbol does not)."""
-    return type(x) is int or is_concrete_int(x)
 
 
 def _symbolic(t: torch.Tensor) -> bool:
-    return not all(_is_int(s) for s in t.shape) or not all(_is_int(s) for s in t.stride())
+    return not all(concrete_int(s) for s in t.shape) or not all(concrete_int(s) for s in t.stride())
 
 
 def _fmt(xs: Iterable[Any]) -> str:
@@ -638,15 +528,10 @@ def _plan(node: Node, target: _Target, allow_tf32: bool | None, cache: _Cache) -
 
 
 __all__ = [
-    "INDUCTOR_TORCH_VERSION",
     "ConvRoutingError",
     "Decision",
     "RoutingPlan",
     "clear_cache",
-    "describe_node",
-    "inductor_cannot_compile",
-    "module_path",
     "plan",
     "plan_graph",
-    "source_line",
 ]

@@ -18,7 +18,7 @@ Format (JSON, one file per GPU architecture; the shipped one is ``conv/tuning/sm
           "time_us": 12.5,             # median, this schedule
           "cudnn_us": 15.0,            # median, ATen/cuDNN on the same inputs (null when not measured)
           "heuristic_us": 13.1,        # median, the schedule the heuristics pick (null when not measured)
-          "problem": {...}             # what rebuilds the ConvProblem exactly (see `problem_spec`)
+          "problem": {...}             # what rebuilds the ConvProblem exactly (see `tuning_keys.problem_spec`)
         }, ...
       ]
     }
@@ -27,7 +27,7 @@ Key: (arch, precision, layout, signature). ``lookup`` answers an exact hit first
 that schedule for the problem: a stale entry is skipped); the entry of the same convolution with the other bias
 setting counts as exact (a bias does not change the best schedule). Otherwise it generalises to the
 nearest measured convolution of the same structural class (same spatial dims, transposed or not, depthwise or
-not), precision and layout, whose template supports the new problem, by the distance `signature_distance`
+not), precision and layout, whose template supports the new problem, by the distance `tuning_keys.signature_distance`
 (a weighted L1 distance over log2 sizes, documented there; float16 and bfloat16 entries stand in for each
 other at an extra distance of PRECISION_PENALTY, as their kernels have the same shape). It returns that
 neighbour's schedule only if the template offers the same schedule for the new problem
@@ -40,7 +40,7 @@ Environment: ``CUDA_TRITON_TUNING_TABLE=<path>`` replaces the shipped table; ``C
 tables altogether (lookup returns None). A table named explicitly that is missing or malformed raises
 `TuningTableError`; a missing shipped table is an empty table.
 
-This module depends on torch only (templates are imported lazily), never on executorch.
+This module never imports executorch, and loads the template families only when a lookup needs them.
 """
 
 from __future__ import annotations
@@ -54,9 +54,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .params import ConvParams
+from ..kernel.launch import Schedule
 from .problem import ConvProblem
-from .templates.base import Schedule
+from .tuning_keys import (
+    PRECISIONS,
+    distance_features,
+    distance_weights,
+    layout_key,
+    precision_key,
+    problem_from_spec,
+    problem_spec,
+    structural_class,
+    table_key,
+)
 
 TABLE_FORMAT = "cuda_triton.conv.tuning"
 TABLE_VERSION = 1
@@ -65,13 +75,12 @@ ENV_TABLE = "CUDA_TRITON_TUNING_TABLE"
 ENV_ENABLE = "CUDA_TRITON_TUNING"
 SHIPPED_DIR = Path(__file__).resolve().parent / "tuning"
 
-PRECISIONS = ("float16", "bfloat16", "tf32", "float32")
 
-# Nearest-signature fallback: neighbours farther than this are not trusted (see `signature_distance`), and a
+# Nearest-signature fallback: neighbours farther than this are not trusted (see `tuning_keys.signature_distance`), and a
 # neighbour's schedule is borrowed only where tuning beat the heuristic there by MIN_NEIGHBOUR_GAIN: elsewhere
-# the heuristic generalises as well. Measured on 37 convolutions x 3 dtypes in neither the suite nor the table
-# (bench/unseen_suite.py, H200, docs/bench/h200-2026-12-03-0111-unseen.json): borrowing every neighbour within
-# 6.0 gave 1.13x cuDNN (geomean), the heuristic alone 1.20x, this rule 1.21x.
+# the heuristic generalises as well. Measured on an H200 over 37 convolutions x 3 dtypes in neither the suite nor
+# the table (bench/unseen_suite.py, docs/performance.md): borrowing every neighbour within 6.0 gave 1.13x cuDNN
+# (geomean), the heuristic alone 1.20x, this rule 1.21x.
 MAX_DISTANCE = 3.0
 MIN_NEIGHBOUR_GAIN = 1.3
 # How many neighbours, nearest first, may be tried before giving up (each must offer its schedule).
@@ -91,183 +100,6 @@ class TuningTableError(ValueError):
 
 def shipped_table_path(arch: int = DEFAULT_ARCH) -> Path:
     return SHIPPED_DIR / f"sm{arch}.json"
-
-
-# ---- keys ---------------------------------------------------------------------------------------------------
-def precision_key(problem: ConvProblem) -> str:
-    """The numeric mode the kernel runs in: float16, bfloat16, tf32 (fp32 with TF32 allowed) or float32 (exact)."""
-    if problem.dtype == "float32":
-        return "tf32" if problem.allow_tf32 else "float32"
-    return problem.dtype
-
-
-def layout_key(problem: ConvProblem) -> str:
-    """The input layout, plus ``->`` the output layout when the layout rule gives another one."""
-    i, o = problem.input_layout, problem.output_layout
-    return i if i == o else f"{i}->{o}"
-
-
-def table_key(problem: ConvProblem, arch: int) -> tuple[int, str, str, str]:
-    return (int(arch), precision_key(problem), layout_key(problem), problem.signature())
-
-
-def structural_class(problem: ConvProblem) -> tuple[int, bool, bool]:
-    """What a neighbour must share: spatial dims, transposed, depthwise."""
-    return (problem.spatial_dims, problem.transposed, problem.is_depthwise)
-
-
-# ---- problem <-> JSON -----------------------------------------------------------------------------------------
-def problem_spec(problem: ConvProblem) -> dict[str, Any]:
-    """A JSON-able description that `problem_from_spec` turns back into the identical ConvProblem."""
-    p = problem.params
-    return {
-        "input_size": list(problem.input_size),
-        "input_stride": list(problem.input_stride),
-        "weight_size": list(problem.weight_size),
-        "weight_stride": list(problem.weight_stride),
-        "has_bias": problem.has_bias,
-        "dtype": problem.dtype,
-        "allow_tf32": problem.allow_tf32,
-        "stride": list(p.stride),
-        "padding_before": list(p.padding_before),
-        "padding_after": list(p.padding_after),
-        "dilation": list(p.dilation),
-        "transposed": p.transposed,
-        "output_padding": list(p.output_padding),
-        "groups": p.groups,
-    }
-
-
-def problem_from_spec(spec: dict[str, Any]) -> ConvProblem:
-    params = ConvParams(
-        stride=tuple(spec["stride"]),
-        padding_before=tuple(spec["padding_before"]),
-        padding_after=tuple(spec["padding_after"]),
-        dilation=tuple(spec["dilation"]),
-        transposed=bool(spec["transposed"]),
-        output_padding=tuple(spec["output_padding"]),
-        groups=int(spec["groups"]),
-    )
-    return ConvProblem.from_shapes(
-        tuple(spec["input_size"]),
-        tuple(spec["input_stride"]),
-        tuple(spec["weight_size"]),
-        tuple(spec["weight_stride"]),
-        bool(spec["has_bias"]),
-        params,
-        str(spec["dtype"]),
-        bool(spec["allow_tf32"]),
-    )
-
-
-_SIG_FIELDS = ("n", "c", "k", "in", "w", "s", "pb", "pa", "d", "g")
-
-
-def _dense_strides(sizes: tuple[int, ...], channels_last: bool) -> tuple[int, ...]:
-    rank = len(sizes)
-    order = [0, *range(2, rank), 1] if channels_last else list(range(rank))
-    strides = [0] * rank
-    acc = 1
-    for d in reversed(order):
-        strides[d] = acc
-        acc *= sizes[d]
-    return tuple(strides)
-
-
-def problem_from_signature(
-    signature: str, dtype: str = "float16", layout: str = "contiguous", allow_tf32: bool = True
-) -> ConvProblem:
-    """The dense ConvProblem a `ConvProblem.signature()` string describes, in ``layout`` (input and weight).
-
-    ``layout`` is "contiguous" or "channels_last" (1-D problems are always contiguous). Raises ValueError for
-    a string that is not a signature.
-    """
-    parts = signature.split("_")
-    try:
-        vals: dict[str, tuple[int, ...]] = {}
-        i = 0
-        for name in _SIG_FIELDS:
-            part = parts[i]
-            if not part.startswith(name) or (name == "in" and not part[2:3].isdigit()):
-                raise ValueError(f"expected field {name!r}, got {part!r}")
-            vals[name] = tuple(int(v) for v in part[len(name) :].split("x"))
-            i += 1
-        output_padding: tuple[int, ...] | None = None
-        if parts[i].startswith("t"):
-            output_padding = tuple(int(v) for v in parts[i][1:].split("x"))
-            i += 1
-        if parts[i] not in ("b", "nb") or i + 1 != len(parts):
-            raise ValueError(f"expected 'b' or 'nb' at the end, got {'_'.join(parts[i:])!r}")
-        has_bias = parts[i] == "b"
-    except (IndexError, ValueError) as e:
-        raise ValueError(f"not a convolution signature: {signature!r} ({e})") from None
-    n, c, k, g = vals["n"][0], vals["c"][0], vals["k"][0], vals["g"][0]
-    nd = len(vals["w"])
-    transposed = output_padding is not None
-    params = ConvParams(
-        stride=vals["s"],
-        padding_before=vals["pb"],
-        padding_after=vals["pa"],
-        dilation=vals["d"],
-        transposed=transposed,
-        output_padding=output_padding if output_padding is not None else (0,) * nd,
-        groups=g,
-    )
-    cl = layout == "channels_last" and nd > 1
-    isize = (n, c, *vals["in"])
-    wsize = (c, k // g, *vals["w"]) if transposed else (k, c // g, *vals["w"])
-    return ConvProblem.from_shapes(
-        isize,
-        _dense_strides(isize, cl),
-        wsize,
-        _dense_strides(wsize, cl),
-        has_bias,
-        params,
-        dtype,
-        allow_tf32,
-    )
-
-
-# ---- distance ---------------------------------------------------------------------------------------------
-def _features(problem: ConvProblem) -> tuple[float, ...]:
-    """log2 features compared by `signature_distance` (same structural class, so same lengths)."""
-    g = problem.groups
-    lg = math.log2
-    m = problem.batch * math.prod(problem.out_spatial)
-    p = problem.params
-    feats = [
-        lg(max(m, 1)),  # GEMM M: output positions
-        lg(max(problem.in_channels // g, 1)),  # GEMM K per tap
-        lg(max(problem.out_channels // g, 1)),  # GEMM N
-        lg(g),
-        lg(problem.batch),
-        *(lg(max(s, 1)) for s in problem.out_spatial),
-        *(lg(k) for k in problem.kernel),
-        *(lg(s) for s in p.stride),
-        *(lg(d) for d in p.dilation),
-        float(problem.has_bias),
-        float(any(p.padding_before) or any(p.padding_after)),
-    ]
-    return tuple(feats)
-
-
-def _weights(spatial_dims: int) -> tuple[float, ...]:
-    n = spatial_dims
-    return (1.0, 1.0, 1.0, 1.0, 0.25, *([0.25] * n), *([1.0] * n), *([1.0] * n), *([0.5] * n), 0.1, 0.1)
-
-
-def signature_distance(a: ConvProblem, b: ConvProblem) -> float:
-    """How far apart two convolutions are for tuning purposes (inf across structural classes).
-
-    A weighted L1 distance over log2 of: output positions M = batch * prod(out spatial) (weight 1), input and
-    output channels per group (1 each), groups (1), batch (0.25), each output spatial size (0.25), each kernel
-    size (1), stride (1), dilation (0.5); plus 0.1 each when one has a bias and the other not, or one is padded
-    and the other not. So 2x more channels on one side costs 1; a 3x3 vs a 1x1 kernel costs 2 * log2(3) = 3.2.
-    """
-    if structural_class(a) != structural_class(b):
-        return math.inf
-    w = _weights(a.spatial_dims)
-    return sum(wi * abs(x - y) for wi, x, y in zip(w, _features(a), _features(b), strict=True))
 
 
 # ---- entries and tables -----------------------------------------------------------------------------------
@@ -402,7 +234,7 @@ class TuningTable:
                 raise TuningTableError(f"{self.source}: duplicate entry for {e.key}")
             self._exact[e.key] = e
             gkey = (e.arch, e.precision, e.layout, structural_class(e.problem))
-            self._groups.setdefault(gkey, []).append((_features(e.problem), e))
+            self._groups.setdefault(gkey, []).append((distance_features(e.problem), e))
         self._cache: dict[tuple[ConvProblem, int, float], Match | None] = {}
         self._lock = threading.Lock()
 
@@ -417,8 +249,8 @@ class TuningTable:
         """Entries of ``problem``'s arch/layout/structural class and precision (or a compatible one, farther by
         PRECISION_PENALTY), nearest first, exact hits included."""
         precision = precision_key(problem)
-        f = _features(problem)
-        w = _weights(problem.spatial_dims)
+        f = distance_features(problem)
+        w = distance_weights(problem.spatial_dims)
         scored: list[tuple[float, TuningEntry]] = []
         for prec in (precision, *COMPATIBLE_PRECISIONS.get(precision, ())):
             extra = 0.0 if prec == precision else PRECISION_PENALTY
@@ -635,7 +467,7 @@ def validate_table(table: TuningTable) -> list[str]:
     """What is wrong with a parsed table against the registered templates (empty when it is usable).
 
     Every entry must name an existing template that supports its problem and offers its schedule for it.
-    Compiling the entries is left to the caller (`cuda_triton.conv.aot.compile_launch`), since it is slow.
+    Compiling the entries is left to the caller (`cuda_triton.kernel.aot.compile_launch`), since it is slow.
     """
     from .templates import get_template
 
@@ -668,19 +500,12 @@ __all__ = [
     "TuningTable",
     "TuningTableError",
     "clear_cache",
-    "layout_key",
     "load_table",
     "lookup",
     "lookup_match",
     "parse_table",
-    "precision_key",
-    "problem_from_signature",
-    "problem_from_spec",
-    "problem_spec",
     "read_table",
     "shipped_table_path",
-    "signature_distance",
-    "table_key",
     "tuning_enabled",
     "validate_table",
 ]

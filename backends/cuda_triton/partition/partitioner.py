@@ -16,14 +16,14 @@ weight and bias are constants of the program (the delegate owns them; `tag_const
   ExecuTorch's cheaper decomposition path with the same outcome.
 * A zero ``constant_pad_nd`` that pads only spatial dims and whose every user is a delegated convolution that
   can fold it (how plain ``to_edge`` spells asymmetric 'same' and causal padding) joins the partition; the
-  preprocess folds it into padding_before/after (`cuda_triton.partition.graph.pad_fold`, shared by both).
+  preprocess folds it into padding_before/after (`cuda_triton._passes.pad_fold`, shared by both).
 * An eval-mode batch norm (``_native_batch_norm_legit_no_training`` read through ``getitem(bn, 0)``) whose input
   is a delegated forward convolution with no other user, and whose weight, bias, running mean and variance are
   program constants, joins the convolution's partition (its constants tagged with the weights); the preprocess
-  folds it into the convolution's weight and bias (`cuda_triton.partition.graph.batch_norm_fold`, shared by
+  folds it into the convolution's weight and bias (`cuda_triton._passes.batch_norm_fold`, shared by
   both), so no CPU batch norm (and no host copy) sits between delegates. With ``to_edge_transform_and_lower``
   the same fold is already made on the ATen program (``transform_for_pre_decomposition``,
-  `cuda_triton.partition.graph.fold_batch_norms_in_program`), so the batch norms never reach ExecuTorch's
+  `cuda_triton._passes.fold_batch_norms_in_program`), so the batch norms never reach ExecuTorch's
   decomposition and lowering (~3 s of a warm ResNet-50 export). ``fold_batch_norm=False`` turns both off.
 * Connected delegated nodes form one partition (`CapabilityBasedPartitioner`), so intermediates stay on the
   GPU; it also merges independent ones where no cycle results.
@@ -46,22 +46,14 @@ from torch.fx import Node
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from .._passes.batch_norm_fold import BatchNormFold, batch_norm_fold, batch_norm_follows
+from .._passes.fold_batch_norms_in_program import fold_batch_norms_in_program, folded_batch_norm_of
+from .._passes.pad_fold import PadFold, is_pad_node, pad_fold, pad_users_ok
 from ..conv.binding import aten_overload, is_conv_node
-from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, describe_node, module_path, plan
-from .graph import (
-    BatchNormFold,
-    PadFold,
-    batch_norm_fold,
-    batch_norm_follows,
-    constant_names,
-    conv_problem,
-    fold_batch_norms_in_program,
-    folded_batch_norm_of,
-    is_pad_node,
-    pad_fold,
-    pad_users_ok,
-    tensor_val,
-)
+from ..conv.node_source import describe_node, module_path
+from ..conv.routing import ConvRoutingError, Decision, RoutingPlan, plan
+from ..utils.conv import conv_problem
+from ..utils.graph import constant_names, tensor_val
 from .options import CudaTritonOptions
 
 logger = logging.getLogger("cuda_triton.partition")
@@ -283,14 +275,14 @@ class CudaTritonPartitioner(Partitioner):
 
     def _prefetch_problems(self, problems: list) -> None:
         """Start compiling kernels in the background (each convolution once per partitioner)."""
-        from ..backend import prefetch, prefetch_enabled
+        from ..preprocess import kernels
 
-        if not prefetch_enabled():
+        if not kernels.prefetch_enabled():
             return
         fresh = [p for p in problems if p not in self._prefetched]
         self._prefetched.update(fresh)
         if fresh:
-            prefetch(fresh, self.options)
+            kernels.prefetch(fresh, self.options)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         ep = exported_program

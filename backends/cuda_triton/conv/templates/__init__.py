@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ...kernel.launch import KernelLaunch, Schedule, Support
 from ..problem import ConvProblem
-from .base import ConvTemplate, KernelLaunch, Schedule, Support
+from .base import ConvTemplate
 
 # Priority order: specialised families first, the general implicit GEMM last.
 TEMPLATE_MODULES: tuple[str, ...] = (

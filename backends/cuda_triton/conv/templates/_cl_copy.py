@@ -21,9 +21,9 @@ import math
 import triton
 import triton.language as tl
 
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._f16_mma import input_scales
-from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
 
 _BLOCK_P, _BLOCK_C, _WARPS = 64, 64, 4
 

@@ -46,8 +46,16 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    TensorArg,
+    cdiv,
+)
 from ..problem import ConvProblem
-from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
 
 ENV_SWITCH = "CUDA_TRITON_F16_MMA"
 AMAX_PARTS = tl.constexpr(256)  # partial maxima; the conv kernel reduces them all, so every slot is written
@@ -137,11 +145,20 @@ def weight_unscale(w_ptr, W_NUMEL: tl.constexpr):
 
 
 # ---- host side -----------------------------------------------------------------------------------------------
-# When a template's heuristic uses F16_MMA=2 (H200, public suite in fp32, 2026-12-03): the two extra passes read
-# every input element twice and write it once as fp16, so the conv must do enough multiply-adds in all and per
-# input element. Implicit GEMM: r18.l2's stride-2 3x3 (1.9e9, 289 per element) and 3x3s at batch 1 (1e8) ran
+# When a template's heuristic uses F16_MMA=2 (measured on an H200 over the public suite in fp32, docs/performance.md):
+# the two extra passes read every input element twice and write it once as fp16, so the conv must do enough
+# multiply-adds in all and per input element. Implicit GEMM: r18.l2's stride-2 3x3 (1.9e9, 289 per element) and 3x3s at batch 1 (1e8) ran
 # slower with it, vgg / r18.l3 / deeplab (>= 3.7e9, >= 2300 per element) 1.2-1.6x faster.
 MIN_MACS_PER_INPUT = 512
+# The least multiply-adds in all for F16_MMA=2, by the kind of convolution (the ``min_macs`` of `f16_mma_pays`).
+# Forward convs (implicit GEMM), from the sweep above: 2^30, between the losers (1e8) and the winners (3.7e9).
+MIN_MACS_FORWARD = 2**30
+# Transposed convs count the multiply-adds their phase GEMMs issue. They upsample (an input element feeds
+# C_out/g * taps outputs: 512-1024 per element in the public suite) and their fp32 kernels were further behind
+# cuDNN (0.77-0.83x) than their fp16 ones (~1.0x), so their cut is one power of two lower, to include
+# gan.3x3s2op1 (6.0e8, 576 per element) with fcn.up4x4s2 (2.1e9, 1024) and unet3d.up2 (2.1e9, 512). Both cuts are
+# estimates between those measured points, not fitted by a sweep of the threshold.
+MIN_MACS_TRANSPOSED = 2**29
 
 
 def uses_f16_mma(schedule: Schedule) -> int:
@@ -243,7 +260,9 @@ __all__ = [
     "AMAX_PARTS",
     "ENV_SWITCH",
     "WEIGHT_TRAILER",
+    "MIN_MACS_FORWARD",
     "MIN_MACS_PER_INPUT",
+    "MIN_MACS_TRANSPOSED",
     "amax_launch",
     "amax_partial_kernel",
     "amax_scratch",

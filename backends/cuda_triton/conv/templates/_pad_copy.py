@@ -14,9 +14,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
 from ..problem import ConvProblem
-from ._geometry import Geometry
-from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
+from .geometry import Geometry
 
 _BLOCK_P, _BLOCK_C, _WARPS = 64, 64, 4
 

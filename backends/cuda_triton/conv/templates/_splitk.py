@@ -22,9 +22,17 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    TensorArg,
+    cdiv,
+)
 from ..problem import ConvProblem
-from ._geometry import NUM_SMS, Geometry
-from .base import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
+from .geometry import NUM_SMS, Geometry
 
 
 @triton.jit

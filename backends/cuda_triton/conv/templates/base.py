@@ -1,86 +1,26 @@
 """The template protocol: what every convolution kernel family declares.
 
 A template turns a `ConvProblem` and one `Schedule` (a point of its tuning space) into a list of
-`KernelLaunch`es. That list is the single description of the kernel calls: the op's CUDA body launches it
-through Triton's JIT, the AOT preprocess compiles the same functions with the same constexprs and records the
-same argument list and grid in the delegate blob, and the C++ runtime replays it. Nothing else may describe a
-kernel's arguments.
+`KernelLaunch`es (the family-independent launch protocol, `cuda_triton.kernel.launch`), naming the
+convolution's tensors by the roles below.
 """
 
 from __future__ import annotations
 
-import math
-import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
-import triton
 
+from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support
 from ..problem import ConvProblem
 
-
-@dataclass(frozen=True)
-class Support:
-    """Truthy when supported; otherwise ``reason`` says why not, in a sentence a user understands."""
-
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    @staticmethod
-    def yes() -> Support:
-        return Support(True)
-
-    @staticmethod
-    def no(reason: str) -> Support:
-        return Support(False, reason)
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """One point of a template's tuning space: every value that changes generated code.
-
-    ``params`` holds the template's own constexprs (block sizes, ...) as a sorted tuple of (name, value), so a
-    schedule is hashable and prints the same everywhere; ``num_warps``/``num_stages`` are Triton launch options.
-    """
-
-    params: tuple[tuple[str, int], ...]
-    num_warps: int = 4
-    num_stages: int = 2
-
-    @staticmethod
-    def make(num_warps: int = 4, num_stages: int = 2, **params: int) -> Schedule:
-        return Schedule(tuple(sorted(params.items())), num_warps, num_stages)
-
-    def __getitem__(self, name: str) -> int:
-        for key, value in self.params:
-            if key == name:
-                return value
-        raise KeyError(name)
-
-    def as_dict(self) -> dict[str, int]:
-        return {**dict(self.params), "num_warps": self.num_warps, "num_stages": self.num_stages}
-
-    @staticmethod
-    def from_dict(d: dict[str, int]) -> Schedule:
-        d = dict(d)
-        return Schedule.make(d.pop("num_warps", 4), d.pop("num_stages", 2), **d)
-
-    def key(self) -> str:
-        parts = [f"{k}{v}" for k, v in self.params] + [f"w{self.num_warps}", f"s{self.num_stages}"]
-        return "_".join(parts)
-
-
-# ---- kernel arguments -------------------------------------------------------------------------------------
-# Tensor roles a launch can reference. "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch
-# tensors (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a
-# zero-padded channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py).
-# The op's CUDA body allocates them per
-# call; the delegate blob records them as intermediate values the C++ runtime allocates once at init.
+# Tensor roles a convolution's launches can reference (`TensorArg.role`). "weight" is the *prepared* weight
+# (`ConvTemplate.prepare_weight`). "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch tensors
+# (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a zero-padded
+# channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py). The op's
+# CUDA body allocates them per call; the delegate blob records them as intermediate values the C++ runtime
+# allocates once at init.
 TENSOR_ROLES = (
     "input",
     "weight",
@@ -93,142 +33,6 @@ TENSOR_ROLES = (
     "input_f16",
 )
 SCRATCH_ROLES = ("workspace", "input_cl", "input_pad", "amax", "input_f16")
-
-
-@dataclass(frozen=True)
-class ScratchTensor:
-    """A dense contiguous scratch tensor some launches of a schedule use: role, torch dtype name, sizes."""
-
-    role: str  # one of SCRATCH_ROLES
-    dtype: str  # "float32", "float16", "bfloat16"
-    sizes: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class TensorArg:
-    """A pointer argument: one of TENSOR_ROLES. The weight is the *prepared* weight (see `prepare_weight`)."""
-
-    role: str
-    dtype: str  # Triton pointer element type: "fp16", "bf16", "fp32", "fp64"
-
-
-@dataclass(frozen=True)
-class ScalarArg:
-    """A runtime scalar argument (batch and spatial sizes, strides, ...): name, Triton type, value."""
-
-    name: str
-    type: str  # "i32" or "i64" or "fp32"
-    value: int | float
-
-
-@dataclass(frozen=True)
-class KernelLaunch:
-    """One kernel call: a ``@triton.jit`` function, its constexprs, its runtime arguments and its grid.
-
-    ``args`` lists the non-constexpr parameters of ``fn`` in declaration order (the PTX parameter order);
-    ``constexprs`` every constexpr parameter by name. ``grid`` is the launch grid, fixed by the static shapes.
-    """
-
-    fn: Any  # triton.runtime.jit.JITFunction (or a Gluon kernel, see ``portable_fn``)
-    args: tuple[TensorArg | ScalarArg, ...]
-    constexprs: tuple[tuple[str, Any], ...]
-    grid: tuple[int, int, int]
-    num_warps: int
-    num_stages: int
-    # A Gluon kernel is written for one architecture and has no interpreter. Such a launch names the archs
-    # ``fn`` compiles for (``fn_archs``) and a Triton-language twin with the same parameters and results
-    # (``portable_fn``): Triton's CPU interpreter runs the twin, and every other arch compiles it.
-    portable_fn: Any = None
-    fn_archs: tuple[int, ...] | None = None  # None: ``fn`` compiles for every arch
-    # Triton's ``maxnreg`` for ``fn`` (registers per thread; the twin compiles without it): a warp-specialised
-    # kernel's extra warps must fit the register file at launch (its partitions then trade registers with
-    # setmaxnreg). None: the compiler's choice.
-    maxnreg: int | None = None
-
-    def compile_options(self) -> dict[str, int]:
-        """The Triton options every compile and launch of this kernel passes (JIT, warm-up, AOT)."""
-        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
-        if self.maxnreg is not None:
-            options["maxnreg"] = self.maxnreg
-        return options
-
-    @property
-    def name(self) -> str:
-        return self.fn.__name__
-
-    def fn_for_arch(self, arch: int | None) -> Any:
-        """The kernel function for compute capability ``arch`` (None: Triton's CPU interpreter)."""
-        if self.portable_fn is None:
-            return self.fn
-        if arch is None or (self.fn_archs is not None and int(arch) not in self.fn_archs):
-            return self.portable_fn
-        return self.fn
-
-    def for_arch(self, arch: int | None) -> KernelLaunch:
-        """This launch with the kernel for ``arch`` as its only function (what a compiler or launcher sees)."""
-        fn = self.fn_for_arch(arch)
-        if fn is self.fn and self.portable_fn is None:
-            return self
-        maxnreg = self.maxnreg if fn is self.fn else None
-        return replace(self, fn=fn, portable_fn=None, fn_archs=None, maxnreg=maxnreg)
-
-    def resolve(self, tensors: dict[str, torch.Tensor | None]) -> list[Any]:
-        """Positional JIT arguments: tensors by role, scalars by value."""
-        out: list[Any] = []
-        for a in self.args:
-            out.append(tensors[a.role] if isinstance(a, TensorArg) else a.value)
-        return out
-
-    def run(self, tensors: dict[str, torch.Tensor | None]) -> None:
-        """Launch through Triton's JIT on the current stream (the op's CUDA body and GPU tests)."""
-        _ensure_scratch_allocator()
-        launch = self if self.portable_fn is None else self.for_arch(running_arch())  # no device query else
-        launch.fn[self.grid](*self.resolve(tensors), **dict(self.constexprs), **launch.compile_options())
-
-
-def interpreting() -> bool:
-    """Whether kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)."""
-    try:
-        return bool(triton.knobs.runtime.interpret)
-    except AttributeError:  # older Triton
-        return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def running_arch() -> int | None:
-    """Compute capability kernels launched now run on: None under Triton's CPU interpreter."""
-    if interpreting():
-        return None
-    major, minor = torch.cuda.get_device_capability()
-    return major * 10 + minor
-
-
-_allocator_set = False
-
-
-def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Triton's global scratch (device-side TMA descriptors) from PyTorch's caching allocator (256-B aligned)."""
-    device = "cpu" if interpreting() else "cuda"
-    return torch.empty(size, dtype=torch.int8, device=device)
-
-
-def _ensure_scratch_allocator() -> None:
-    """Kernels that make TMA descriptors on the device need Triton's allocator set before they are launched by
-    the JIT (the C++ runtime allocates the same scratch itself from the kernel's metadata)."""
-    global _allocator_set
-    if not _allocator_set:
-        triton.set_allocator(_torch_scratch)
-        _allocator_set = True
-
-
-TRITON_PTR_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def prod(xs: tuple[int, ...] | list[int]) -> int:
-    return math.prod(xs)
 
 
 @dataclass

@@ -21,14 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..problem import ConvProblem
-from ._geometry import NUM_SMS, Geometry, common_support_problems, dot_precision, weight_k_major
-from ._geometry import fit_block as _fit
-from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
-from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
-from .base import (
+from ...kernel.launch import (
     TRITON_PTR_DTYPE,
-    ConvTemplate,
     KernelLaunch,
     ScalarArg,
     Schedule,
@@ -37,7 +31,13 @@ from .base import (
     TensorArg,
     cdiv,
 )
-from .implicit_gemm import _swizzle, store_output, weight_ptrs
+from ..problem import ConvProblem
+from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
+from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
+from .base import ConvTemplate
+from .gemm_common import GROUP_M, common_support_problems, dot_precision, weight_k_major
+from .gemm_jit import grouped_tile_ids, store_output, weight_ptrs
+from .geometry import NUM_SMS, Geometry, fit_block
 
 
 @triton.jit
@@ -74,7 +74,7 @@ def conv_gemm_kernel(
     K_TOTAL: tl.constexpr = TAPS * C_IN
     out_pixels = OD * OH * OW
     M = BATCH * out_pixels
-    pid_m, pid_n = _swizzle(
+    pid_m, pid_n = grouped_tile_ids(
         tl.program_id(0), (M + BLOCK_M - 1) // BLOCK_M, (C_OUT + BLOCK_N - 1) // BLOCK_N, GROUP_M
     )
 
@@ -146,7 +146,6 @@ _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (32, 64, 64, 4, 4),
     (32, 32, 64, 2, 4),
 )
-_GROUP_M = 8
 
 
 class GemmTemplate(ConvTemplate):
@@ -179,21 +178,21 @@ class GemmTemplate(ConvTemplate):
             s = Schedule.make(
                 warps,
                 stages,
-                BLOCK_M=_fit(bm, g.m),
-                BLOCK_N=_fit(bn, g.cout),
-                BLOCK_K=_fit(bk, g.taps * g.cin),
-                GROUP_M=_GROUP_M,
+                BLOCK_M=fit_block(bm, g.m),
+                BLOCK_N=fit_block(bn, g.cout),
+                BLOCK_K=fit_block(bk, g.taps * g.cin),
+                GROUP_M=GROUP_M,
             )
             if s not in out:
                 out.append(s)
         for bm, bn, bk, warps, stages in SPLIT_CONFIGS:
             if fp32 and bm * bn >= 128 * 128:
                 bk = 32
-            bm, bn, bk = _fit(bm, g.m), _fit(bn, g.cout), _fit(bk, g.taps * g.cin)
+            bm, bn, bk = fit_block(bm, g.m), fit_block(bn, g.cout), fit_block(bk, g.taps * g.cin)
             programs = cdiv(g.m, bm) * cdiv(g.cout, bn)
             for split in split_options(g, programs, cdiv(g.taps * g.cin, bk)):
                 s = Schedule.make(
-                    warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M, SPLIT_K=split
+                    warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, SPLIT_K=split
                 )
                 if s not in out:
                     out.append(s)
@@ -206,22 +205,22 @@ class GemmTemplate(ConvTemplate):
         g = Geometry.of(problem)
         fp32 = problem.dtype == "float32"
         # Same rules as the implicit GEMM's (fitted to H200 measurements, docs/performance.md).
-        bn = _fit(128, g.cout)
+        bn = fit_block(128, g.cout)
         bm = 128 if cdiv(g.m, 128) * cdiv(g.cout, bn) >= 2 * NUM_SMS else 64
-        bm = _fit(bm, g.m)
-        bk = _fit(32 if fp32 else 64, g.taps * g.cin)
+        bm = fit_block(bm, g.m)
+        bk = fit_block(32 if fp32 else 64, g.taps * g.cin)
         big = bm * bn >= 128 * 128
         warps = 8 if big else 4
         stages = 3 if big else 4
         # Too few tiles for a long reduction: split K (64x64 tiles, the split that fills a wave; _splitk.py).
-        bm2, bn2, bk2 = _fit(64, g.m), _fit(64, g.cout), _fit(64, g.taps * g.cin)
+        bm2, bn2, bk2 = fit_block(64, g.m), fit_block(64, g.cout), fit_block(64, g.taps * g.cin)
         if cdiv(g.m, bm) * cdiv(g.cout, bn) * 2 <= NUM_SMS and cdiv(g.taps * g.cin, bk2) >= 16:
             splits = split_options(g, cdiv(g.m, bm2) * cdiv(g.cout, bn2), cdiv(g.taps * g.cin, bk2))
             if splits:
                 return Schedule.make(
-                    4, 3, BLOCK_M=bm2, BLOCK_N=bn2, BLOCK_K=bk2, GROUP_M=_GROUP_M, SPLIT_K=splits[-1]
+                    4, 3, BLOCK_M=bm2, BLOCK_N=bn2, BLOCK_K=bk2, GROUP_M=GROUP_M, SPLIT_K=splits[-1]
                 )
-        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return workspace(problem, schedule)

@@ -14,7 +14,7 @@ needs, which the faster main loop repays on the large compute-bound layers this 
 decides). Channels beyond C_in and rows beyond the end of X are zero-filled by the TMA unit.
 
 Triton's warp specialisation of the main loop (a TMA producer warp, MMA consumer warps) was measured on the
-H200 and lost on every public-suite case (2026-12-03), so it is not offered.
+H200 and lost on every public-suite case, so it is not offered.
 
 Kernel arguments (PTX order): x_pad, w, bias, y pointers, then int32 BATCH, OD, OH, OW, DP, HP, WP.
 Grid: (BATCH * cdiv(SPAN, BLOCK_M) * cdiv(C_OUT, BLOCK_N), 1, 1), SPAN = (OD-1)*HP*WP + (OH-1)*WP + OW.
@@ -25,7 +25,7 @@ same kernel uses ordinary loads (Triton lowers descriptors there), so it stays c
 Prepared weight: the implicit GEMM's ([taps, CIN_P, COUT_P]).
 
 fp16 and bf16 only: fp32 tiles (TF32, rounded in registers) gave wrong results on the H200 with Triton 3.6 for
-most public-suite schedules, 128-byte rows included (2026-12-03 re-tunes), so ``supports`` refuses fp32, which
+most public-suite schedules, 128-byte rows included, so ``supports`` refuses fp32, which
 runs the implicit GEMM (on fp16 tensor cores where that pays, _f16_mma.py).
 """
 
@@ -35,22 +35,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..problem import ConvProblem
-from ._geometry import (
-    INT32_LIMIT,
-    NUM_SMS,
-    Geometry,
-    common_support_problems,
-    dot_precision,
-    fit_block,
-    tma_tap_problems,
-    weight_k_major,
-)
-from ._pad_copy import input_pad, pad_copy_launch, padded_extent
-from ._tf32 import round_to_tf32, tf32_rounding
-from .base import (
+from ...kernel.launch import (
     TRITON_PTR_DTYPE,
-    ConvTemplate,
     KernelLaunch,
     ScalarArg,
     Schedule,
@@ -59,7 +45,14 @@ from .base import (
     TensorArg,
     cdiv,
 )
-from .implicit_gemm import ImplicitGemmTemplate, _swizzle, store_output
+from ..problem import ConvProblem
+from ._pad_copy import input_pad, pad_copy_launch, padded_extent
+from ._tf32 import round_to_tf32, tf32_rounding
+from .base import ConvTemplate
+from .gemm_common import GROUP_M, common_support_problems, dot_precision, tma_tap_problems, weight_k_major
+from .gemm_jit import grouped_tile_ids, store_output
+from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
+from .implicit_gemm import ImplicitGemmTemplate
 
 
 @triton.jit
@@ -77,7 +70,7 @@ def conv_tma_implicit_gemm_kernel(
     image_rows = DP * plane
     span = (OD - 1) * plane + (OH - 1) * WP + OW
     tiles_per_image = (span + BLOCK_M - 1) // BLOCK_M
-    pid_m, pid_n = _swizzle(
+    pid_m, pid_n = grouped_tile_ids(
         tl.program_id(0), BATCH * tiles_per_image, (C_OUT + BLOCK_N - 1) // BLOCK_N, GROUP_M
     )
     n = pid_m // tiles_per_image
@@ -133,7 +126,6 @@ _CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (64, 128, 64, 4, 4),
     (64, 64, 64, 4, 4),
 )
-_GROUP_M = 8
 
 
 def span_rows(g: Geometry) -> int:
@@ -155,7 +147,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
             return Support.no(reason)
         if problem.dtype == "float32":
             # Triton 3.6 on the H200: fp32 TMA tiles (rounded to TF32 in registers) gave wrong results for most
-            # schedules of the public suite (errors 3-80x the bound, 06:48 UTC re-tune), 128-byte rows included.
+            # schedules of the public suite (errors 3-80x the bound), 128-byte rows included.
             return Support.no(
                 "float32 (its TMA kernels miscompute on Triton 3.6; fp32 runs the implicit GEMM)"
             )
@@ -165,7 +157,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
         g = Geometry.of(problem)
         dp, hp, wp = padded_extent(g)
         padded = g.batch * dp * hp * wp * g.cin
-        if g.int64 or padded > INT32_LIMIT or g.batch * dp * hp * wp * 2 > INT32_LIMIT:
+        if g.int64 or padded > INT32_MAX or g.batch * dp * hp * wp * 2 > INT32_MAX:
             return Support.no("tensors beyond 32-bit offsets")
         return Support.yes()
 
@@ -180,7 +172,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
     ) -> Schedule:
         g = Geometry.of(problem)
         bm, bn, bk = fit_block(bm, span_rows(g)), fit_block(bn, g.cout), fit_block(bk, g.cin)
-        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GROUP_M)
+        return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
 
     def schedules(self, problem: ConvProblem) -> list[Schedule]:
         out = [self._schedule(problem, *c) for c in _CONFIGS]

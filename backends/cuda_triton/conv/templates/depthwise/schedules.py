@@ -1,0 +1,216 @@
+"""The depthwise tuning space (four schedule families: channels-last, contiguous one channel, contiguous several
+channels, band) and the heuristic that picks one schedule of it."""
+
+from __future__ import annotations
+
+import math
+
+from ....kernel.launch import Schedule, cdiv, prod
+from ...problem import ConvProblem
+from ..geometry import INT32_MAX, NUM_SMS, next_pow2, pad3
+from .geometry import (
+    band_geometry,
+    band_grid,
+    band_is_1d,
+    block_c,
+    channels_last,
+    grid,
+    interior_fraction,
+    is_band,
+)
+
+# Fewest filter taps along W for which the heuristic picks the band kernel (see `heuristic_schedule`).
+BAND_MIN_TAPS = 7
+
+# Relative cost of an edge program's element (masked taps) to an interior one's, for the heuristic: the masked
+# loop spends roughly half again as many instructions per tap.
+EDGE_COST = 1.5
+
+
+# (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for channels-last inputs. The later rows are small position tiles
+# (most programs interior for 5x5/7x7 filters on 14..56-wide maps) and fewer warps (more positions per
+# thread share one weight vector load).
+CL_SPACE = (
+    (4, 4, 64, 4),
+    (2, 8, 64, 4),
+    (4, 8, 64, 4),
+    (2, 16, 64, 4),
+    (4, 8, 128, 8),
+    (4, 8, 32, 4),
+    (8, 8, 32, 4),
+    (2, 16, 32, 4),
+    (4, 16, 16, 4),
+    (1, 16, 32, 4),
+    (1, 32, 16, 4),
+    (2, 2, 64, 1),
+    (1, 4, 64, 1),
+    (2, 4, 32, 1),
+    (2, 4, 64, 2),
+    (4, 4, 16, 1),
+    (4, 4, 32, 2),
+    (2, 8, 32, 2),
+    (4, 8, 16, 1),
+    (4, 8, 32, 2),
+    (8, 8, 16, 2),
+    (1, 8, 32, 1),
+    (1, 8, 64, 2),
+    (1, 16, 16, 1),
+)
+# (BLOCK_H, BLOCK_W, num_warps) for contiguous inputs, one channel per program (BLOCK_C absent, i.e. 1).
+NC_SPACE = (
+    (1, 16, 1),
+    (4, 16, 1),
+    (8, 32, 2),
+    (16, 32, 4),
+    (4, 64, 2),
+    (8, 64, 4),
+    (1, 128, 1),
+    (1, 256, 2),
+    (1, 512, 4),
+    (1, 1024, 8),
+    (1, 32, 1),
+    (1, 64, 1),
+    (2, 32, 1),
+)
+# (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for contiguous inputs, BLOCK_C channels per program: short column
+# tiles keep most programs interior on long 1-D rows, several channels keep each program busy.
+NC_MULTI_SPACE = (
+    (1, 32, 4, 1),
+    (1, 32, 8, 2),
+    (1, 64, 2, 1),
+    (1, 64, 4, 1),
+    (1, 64, 8, 1),
+    (1, 64, 8, 2),
+    (1, 128, 2, 1),
+    (1, 128, 4, 2),
+    (2, 16, 4, 1),
+    (2, 32, 2, 1),
+    (4, 8, 4, 1),
+    (4, 16, 2, 1),
+    (8, 8, 4, 2),
+)
+# (SEG, SEGS, IMG, num_warps) of the band kernel (contiguous fp16/bf16 input, W stride 1): a program is
+# IMG images times SEGS row segments of SEG outputs of one channel, i.e. one (IMG * SEGS, SEG + TAIL) @
+# (SEG + TAIL, SEG) tensor-core product. Big tiles share the band (built per program) across more rows.
+# The first rows hold the H200 winners of a sweep of 1-D rows (N=8: IMG 8, SEG 32, SEGS 16, 4 warps;
+# N=1: SEG 16 or long rows SEG 32, SEGS 64); 64-wide segments for 1-MB rows stayed only with 4+ warps (the
+# others compiled to 670-810 SASS instructions and never won); the rest are bigger dots (M 128-256) and
+# 8 warps, so the tuner can try fewer, fuller programs.
+BAND_SPACE = (
+    (16, 16, 1, 1),
+    (32, 16, 1, 1),
+    (32, 16, 2, 2),
+    (32, 16, 4, 4),
+    (32, 16, 8, 4),
+    (32, 32, 1, 2),
+    (32, 64, 1, 4),
+    (64, 8, 8, 4),
+    (64, 32, 1, 4),
+    (16, 16, 2, 1),
+    (16, 16, 4, 2),
+    (16, 16, 8, 4),
+    (16, 32, 4, 4),
+    (16, 32, 8, 8),
+    (16, 64, 1, 2),
+    (32, 16, 4, 2),
+    (32, 16, 8, 8),
+    (32, 32, 4, 8),
+    (64, 8, 8, 8),
+)
+
+
+def band_schedules(problem: ConvProblem) -> list[Schedule]:
+    """The band kernel's schedules for ``problem`` (none where `band_geometry` does not serve it)."""
+    if band_geometry(problem) is None:
+        return []
+    out_d, out_h, out_w = pad3(problem.out_spatial, 1)
+    seg_cap = max(16, next_pow2(out_w))
+    return [
+        Schedule.make(warps, 1, SEG=seg, SEGS=segs, IMG=img)
+        for seg, segs, img, warps in BAND_SPACE
+        if problem.batch % img == 0
+        and seg <= seg_cap
+        and segs <= max(16, next_pow2(out_d * out_h * cdiv(out_w, seg)))
+    ]
+
+
+def schedules(problem: ConvProblem) -> list[Schedule]:
+    """The tuning space for ``problem``: the direct kernel of its input layout, and the band kernel where it
+    serves."""
+    out_h, out_w = pad3(problem.out_spatial, 1)[1:]
+    h_cap = next_pow2(out_h)
+    c_cap = next_pow2(problem.out_channels)
+    if channels_last(problem):
+        w_cap = max(4, next_pow2(out_w))
+        found = [
+            Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc)
+            for bh, bw, bc, warps in CL_SPACE
+            if bh <= h_cap and bw <= w_cap and bc <= max(16, c_cap)
+        ]
+        fallback = Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)
+    else:
+        w_cap = max(16, next_pow2(out_w))
+        found = [
+            Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw)
+            for bh, bw, warps in NC_SPACE
+            if bh <= h_cap and bw <= w_cap
+        ] + [
+            Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc)
+            for bh, bw, bc, warps in NC_MULTI_SPACE
+            if bh <= h_cap and bw <= w_cap and bc <= c_cap
+        ]
+        found += band_schedules(problem)
+        fallback = Schedule.make(1, 1, BLOCK_H=1, BLOCK_W=16)
+    # Small tiles on a huge problem could overflow grid axis 0 (`supports` vouches for the fallback).
+    found = [s for s in found if grid(problem, s)[0] <= INT32_MAX and grid(problem, s)[1] <= 65535]
+    return found or [fallback]
+
+
+def heuristic_schedule(problem: ConvProblem) -> Schedule:
+    """Least estimated work first (padding waste, edge programs' masked taps), then a tile near the size
+    that keeps the memory system busy."""
+    _, out_h, out_w = pad3(problem.out_spatial, 1)
+    cl = channels_last(problem)
+    # Elements per program (H200 sweeps): ~2048 fp16/bf16 or ~1024 fp32 channels-last; contiguous inputs
+    # favour small tiles (the tuned table's winners hold 64-512 elements).
+    target = (2048 if problem.element_size <= 2 else 1024) if cl else 256
+
+    def cost(s: Schedule) -> tuple[float, float, float]:
+        bh, bw, bc = s["BLOCK_H"], s["BLOCK_W"], block_c(s)
+        programs = cdiv(out_h, bh) * cdiv(out_w, bw) * cdiv(problem.out_channels, bc)
+        # A tile smaller than the program's threads leaves lanes idle: count them as padding too.
+        waste = programs * max(bh * bw * bc, 32 * s.num_warps) / (out_h * out_w * problem.out_channels)
+        inner = interior_fraction(problem, s)
+        work = waste * (inner + EDGE_COST * (1.0 - inner))
+        # Contiguous input: the warps span W first, so a thread's columns of one row share each weight
+        # load (per-tap weight loads otherwise cost as much as the input's).
+        shared_weight = 0.0 if cl else -min(bw / (32 * s.num_warps), 4.0)
+        return (round(max(work, 1.2), 1), abs(math.log2(bh * bw * bc / target)), shared_weight)
+
+    space = schedules(problem)
+    band = [sch for sch in space if is_band(sch)]
+    # Band for 1-D rows with 7+ taps only. On the H200 (us, best band vs best direct schedule): k=15
+    # 6.16 vs 10.16 (N=8, L=500), 3.05 vs 3.36 (N=1); k=31 6.72 vs 17.58; but k=5 3.96 vs 3.80 (L=8000) and
+    # k=3 8.43 vs 3.66: the direct kernels' per-tap cost grows with k, the band's barely does.
+    if band and band_is_1d(problem) and problem.kernel[-1] >= BAND_MIN_TAPS:
+        return min(band, key=lambda sch: band_cost(problem, sch))
+    space = [sch for sch in space if not is_band(sch)] or space
+    if not cl and out_h > 1:
+        # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
+        space = [s for s in space if block_c(s) == 1] or space
+    return min(space, key=cost)
+
+
+def band_cost(problem: ConvProblem, schedule: Schedule) -> tuple[float, bool, float]:
+    """The band heuristic's order of schedules: padding waste first, then at least ~2 programs per SM (the H200's
+    fastest conformer schedule ran 512 programs of 4 warps on 132 SMs), then loads per output: the window
+    (SEG + TAIL per SEG outputs) plus the band's weight gathers shared by the tile's rows."""
+    halo_tail = band_geometry(problem)
+    assert halo_tail is not None
+    seg, segs, img = schedule["SEG"], schedule["SEGS"], schedule["IMG"]
+    programs = prod(band_grid(problem, schedule))
+    out = prod(pad3(problem.out_spatial, 1)) * problem.out_channels * problem.batch
+    waste = programs * img * segs * seg / out
+    window = seg + halo_tail[1]
+    loads = window / seg + window / (img * segs)
+    return (round(waste, 1), programs < 2 * NUM_SMS, loads)

@@ -1,0 +1,139 @@
+"""The depthwise template: support, prepared weight and launches (the package docstring has the kernels'
+contracts; `schedules` the tuning space and heuristic)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ....kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    Support,
+    TensorArg,
+    cdiv,
+    prod,
+)
+from ...problem import ConvProblem
+from .._interpreter import dot_needs_fp32
+from ..base import ConvTemplate
+from ..geometry import INT32_MAX, is_dense, pad3
+from .geometry import band_geometry, band_is_1d, block_c, channels_last, grid, is_band, output_channels_last
+from .kernels import (
+    _depthwise_band1d_kernel,
+    _depthwise_band_kernel,
+    _depthwise_cl_kernel,
+    _depthwise_nc_kernel,
+)
+from .schedules import heuristic_schedule, schedules
+
+
+class DepthwiseTemplate(ConvTemplate):
+    """Direct depthwise conv: one kernel per input layout, tiles of outputs per program."""
+
+    def __init__(self) -> None:
+        self.name = "depthwise"
+
+    # -- support ----------------------------------------------------------------------------------------------
+    def supports(self, problem: ConvProblem) -> Support:
+        if problem.transposed:
+            return Support.no("transposed convolutions are not depthwise (use the transposed template)")
+        if not problem.is_depthwise:
+            return Support.no(f"not depthwise (groups={problem.groups}, C_in={problem.in_channels})")
+        if problem.spatial_dims not in (1, 2, 3):
+            return Support.no(f"{problem.spatial_dims}-D convolutions are not supported")
+        if problem.dtype not in ("float16", "bfloat16", "float32"):
+            return Support.no(f"dtype {problem.dtype} is not supported (fp16/bf16/fp32 only)")
+        if not is_dense(problem.input_size, problem.input_stride):
+            return Support.no("the input is neither dense channels-last nor dense contiguous")
+        if not is_dense(problem.output_size, problem.output_stride):
+            return Support.no("the output layout is neither dense channels-last nor dense contiguous")
+        if prod(problem.input_size[1:]) > INT32_MAX or prod(problem.output_size[1:]) > INT32_MAX:
+            return Support.no("a sample has 2^31 elements or more (32-bit in-sample offsets)")
+        out_d, out_h, out_w = pad3(problem.out_spatial, 1)
+        if problem.batch * problem.out_channels * out_d * out_h * cdiv(out_w, 16) > INT32_MAX:
+            return Support.no("the launch grid would exceed 2^31 programs")
+        return Support.yes()
+
+    # -- schedules --------------------------------------------------------------------------------------------
+    def schedules(self, problem: ConvProblem) -> list[Schedule]:
+        return schedules(problem)
+
+    def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
+        return heuristic_schedule(problem)
+
+    # -- weight and launches ----------------------------------------------------------------------------------
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        # fp32 taps: the kernels accumulate in fp32, so this saves a conversion per tap and channel.
+        flat = weight.reshape(problem.out_channels, prod(problem.kernel)).float()
+        if channels_last(problem):
+            return flat.t().contiguous()  # (taps, C_out)
+        return flat.contiguous()  # (C_out, taps)
+
+    def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
+        p = problem.params
+        in_d, in_h, in_w = pad3(problem.in_spatial, 1)
+        out_d, out_h, out_w = pad3(problem.out_spatial, 1)
+        kd, kh, kw = pad3(problem.kernel, 1)
+        sd, sh, sw = pad3(p.stride, 1)
+        pd, ph, pw = pad3(p.padding_before, 0)
+        dd, dh, dw = pad3(p.dilation, 1)
+        out_cl = output_channels_last(problem)
+        dt = TRITON_PTR_DTYPE[problem.dtype]
+        args = (
+            TensorArg("input", dt),
+            TensorArg("weight", "fp32"),
+            TensorArg("bias", dt),
+            TensorArg("output", dt),
+            ScalarArg("ID", "i32", in_d),
+            ScalarArg("IH", "i32", in_h),
+            ScalarArg("IW", "i32", in_w),
+            ScalarArg("OD", "i32", out_d),
+            ScalarArg("OH", "i32", out_h),
+            ScalarArg("OW", "i32", out_w),
+        )
+        constexprs: list[tuple[str, object]] = [
+            ("C_IN", problem.in_channels),
+            ("MULT", problem.out_channels // problem.in_channels),
+            ("KD", kd),
+            ("KH", kh),
+            ("KW", kw),
+            ("SD", sd),
+            ("SH", sh),
+            ("SW", sw),
+            ("PD", pd),
+            ("PH", ph),
+            ("PW", pw),
+            ("DD", dd),
+            ("DH", dh),
+            ("DW", dw),
+            ("OUT_CL", out_cl),
+            ("HAS_BIAS", problem.has_bias),
+        ]
+        launch_grid = grid(problem, schedule)
+        if is_band(schedule):
+            halo_tail = band_geometry(problem)
+            assert halo_tail is not None, "band schedules are offered only where band_geometry serves"
+            tile = [(name, schedule[name]) for name in ("SEG", "SEGS", "IMG")]
+            constexprs += [*tile, ("HALO", halo_tail[0]), ("TAIL", halo_tail[1])]
+            fn = _depthwise_band_kernel
+            if band_is_1d(problem):
+                fn = _depthwise_band1d_kernel
+                constexprs.append(("VEC", math.gcd(in_w, out_w, 8)))
+            constexprs.append(("DOT_FP32", dot_needs_fp32(problem.dtype)))
+            return [KernelLaunch(fn, args, tuple(constexprs), launch_grid, schedule.num_warps, 1)]
+        constexprs += [
+            ("BLOCK_H", schedule["BLOCK_H"]),
+            ("BLOCK_W", schedule["BLOCK_W"]),
+            ("BLOCK_C", block_c(schedule)),
+        ]
+        fn = _depthwise_cl_kernel if channels_last(problem) else _depthwise_nc_kernel
+        return [
+            KernelLaunch(fn, args, tuple(constexprs), launch_grid, schedule.num_warps, schedule.num_stages)
+        ]
+
+
+TEMPLATES = [DepthwiseTemplate()]

@@ -1,0 +1,67 @@
+"""Host-side rules the GEMM-shaped forward templates share (gemm, implicit_gemm, implicit_gemm_tma,
+implicit_gemm_box): what they support, the ``tl.dot`` precision and the prepared weight's order."""
+
+from __future__ import annotations
+
+from ..problem import ConvProblem
+from .geometry import INT32_MAX, is_dense
+
+# Dtypes the GEMM-shaped kernels accept (fp64 has no tensor-core path worth having).
+GEMM_DTYPES = ("float16", "bfloat16", "float32")
+# Row tiles per group of the kernels' program order (`gemm_jit.grouped_tile_ids`): weight tiles stay in L2.
+GROUP_M = 8
+
+
+def common_support_problems(problem: ConvProblem) -> str | None:
+    """The reasons shared by every GEMM-shaped forward template, or None when the problem passes them."""
+    if problem.transposed:
+        return "transposed convolutions are not handled by this template"
+    if problem.dtype not in GEMM_DTYPES:
+        return f"dtype {problem.dtype} is not supported (only float16, bfloat16, float32)"
+    if not 1 <= problem.spatial_dims <= 3:
+        return f"{problem.spatial_dims}-D convolutions are not supported"
+    if problem.batch == 0 or problem.in_channels == 0 or problem.out_channels == 0:
+        return "empty tensors are not supported"
+    if any(s <= 0 for s in problem.out_spatial):
+        return "the output is empty"
+    if not is_dense(problem.input_size, problem.input_stride):
+        return "the input is neither dense contiguous nor dense channels-last"
+    if not is_dense(problem.output_size, problem.output_stride):
+        return "the output layout is neither dense contiguous nor dense channels-last"
+    if any(v > INT32_MAX for v in (*problem.input_size, *problem.output_size)):
+        return "a single dimension exceeds 2^31"
+    return None
+
+
+def tma_tap_problems(problem: ConvProblem, strided: bool = False) -> str | None:
+    """The reasons shared by the TMA-fed templates (implicit_gemm_tma, implicit_gemm_box), or None: with stride 1,
+    one group and no negative padding every tap's A tile is one rectangle of the input, and a TMA row is a
+    whole number of 16-byte units. ``strided``: the caller reads strided taps itself (the box template's view)."""
+    p = problem.params
+    if not strided and any(s != 1 for s in p.stride):
+        return "only stride 1 (a tap's input pixels must be one TMA rectangle)"
+    if p.groups != 1:
+        return "only groups == 1"
+    if any(v < 0 for v in (*p.padding_before, *p.padding_after)):
+        return "negative padding"
+    if problem.in_channels * problem.element_size % 16:
+        return "a TMA row must be a multiple of 16 bytes (input channels)"
+    return None
+
+
+def dot_precision(problem: ConvProblem) -> str:
+    """``tl.dot`` input precision: TF32 for fp32 when allowed (PyTorch's conv default), else exact fp32."""
+    if problem.dtype == "float32" and not problem.allow_tf32:
+        return "ieee"
+    return "tf32"
+
+
+def weight_k_major(problem: ConvProblem) -> bool:
+    """Whether the prepared weight matrix is stored K-major ([C_out, K]) instead of [K, C_out].
+
+    Hopper's TF32 wgmma reads both operands K-major from shared memory; an N-major weight tile makes Triton
+    transpose it through shared memory (or fall back to mma.sync) on every K step, which ran fp32 convs at a
+    fifth of cuDNN's speed on the H200. 16-bit wgmma takes either order; those paths keep [K, C_out], the
+    layout the fp16/bf16 heuristics were measured with.
+    """
+    return problem.dtype == "float32"

@@ -1,0 +1,44 @@
+"""Triton-language helpers the GEMM-shaped kernels share (gemm, implicit_gemm, implicit_gemm_tma,
+implicit_gemm_box's portable twin): program-id order, weight-tile pointers and the output epilogue."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def grouped_tile_ids(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Program id -> (tile row, tile column), GROUP_M row tiles at a time so weight tiles stay in L2."""
+    width = GROUP_M * num_pid_n
+    group_id = pid // width
+    first_m = group_id * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % size_m
+    pid_n = (pid % width) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def weight_ptrs(w_base, k_rows, offs_n, K_ROWS: tl.constexpr, COUT_P: tl.constexpr, W_KMAJOR: tl.constexpr):
+    """[BLOCK_K, BLOCK_N] pointers into a prepared weight matrix stored [K_ROWS, COUT_P] or, K-major, [COUT_P, K_ROWS]."""
+    if W_KMAJOR:
+        return w_base + offs_n[None, :] * K_ROWS + k_rows[:, None]
+    return w_base + k_rows[:, None] * COUT_P + offs_n[None, :]
+
+
+@triton.jit
+def store_output(
+    y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, out_pixels,
+    HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr,
+):  # fmt: skip
+    """Epilogue: add the bias, convert, store rows (image n, output pixel) x channels co_base + offs_n."""
+    co = co_base + offs_n
+    n_ok = offs_n < COUT_T
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + co, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+    if OUT_CL:
+        y_ptrs = y_ptr + ((n * out_pixels + pixel) * C_OUT)[:, None] + co[None, :]
+    else:
+        y_ptrs = y_ptr + (n * C_OUT * out_pixels + pixel)[:, None] + co[None, :] * out_pixels
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])

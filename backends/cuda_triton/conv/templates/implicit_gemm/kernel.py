@@ -1,0 +1,204 @@
+"""The implicit GEMM kernel (the package docstring describes its arguments, grid and prepared weight)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .._f16_mma import input_scales, weight_unscale
+from .._tf32 import round_to_tf32
+from ..gemm_jit import grouped_tile_ids, store_output, weight_ptrs
+
+
+@triton.jit
+def conv_implicit_gemm_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, amax_ptr,
+    BATCH, D, H, W, OD, OH, OW,
+    C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_T: tl.constexpr, COUT_T: tl.constexpr,
+    CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, W_KMAJOR: tl.constexpr,
+    ROW_TILES: tl.constexpr, INT64: tl.constexpr, PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
+    F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr, TAIL_SPLIT: tl.constexpr, TAIL_M_TILES: tl.constexpr,
+):  # fmt: skip
+    if INT64:
+        BATCH = BATCH.to(tl.int64)
+        D = D.to(tl.int64)
+        H = H.to(tl.int64)
+        W = W.to(tl.int64)
+    # Input strides in elements, from the layout.
+    if IN_CL:
+        s_c = 1
+        s_w = C_IN
+        s_h = W * C_IN
+        s_d = H * W * C_IN
+        s_n = D * H * W * C_IN
+    else:
+        s_w = 1
+        s_h = W
+        s_d = H * W
+        s_c = D * H * W
+        s_n = C_IN * D * H * W
+    out_pixels = OD * OH * OW
+    if ROW_TILES:
+        # Programs walk output rows: BLOCK_M consecutive pixels of one row, so contiguous (N, C, ...) loads
+        # and stores are provably consecutive along M (and coalesce).
+        row_blocks = (OW + BLOCK_M - 1) // BLOCK_M
+        num_pid_m = BATCH * OD * OH * row_blocks
+    else:
+        num_pid_m = (BATCH * out_pixels + BLOCK_M - 1) // BLOCK_M
+    num_pid_n = (COUT_T + BLOCK_N - 1) // BLOCK_N
+    if TAIL_SPLIT == 1:
+        pid_m, pid_n = grouped_tile_ids(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+        share = 0
+    else:
+        # The first programs take whole tiles of all but the last TAIL_M_TILES rows of tiles; the rest take one
+        # K share (share >= 1 below) of one tail tile each (_splitk.py).
+        whole_m = num_pid_m - TAIL_M_TILES
+        pid = tl.program_id(0)
+        if pid < whole_m * num_pid_n:
+            pid_m, pid_n = grouped_tile_ids(pid, whole_m, num_pid_n, GROUP_M)
+            share = pid * 0  # a tensor in both branches
+        else:
+            j = pid - whole_m * num_pid_n
+            pid_m = whole_m + (j // TAIL_SPLIT) // num_pid_n
+            pid_n = (j // TAIL_SPLIT) % num_pid_n
+            share = j % TAIL_SPLIT + 1
+    tile = tl.program_id(1)  # group tile
+
+    # Image, output pixel and output coordinates of each A row.
+    if ROW_TILES:
+        ow = (pid_m % row_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row = pid_m // row_blocks + 0 * ow  # as a vector, like the other coordinates
+        if INT64:
+            ow = ow.to(tl.int64)
+            row = row.to(tl.int64)
+        m_ok = ow < OW
+        oh = row % OH
+        od = (row // OH) % OD
+        n = row // (OH * OD)
+        pixel = (row % (OH * OD)) * OW + ow
+    else:
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        if INT64:
+            offs_m = offs_m.to(tl.int64)
+        m_ok = offs_m < BATCH * out_pixels
+        ow = offs_m % OW
+        oh = (offs_m // OW) % OH
+        od = (offs_m // (OW * OH)) % OD
+        n = offs_m // out_pixels
+        pixel = offs_m % out_pixels
+    d0 = od * SD - PD
+    h0 = oh * SH - PH
+    w0 = ow * SW - PW
+    x_tile = x_ptr + tile * CIN_T * s_c
+    x_rows = n * s_n
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    w_tile = w_ptr + tile * (K_ROWS * COUT_P)
+
+    # Split-K: program_id(2) takes one contiguous share of the K iterations (all of them when SPLIT_K == 1).
+    if FLAT_K:
+        K_ITERS: tl.constexpr = (KD * KH * KW * CIN_T + BLOCK_K - 1) // BLOCK_K
+    else:
+        K_ITERS: tl.constexpr = KD * KH * KW * (CIN_P // BLOCK_K)
+    if SPLIT_K > 1:
+        SHARE: tl.constexpr = (K_ITERS + SPLIT_K - 1) // SPLIT_K
+        k_lo = tl.program_id(2) * SHARE
+        k_hi = tl.minimum(k_lo + SHARE, K_ITERS)
+    elif TAIL_SPLIT > 1:
+        TAIL_SHARE: tl.constexpr = (K_ITERS + TAIL_SPLIT - 1) // TAIL_SPLIT
+        k_lo = tl.where(share > 0, (share - 1) * TAIL_SHARE, 0)
+        k_hi = tl.where(share > 0, tl.minimum(k_lo + TAIL_SHARE, K_ITERS), K_ITERS)
+    else:
+        k_lo = 0
+        k_hi = K_ITERS
+
+    if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: the input scaled by 2^shift (_f16_mma.py)
+        a_scale, a_unscale = input_scales(amax_ptr)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if FLAT_K:
+        # K = (tap, channel) flattened: each A column has its own tap.
+        K_TOTAL: tl.constexpr = KD * KH * KW * CIN_T
+        for kb in range(k_lo, k_hi):
+            offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+            c = offs_k % CIN_T
+            tap = offs_k // CIN_T
+            di = d0[:, None] + ((tap // (KH * KW)) * DD)[None, :]
+            hi = h0[:, None] + (((tap // KW) % KH) * DH)[None, :]
+            wi = w0[:, None] + ((tap % KW) * DW)[None, :]
+            ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
+            ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
+            a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
+            a = tl.load(a_ptrs, mask=ok, other=0.0)
+            if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
+                a = (a * a_scale).to(tl.float16)
+            elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+                a = round_to_tf32(a, ROUND_TF32)
+            b = tl.load(weight_ptrs(w_tile, offs_k, offs_n, K_ROWS, COUT_P, W_KMAJOR))
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    else:
+        C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
+        for i in range(k_lo, k_hi):
+            tap = i // C_BLOCKS
+            c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
+            di = d0 + (tap // (KH * KW)) * DD
+            hi = h0 + ((tap // KW) % KH) * DH
+            wi = w0 + (tap % KW) * DW
+            ok = m_ok & (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
+            rows = x_rows + di * s_d + hi * s_h + wi * s_w
+            if CIN_T % BLOCK_K == 0:
+                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=ok[:, None], other=0.0)
+            else:
+                a_ok = ok[:, None] & (c < CIN_T)[None, :]
+                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
+            if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
+                a = (a * a_scale).to(tl.float16)
+            elif ROUND_TF32:
+                a = round_to_tf32(a, ROUND_TF32)
+            b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    if F16_MMA:  # undo both scalings (powers of two: exact) before any store
+        acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
+
+    if SPLIT_K > 1:
+        # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
+        # like a channels-last output without bias; `splitk_reduce_kernel` adds the shares up.
+        ws = y_ptr + tl.program_id(2) * (BATCH * out_pixels * C_OUT)
+        store_output(
+            ws, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, False, True
+        )
+    elif TAIL_SPLIT > 1:
+        if share == 0:
+            store_output(
+                y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, HAS_BIAS,
+                OUT_CL,
+            )  # fmt: skip
+        else:
+            # A tail share: partial sums of rows ROW0.. into ws_ptr [TAIL_SPLIT, TAIL_ROWS, C_OUT].
+            row0 = (num_pid_m - TAIL_M_TILES) * BLOCK_M
+            tail_rows = BATCH * out_pixels - row0
+            ws = ws_ptr + (share - 1) * (tail_rows * C_OUT)
+            store_output(
+                ws, b_ptr, acc, 0, offs_m - row0, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, 0, False, True
+            )
+    else:
+        store_output(
+            y_ptr,
+            b_ptr,
+            acc,
+            n,
+            pixel,
+            m_ok,
+            offs_n,
+            tile * COUT_T,
+            COUT_T,
+            C_OUT,
+            out_pixels,
+            HAS_BIAS,
+            OUT_CL,
+        )

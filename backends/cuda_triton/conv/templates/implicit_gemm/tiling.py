@@ -1,0 +1,81 @@
+"""Tile shapes of the implicit GEMM: its tuning space's tile configs, group tiles, row tiles, BLOCK_K and the K loop's
+length."""
+
+from __future__ import annotations
+
+from ....kernel.launch import cdiv
+from .._f16_mma import f16_block_k
+from ..geometry import Geometry
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles
+# (shared memory). Ordered from large to small tiles.
+BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (128, 256, 64, 8, 3),
+    (128, 256, 64, 8, 4),  # deeper pipelines for compute-bound 3x3s (vgg: 0.8x of cuDNN with 3 stages)
+    (256, 128, 64, 8, 3),
+    (256, 128, 64, 8, 4),
+    (128, 128, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 3),
+    (128, 128, 32, 4, 4),
+    (128, 64, 64, 4, 3),
+    (128, 64, 32, 4, 4),
+    (64, 128, 64, 4, 3),
+    (64, 64, 64, 4, 3),
+    (64, 64, 32, 4, 4),
+    (128, 32, 32, 4, 4),
+    (64, 32, 32, 4, 3),
+    (32, 64, 32, 4, 3),
+    (32, 32, 32, 2, 3),
+)
+
+# A group tile is widened until it has this many output channels (block-diagonal weight; wasted MMAs are
+# cheap next to the memory traffic of a grouped conv).
+GROUP_TILE_CHANNELS = 64
+
+
+def widest_group_tile(g: Geometry, channels: int = GROUP_TILE_CHANNELS) -> int:
+    """The most groups (a divisor of groups) whose tile has at most ``channels`` input and output channels."""
+    fits = [t for t in range(1, g.groups + 1) if g.groups % t == 0 and t * max(g.cin_g, g.cout_g) <= channels]
+    return max(fits, default=1)
+
+
+def group_tile_options(g: Geometry) -> list[int]:
+    """Divisors of groups worth trying as GROUP_TILE: 1, the widest tile of <= 64 channels (the heuristic's) and
+    the widest of <= 128 (fewer, denser programs: RegNet's 8-channel groups)."""
+    if g.groups == 1:
+        return [1]
+    return list(dict.fromkeys((1, widest_group_tile(g), widest_group_tile(g, 2 * GROUP_TILE_CHANNELS))))
+
+
+def row_tiles(g: Geometry) -> int:
+    """1 when programs should walk output rows: contiguous (N, C, ...) inputs with rows of >= 32 pixels, whose
+    loads along M are then provably consecutive; channels-last inputs are contiguous along K instead."""
+    return 1 if not g.in_cl and g.out_spatial[2] >= 32 else 0
+
+
+# Shared memory the pipeline's buffers may take (H100/H200: 227 KB per block; Triton needs some for barriers and
+# the epilogue's layout conversion).
+SMEM_BUDGET = 200 * 1024
+
+
+def block_k(bk: int, bm: int, bn: int, stages: int, fp32: bool, f16: int) -> int:
+    """BLOCK_K of a tile shape given for 16-bit dtypes: fp32 tiles of 128 x 128 and up take 32 (shared memory);
+    F16_MMA tiles (A fp32 for F16_MMA=1, fp16 for 2; B fp16) halve it until their stages fit."""
+    if f16:
+        return f16_block_k(bk, bm, bn, stages, f16, SMEM_BUDGET)
+    if fp32 and bm * bn >= 128 * 128 and bk > 32:
+        return 32
+    return bk
+
+
+def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:
+    """Iterations of the kernel's K loop (see K_ITERS in the kernel)."""
+    if flat:
+        return cdiv(g.taps * cin_t, bk)
+    return g.taps * cdiv(cin_t, bk)
+
+
+def tile_channels(g: Geometry, group_tile: int) -> tuple[int, int]:
+    """(input, output) channels of a tile of ``group_tile`` groups."""
+    return g.cin_g * group_tile, g.cout_g * group_tile

@@ -1,0 +1,249 @@
+"""The math of every elementwise op, defined once: a ``@triton.jit`` function and its ATen reference per op.
+
+The standalone chain kernel (kernels.py), the CPU reference (reference.py) and the epilogues of convolution and
+GEMM kernels all compute an op through this module: kernels through `apply_chain`/`apply_op`, the reference
+through `ElementwiseOp.reference`. Kernels compute in fp32 (16-bit inputs are widened when loaded); so does the
+reference, rounding once at the end.
+
+An op is named by its code, a ``tl.constexpr`` int (strings do not survive inside Triton's constexpr tuples).
+Float parameters travel as constexprs ``C0``/``C1`` (clamp bounds, a leaky ReLU slope, a binary op's scalar
+operand), so kernels are compiled with them folded in.
+
+NaN propagates as in ATen: relu/clamp/hardtanh of NaN is NaN (``propagate_nan=ALL``; PTX max/min alone would
+return the other operand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+# ---- op codes ------------------------------------------------------------------------------------------------
+COPY = tl.constexpr(0)  # y = a (a chain whose result is one of its inputs: a dtype or layout copy)
+RELU = tl.constexpr(1)
+CLAMP = tl.constexpr(2)  # clamp(a, C0, C1); hardtanh(a, C0, C1)
+CLAMP_MIN = tl.constexpr(3)  # clamp(a, min=C0)
+CLAMP_MAX = tl.constexpr(4)  # clamp(a, max=C0)
+SIGMOID = tl.constexpr(5)
+TANH = tl.constexpr(6)
+GELU = tl.constexpr(7)  # exact (erf) GELU
+GELU_TANH = tl.constexpr(8)  # GELU, approximate="tanh"
+LEAKY_RELU = tl.constexpr(9)  # negative slope C0
+HARDSIGMOID = tl.constexpr(10)
+HARDSWISH = tl.constexpr(11)
+SILU = tl.constexpr(12)
+NEG = tl.constexpr(13)
+ADD = tl.constexpr(14)
+SUB = tl.constexpr(15)
+MUL = tl.constexpr(16)
+DIV = tl.constexpr(17)  # true division, correctly rounded (div_rn) as ATen's
+
+# An operand index meaning "the instruction's constant C0" (a tensor-scalar binary op), see `apply_chain`.
+SCALAR = tl.constexpr(-1)
+
+
+# ---- the ops ---------------------------------------------------------------------------------------------------
+@triton.jit
+def relu(x):
+    return tl.maximum(x, 0.0, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def clamp(x, lo, hi):
+    """ATen's order: max with the lower bound first, so lo > hi gives hi."""
+    x = tl.maximum(x, lo, propagate_nan=tl.PropagateNan.ALL)
+    return tl.minimum(x, hi, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def clamp_min(x, lo):
+    return tl.maximum(x, lo, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def clamp_max(x, hi):
+    return tl.minimum(x, hi, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def sigmoid(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def tanh(x):
+    """tanh from exp where that is accurate, an odd Taylor polynomial for |x| < 0.3, where 1 - 2/(e^2|x| + 1)
+    cancels (truncation error below 1e-7 relative there). Triton's interpreter has no libdevice tanh."""
+    a = tl.abs(x)
+    big = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
+    z = x * x
+    small = x + x * z * (-1.0 / 3.0 + z * (2.0 / 15.0 + z * (-17.0 / 315.0 + z * (62.0 / 2835.0))))
+    return tl.where(a < 0.3, small, tl.where(x < 0.0, -big, big))
+
+
+@triton.jit
+def gelu(x):
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def gelu_tanh(x):
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2 / pi) * (x + 0.044715 x^3)
+    return 0.5 * x * (1.0 + tanh(inner))
+
+
+@triton.jit
+def leaky_relu(x, slope):
+    return tl.where(x > 0.0, x, x * slope)
+
+
+@triton.jit
+def hardsigmoid(x):
+    return tl.div_rn(clamp(x + 3.0, 0.0, 6.0), 6.0)
+
+
+@triton.jit
+def hardswish(x):
+    return tl.div_rn(x * clamp(x + 3.0, 0.0, 6.0), 6.0)
+
+
+@triton.jit
+def silu(x):
+    return x * sigmoid(x)
+
+
+@triton.jit
+def apply_op(a, b, CODE: tl.constexpr, C0: tl.constexpr, C1: tl.constexpr):
+    """The op ``CODE`` of `math` on ``a`` (and ``b`` for a binary op), with float parameters C0, C1.
+
+    ``a``/``b`` are fp32 tensors of broadcastable shapes, or a constexpr float for a binary op's scalar side.
+    """
+    if CODE == COPY:
+        y = a
+    elif CODE == RELU:
+        y = relu(a)
+    elif CODE == CLAMP:
+        y = clamp(a, C0, C1)
+    elif CODE == CLAMP_MIN:
+        y = clamp_min(a, C0)
+    elif CODE == CLAMP_MAX:
+        y = clamp_max(a, C0)
+    elif CODE == SIGMOID:
+        y = sigmoid(a)
+    elif CODE == TANH:
+        y = tanh(a)
+    elif CODE == GELU:
+        y = gelu(a)
+    elif CODE == GELU_TANH:
+        y = gelu_tanh(a)
+    elif CODE == LEAKY_RELU:
+        y = leaky_relu(a, C0)
+    elif CODE == HARDSIGMOID:
+        y = hardsigmoid(a)
+    elif CODE == HARDSWISH:
+        y = hardswish(a)
+    elif CODE == SILU:
+        y = silu(a)
+    elif CODE == NEG:
+        y = -a
+    elif CODE == ADD:
+        y = a + b
+    elif CODE == SUB:
+        y = a - b
+    elif CODE == MUL:
+        y = a * b
+    else:
+        tl.static_assert(CODE == DIV, "unknown elementwise op code")
+        y = tl.div_rn(a, b)
+    return y
+
+
+@triton.jit
+def apply_chain(x0, x1, x2, x3, PROGRAM: tl.constexpr):
+    """Run an elementwise chain (see program.py) on fp32 tiles ``x0``..``x3`` and return its result tile.
+
+    The chain's values are numbered: 0-3 are its inputs ``x0``..``x3`` (None where the chain has fewer), then
+    instruction k's result is value 4 + k. Each instruction of ``PROGRAM`` is a tuple
+    ``(code, a, b, c0, c1)``: op ``code`` on values ``a`` and ``b`` (either may be `SCALAR`: the constant c0
+    instead), with float parameters c0, c1. The result is the last instruction's value. Inputs may have any
+    shapes that broadcast against one another (an epilogue passes per-channel vectors as ``[1, BLOCK_N]``).
+    """
+    # Absent inputs stand in as x0 (programs never read them): older Triton cannot put None in a tuple.
+    if x1 is None:
+        x1 = x0
+    if x2 is None:
+        x2 = x0
+    if x3 is None:
+        x3 = x0
+    values = (x0, x1, x2, x3)
+    for i in tl.static_range(len(PROGRAM)):
+        # Index PROGRAM inline: a sub-tuple bound to a name stops being a constexpr in Triton's frontend.
+        if PROGRAM[i][1] == SCALAR:
+            a = PROGRAM[i][3]
+        else:
+            a = values[PROGRAM[i][1]]
+        if PROGRAM[i][2] == SCALAR:
+            b = PROGRAM[i][3]
+        else:
+            b = values[PROGRAM[i][2]]
+        values = values + (apply_op(a, b, PROGRAM[i][0], PROGRAM[i][3], PROGRAM[i][4]),)
+    return values[len(values) - 1]
+
+
+# ---- the op table: names, arities, parameters, ATen references ---------------------------------------------------
+Tensorish = torch.Tensor | float
+
+
+@dataclass(frozen=True)
+class ElementwiseOp:
+    """One op of the table: its name in chains, its code, how many tensor-or-scalar operands it takes, the names
+    of its float parameters (stored as c0, c1) and its ATen definition (fp32 tensors in, fp32 tensor out)."""
+
+    name: str
+    code: int
+    arity: int  # 1: unary; 2: binary (one side may be a scalar, stored in c0)
+    params: tuple[str, ...]
+    reference: Callable[..., torch.Tensor]
+
+
+def _binary(fn: Callable[[Tensorish, Tensorish], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def reference(a: Tensorish, b: Tensorish) -> torch.Tensor:
+        if not isinstance(a, torch.Tensor):  # scalar on the left: ATen's rsub/reciprocal-style forms
+            a = torch.full_like(b, a) if isinstance(b, torch.Tensor) else torch.tensor(a)
+        return fn(a, b)
+
+    return reference
+
+
+OPS: dict[str, ElementwiseOp] = {
+    op.name: op
+    for op in (
+        ElementwiseOp("copy", COPY.value, 1, (), lambda a: a.clone()),
+        ElementwiseOp("relu", RELU.value, 1, (), torch.relu),
+        ElementwiseOp("clamp", CLAMP.value, 1, ("min", "max"), lambda a, lo, hi: torch.clamp(a, lo, hi)),
+        ElementwiseOp("clamp_min", CLAMP_MIN.value, 1, ("min",), lambda a, lo: torch.clamp(a, min=lo)),
+        ElementwiseOp("clamp_max", CLAMP_MAX.value, 1, ("max",), lambda a, hi: torch.clamp(a, max=hi)),
+        ElementwiseOp("sigmoid", SIGMOID.value, 1, (), torch.sigmoid),
+        ElementwiseOp("tanh", TANH.value, 1, (), torch.tanh),
+        ElementwiseOp("gelu", GELU.value, 1, (), F.gelu),
+        ElementwiseOp("gelu_tanh", GELU_TANH.value, 1, (), lambda a: F.gelu(a, approximate="tanh")),
+        ElementwiseOp("leaky_relu", LEAKY_RELU.value, 1, ("negative_slope",), F.leaky_relu),
+        ElementwiseOp("hardsigmoid", HARDSIGMOID.value, 1, (), F.hardsigmoid),
+        ElementwiseOp("hardswish", HARDSWISH.value, 1, (), F.hardswish),
+        ElementwiseOp("silu", SILU.value, 1, (), F.silu),
+        ElementwiseOp("neg", NEG.value, 1, (), torch.neg),
+        ElementwiseOp("add", ADD.value, 2, (), _binary(torch.add)),
+        ElementwiseOp("sub", SUB.value, 2, (), _binary(torch.sub)),
+        ElementwiseOp("mul", MUL.value, 2, (), _binary(torch.mul)),
+        ElementwiseOp("div", DIV.value, 2, (), _binary(torch.div)),
+    )
+}
+OPS_BY_CODE: dict[int, ElementwiseOp] = {op.code: op for op in OPS.values()}
+SCALAR_OPERAND: int = SCALAR.value
+
+__all__ = ["OPS", "OPS_BY_CODE", "SCALAR_OPERAND", "ElementwiseOp", "apply_chain", "apply_op"]

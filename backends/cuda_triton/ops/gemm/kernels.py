@@ -1,0 +1,208 @@
+"""The GEMM kernels and their schedules: a tiled ``tl.dot`` GEMM over strided, batched operands, and the split-K
+reduction.
+
+`gemm_kernel` computes one [BLOCK_M, BLOCK_N] tile of ``out[b] = alpha * (a[b] @ w[b]) + beta * bias`` per
+program, accumulating in fp32 over BLOCK_K slices of K (the Triton tutorial's matmul: grouped program order so
+weight tiles stay in L2, row and column indices wrapped modulo M and N so only the K tail needs a mask). Strides
+are runtime arguments; the one that is 1 in each operand is a constexpr (``*_UNIT``) so that loads vectorise.
+fp32 runs on TF32 tensor cores when allowed (both tiles rounded to nearest first, as the convolutions do: see
+conv/templates/_tf32.py), else in exact fp32. The epilogue (`_epilogue`) is where a fused elementwise chain goes.
+
+Split-K (SPLIT_K > 1, for few output tiles over a long K such as a batch-1 classifier): program_id(2) takes one
+contiguous share of the K slices and stores its fp32 partial sums into the workspace [SPLIT_K, B, M, N];
+`gemm_splitk_reduce_kernel` adds them in a fixed order (deterministic), then applies the epilogue.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ...conv.templates._splitk import MAX_SPLIT, MIN_SHARE
+from ...conv.templates._tf32 import round_to_tf32
+from ...conv.templates.gemm_jit import grouped_tile_ids
+from ...conv.templates.geometry import NUM_SMS, fit_block
+from ...kernel.launch import Schedule, cdiv
+from ..tensor_meta import INT32_LIMIT
+
+GROUP_M = 8
+
+
+@triton.jit
+def _tile_ptrs(base, rows, cols, S_ROW, S_COL, ROW_UNIT: tl.constexpr, COL_UNIT: tl.constexpr):
+    """[rows, cols] pointers of a strided matrix; a unit stride is written as 1 so the compiler sees it."""
+    if COL_UNIT:
+        ptrs = base + rows[:, None] * S_ROW + cols[None, :]
+    elif ROW_UNIT:
+        ptrs = base + rows[:, None] + cols[None, :] * S_COL
+    else:
+        ptrs = base + rows[:, None] * S_ROW + cols[None, :] * S_COL
+    return ptrs
+
+
+@triton.jit
+def _epilogue(acc, bias_ptr, c_ptr, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+              HAS_BIAS: tl.constexpr, C_N_UNIT: tl.constexpr):  # fmt: skip
+    """alpha * acc + beta * bias, rounded once to the output's dtype and stored (rows past M, cols past N not)."""
+    ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    acc = acc * ALPHA
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_m[:, None] * SBM + offs_n[None, :] * SBN, mask=ok, other=0.0)
+        acc += BETA * bias.to(tl.float32)
+    c_ptrs = _tile_ptrs(c_ptr, offs_m, offs_n, SCM, SCN, False, C_N_UNIT)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def gemm_kernel(
+    a_ptr, w_ptr, bias_ptr, c_ptr,
+    M, N, K,
+    SAB, SAM, SAK, SWB, SWK, SWN, SBM, SBN, SCB, SCM, SCN,
+    ALPHA, BETA,
+    A_M_UNIT: tl.constexpr, A_K_UNIT: tl.constexpr, W_K_UNIT: tl.constexpr, W_N_UNIT: tl.constexpr,
+    C_N_UNIT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
+    ROUND_TF32: tl.constexpr, INT64: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):  # fmt: skip
+    """Grid: (tiles of [M, N], B, SPLIT_K). With SPLIT_K > 1, ``c_ptr`` is the fp32 workspace."""
+    pid_m, pid_n = grouped_tile_ids(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    batch = tl.program_id(1).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    rows = offs_m % M  # rows past M re-read valid ones; their results are never stored
+    cols = offs_n % N
+    a_base = a_ptr + batch * SAB
+    w_base = w_ptr + batch * SWB
+
+    k_iters = tl.cdiv(K, BLOCK_K)
+    if SPLIT_K == 1:
+        k_lo = 0
+        k_hi = k_iters
+    else:
+        share = tl.cdiv(k_iters, SPLIT_K)
+        k_lo = tl.program_id(2) * share
+        k_hi = tl.minimum(k_lo + share, k_iters)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(k_lo, k_hi):
+        ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        a_ptrs = _tile_ptrs(a_base, rows, ks, SAM, SAK, A_M_UNIT, A_K_UNIT)
+        w_ptrs = _tile_ptrs(w_base, ks, cols, SWK, SWN, W_K_UNIT, W_N_UNIT)
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            w = tl.load(w_ptrs)
+        else:
+            a = tl.load(a_ptrs, mask=(ks < K)[None, :], other=0.0)
+            w = tl.load(w_ptrs, mask=(ks < K)[:, None], other=0.0)
+        if ROUND_TF32:  # fp32 on TF32 tensor cores: round to nearest, not the MMA's truncation
+            a = round_to_tf32(a, ROUND_TF32)
+            w = round_to_tf32(w, ROUND_TF32)
+        acc = tl.dot(a, w, acc, input_precision=PRECISION)
+
+    if SPLIT_K == 1:
+        _epilogue(acc, bias_ptr, c_ptr + batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+                  HAS_BIAS, C_N_UNIT)  # fmt: skip
+    else:  # this share's partial sums into the workspace [SPLIT_K, B, M, N]
+        share_base = (tl.program_id(2).to(tl.int64) * tl.num_programs(1) + batch) * M * N
+        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        tl.store(c_ptr + share_base + offs_m[:, None] * N + offs_n[None, :], acc, mask=ok)
+
+
+@triton.jit
+def gemm_splitk_reduce_kernel(
+    ws_ptr, bias_ptr, c_ptr,
+    M, N, SBM, SBN, SCB, SCM, SCN, ALPHA, BETA,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, C_N_UNIT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """out[b] = the epilogue of the sum of the SPLIT_K partial sums. Grid: (tiles of [M, N], B, 1)."""
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    offs_m = (tl.program_id(0) // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (tl.program_id(0) % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    batch = tl.program_id(1).to(tl.int64)
+    ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    ws = ws_ptr + batch * M * N + offs_m[:, None] * N + offs_n[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):  # a fixed order: the sum is deterministic
+        acc += tl.load(ws + s * tl.num_programs(1) * M * N, mask=ok, other=0.0)
+    _epilogue(acc, bias_ptr, c_ptr + batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+              HAS_BIAS, C_N_UNIT)  # fmt: skip
+
+
+# ---- schedules ---------------------------------------------------------------------------------------------
+REDUCE_BLOCK = 64
+REDUCE_WARPS = 4
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K.
+_CONFIGS = (
+    (128, 128, 64, 8, 3),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+    (32, 64, 64, 4, 4),
+    (16, 64, 64, 4, 4),
+    (16, 128, 64, 4, 3),
+)
+
+
+def _schedule(
+    m: int, n: int, k: int, fp32: bool, bm: int, bn: int, bk: int, warps: int, stages: int, split: int = 1
+):
+    bk = bk // 2 if fp32 else bk
+    params = {
+        "BLOCK_M": fit_block(bm, m),
+        "BLOCK_N": fit_block(bn, n),
+        "BLOCK_K": fit_block(bk, k),
+        "GROUP_M": GROUP_M,
+    }
+    if split > 1:
+        params["SPLIT_K"] = split
+    return Schedule.make(warps, stages, **params)
+
+
+def split_k_options(
+    batch: int, m: int, n: int, k: int, block_m: int, block_n: int, block_k: int
+) -> list[int]:
+    """SPLIT_K values that bring few output tiles towards a full wave of the GPU, each share keeping at least
+    MIN_SHARE slices of K, the workspace addressable in 32 bits; [] when the tiles already fill half the GPU."""
+    tiles = cdiv(m, block_m) * cdiv(n, block_n) * batch
+    iters = cdiv(k, block_k)
+    if tiles * 2 > NUM_SMS:
+        return []
+    split = 2
+    while tiles * split < NUM_SMS and split * 2 <= MAX_SPLIT:
+        split *= 2
+    while split > 1 and (iters // split < MIN_SHARE or split * batch * m * n >= INT32_LIMIT):
+        split //= 2
+    return sorted({split, split // 2} - {0, 1})
+
+
+def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool) -> Schedule:
+    """Big tiles when there are many; small row tiles for small M (a batch-1 classifier has M = 1), split along
+    K when the tiles leave most of the GPU idle."""
+    if m <= 64:
+        bm, bn, warps, stages = (16 if m <= 16 else 32 if m <= 32 else 64), 64, 4, 4
+    elif cdiv(m, 128) * cdiv(n, 128) * batch >= NUM_SMS:
+        bm, bn, warps, stages = 128, 128, 8, 3
+    else:
+        bm, bn, warps, stages = 64, 64, 4, 4
+    base = _schedule(m, n, k, fp32, bm, bn, 64, warps, stages)
+    splits = split_k_options(batch, m, n, k, base["BLOCK_M"], base["BLOCK_N"], base["BLOCK_K"])
+    if splits:
+        return _schedule(m, n, k, fp32, bm, bn, 64, warps, stages, splits[-1])
+    return base
+
+
+def schedule_space(batch: int, m: int, n: int, k: int, fp32: bool) -> list[Schedule]:
+    """The tuning space (the heuristic's pick first), split-K variants of the small tiles included."""
+    out = [heuristic_schedule_for(batch, m, n, k, fp32)]
+    for bm, bn, bk, warps, stages in _CONFIGS:
+        s = _schedule(m, n, k, fp32, bm, bn, bk, warps, stages)
+        variants = [s] + [
+            _schedule(m, n, k, fp32, bm, bn, bk, warps, stages, split)
+            for split in split_k_options(batch, m, n, k, s["BLOCK_M"], s["BLOCK_N"], s["BLOCK_K"])
+        ]
+        out += [v for v in variants if v not in out]
+    return out

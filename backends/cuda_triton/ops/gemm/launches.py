@@ -1,0 +1,138 @@
+"""`launches(spec, schedule)`: the GEMM kernel calls for one `GemmSpec`, its scratch and its schedules.
+
+`gemm_kernel` arguments (PTX order): a, w, bias, out pointers (out is the fp32 workspace for split-K; a
+missing bias is a's pointer, never read), int32 M, N, K and the strides of a [B, M, K], w [B, K, N], bias
+[M, N] and out [B, M, N] (int64 when an offset needs it), fp32 alpha and beta; everything else is a constexpr.
+Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), B, SPLIT_K). A split-K schedule adds `gemm_splitk_reduce_kernel`
+(workspace, bias, out; M, N, the bias and out strides, alpha, beta), grid (tiles of 64 x 64, B, 1).
+"""
+
+from __future__ import annotations
+
+from ...conv.templates._splitk import split_k_of
+from ...conv.templates._tf32 import tf32_rounding
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    TensorArg,
+    cdiv,
+)
+from ..tensor_meta import max_offset, needs_int64
+from .kernels import (
+    REDUCE_BLOCK,
+    REDUCE_WARPS,
+    gemm_kernel,
+    gemm_splitk_reduce_kernel,
+    heuristic_schedule_for,
+    schedule_space,
+)
+from .spec import GemmSpec
+
+
+def heuristic_schedule(spec: GemmSpec) -> Schedule:
+    return heuristic_schedule_for(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
+
+
+def schedules(spec: GemmSpec) -> list[Schedule]:
+    return schedule_space(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
+
+
+def scratch(spec: GemmSpec, schedule: Schedule) -> list[ScratchTensor]:
+    """The fp32 partial sums [SPLIT_K, B, M, N] of a split-K schedule (none otherwise)."""
+    split = split_k_of(schedule)
+    if split == 1:
+        return []
+    return [ScratchTensor("workspace", "float32", (split, spec.batch, spec.m, spec.n))]
+
+
+def dot_precision(spec: GemmSpec) -> str:
+    """``tl.dot`` input precision: TF32 for fp32 when allowed, else exact fp32 (16-bit dtypes ignore it)."""
+    return "ieee" if spec.dtype == "float32" and not spec.allow_tf32 else "tf32"
+
+
+def _int64(spec: GemmSpec) -> bool:
+    out = spec.output()
+    extents = [max_offset(op.sizes, op.strides) + 1 for op in (spec.a, spec.w)]
+    extents.append(max_offset(out.sizes, out.strides) + 1)
+    if spec.bias is not None:
+        extents.append(max_offset(spec.bias.sizes, spec.bias.strides) + 1)
+    return needs_int64(*extents, spec.batch * spec.m * spec.n)
+
+
+def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
+    support = spec.supports()
+    if not support:
+        raise ValueError(support.reason)
+    split = split_k_of(schedule)
+    int64 = _int64(spec)
+    index = "i64" if int64 else "i32"
+    dt = TRITON_PTR_DTYPE[spec.dtype]
+    has_bias = spec.bias is not None
+    bias_role = spec.bias.role if has_bias else spec.a.role
+    bias_strides = spec.bias.strides[1:] if has_bias else (0, 0)
+    (_, sam, sak), (_, swk, swn), (scb, scm, scn) = spec.a.strides, spec.w.strides, spec.out_view
+    alpha_beta = (ScalarArg("ALPHA", "fp32", spec.alpha), ScalarArg("BETA", "fp32", spec.beta))
+    out_strides = (ScalarArg("SCB", index, scb), ScalarArg("SCM", index, scm), ScalarArg("SCN", index, scn))
+    bias_args = (ScalarArg("SBM", index, bias_strides[0]), ScalarArg("SBN", index, bias_strides[1]))
+
+    bm, bn, bk = schedule["BLOCK_M"], schedule["BLOCK_N"], schedule["BLOCK_K"]
+    main_out = TensorArg("out", dt) if split == 1 else TensorArg("workspace", "fp32")
+    args = (
+        TensorArg(spec.a.role, dt),
+        TensorArg(spec.w.role, dt),
+        TensorArg(bias_role, dt),
+        main_out,
+        *(ScalarArg(name, index, v) for name, v in (("M", spec.m), ("N", spec.n), ("K", spec.k))),
+        *(ScalarArg(name, index, v) for name, v in zip(("SAB", "SAM", "SAK"), spec.a.strides, strict=True)),
+        *(ScalarArg(name, index, v) for name, v in zip(("SWB", "SWK", "SWN"), spec.w.strides, strict=True)),
+        *bias_args,
+        *(out_strides if split == 1 else (ScalarArg("SCB", index, 0), ScalarArg("SCM", index, spec.n),
+                                           ScalarArg("SCN", index, 1))),
+        *alpha_beta,
+    )  # fmt: skip
+    constexprs = (
+        ("A_M_UNIT", sam == 1),
+        ("A_K_UNIT", sak == 1),
+        ("W_K_UNIT", swk == 1),
+        ("W_N_UNIT", swn == 1),
+        ("C_N_UNIT", scn == 1 if split == 1 else True),
+        ("HAS_BIAS", has_bias and split == 1),
+        ("EVEN_K", spec.k % bk == 0),
+        ("PRECISION", dot_precision(spec)),
+        ("ROUND_TF32", tf32_rounding(spec)),
+        ("INT64", int64),
+        ("BLOCK_M", bm),
+        ("BLOCK_N", bn),
+        ("BLOCK_K", bk),
+        ("GROUP_M", schedule["GROUP_M"]),
+        ("SPLIT_K", split),
+    )
+    grid = (cdiv(spec.m, bm) * cdiv(spec.n, bn), spec.batch, split)
+    main = KernelLaunch(gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
+    if split == 1:
+        return [main]
+    reduce_args = (
+        TensorArg("workspace", "fp32"),
+        TensorArg(bias_role, dt),
+        TensorArg("out", dt),
+        ScalarArg("M", index, spec.m),
+        ScalarArg("N", index, spec.n),
+        *bias_args,
+        *out_strides,
+        *alpha_beta,
+    )
+    reduce_constexprs = (
+        ("SPLIT_K", split),
+        ("HAS_BIAS", has_bias),
+        ("C_N_UNIT", scn == 1),
+        ("BLOCK_M", REDUCE_BLOCK),
+        ("BLOCK_N", REDUCE_BLOCK),
+    )
+    reduce_grid = (cdiv(spec.m, REDUCE_BLOCK) * cdiv(spec.n, REDUCE_BLOCK), spec.batch, 1)
+    return [
+        main,
+        KernelLaunch(gemm_splitk_reduce_kernel, reduce_args, reduce_constexprs, reduce_grid, REDUCE_WARPS, 1),
+    ]

@@ -1,0 +1,124 @@
+"""Kind 0: a convolution in canonical form (see `cuda_triton.conv.params.ConvParams`), with an optional fused
+epilogue. Shape rule: `cuda_triton.conv.layout.out_shape_and_stride` (sizes and strides)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..encoding import Reader, Writer, check, check_dims
+from .base import (
+    ConstantRef,
+    EpilogueRecord,
+    Operand,
+    RecordContext,
+    RecordParts,
+    ValueRef,
+    constant_operand,
+    value_operand,
+)
+
+ARG_LIMIT = 1 << 31  # stride, padding, dilation, output_padding, groups are below this
+
+
+def same_layout(sa: list[int], sta: list[int], sb: list[int], stb: list[int]) -> bool:
+    """Same sizes and the same strides on every dim of size > 1 (the dims where a stride moves an address)."""
+    return list(sa) == list(sb) and all(s <= 1 or x == y for s, x, y in zip(sa, sta, stb, strict=True))
+
+
+@dataclass
+class ConvRecord(EpilogueRecord):
+    """inputs ``[input (value), weight (constant), bias (constant or none), *epilogue_inputs]``, output one value."""
+
+    KIND = 0
+    KIND_NAME = "conv"
+    FIXED_INPUTS = 3
+
+    stride: list[int]
+    padding_before: list[int]
+    padding_after: list[int]
+    dilation: list[int]
+    transposed: bool
+    output_padding: list[int]
+    groups: int
+    input: int  # value index
+    weight: int  # constant index
+    bias: int | None  # constant index or None
+    output: int  # value index
+    weight_sizes: list[int]  # the weight's ATen shape (layout rule input), not the prepared one
+    weight_strides: list[int]
+
+    def fixed_operands(self) -> list[Operand]:
+        bias = None if self.bias is None else ConstantRef(self.bias)
+        return [ValueRef(self.input), ConstantRef(self.weight), bias]
+
+    def encode_params(self, w: Writer) -> None:
+        for dims in (
+            self.stride,
+            self.padding_before,
+            self.padding_after,
+            self.dilation,
+            self.output_padding,
+        ):
+            w.i64s(dims)
+        w.flag(self.transposed)
+        w.i64(self.groups)
+        w.i64s(self.weight_sizes)
+        w.i64s(self.weight_strides)
+
+    @classmethod
+    def decode(cls, params: Reader, parts: RecordParts) -> ConvRecord:
+        stride, pb, pa, dil, op_ = (params.dims("conv argument") for _ in range(5))
+        transposed = params.flag("transposed")
+        groups = params.i64()
+        ws, wst = params.dims("weight sizes"), params.dims("weight strides")
+        inputs = parts.inputs
+        return ConvRecord(
+            stride=stride, padding_before=pb, padding_after=pa, dilation=dil, transposed=transposed,
+            output_padding=op_, groups=groups, input=value_operand(inputs[0], "conv input"),
+            weight=constant_operand(inputs[1], "conv weight"),  # type: ignore[arg-type]
+            bias=constant_operand(inputs[2], "conv bias", optional=True), output=parts.single_output("conv"),
+            weight_sizes=ws, weight_strides=wst, **parts.with_epilogue(3, "conv"),
+        )  # fmt: skip
+
+    def check(self, ctx: RecordContext, where: str) -> None:
+        n = len(self.stride)
+        check(1 <= n <= 3, f"{where}: {n} spatial dims")
+        for attr in ("padding_before", "padding_after", "dilation", "output_padding"):
+            check(
+                len(getattr(self, attr)) == n,
+                f"{where}: {attr} has {len(getattr(self, attr))} entries, expected {n}",
+            )
+        for attr in ("stride", "padding_before", "padding_after", "dilation", "output_padding"):
+            lo = 1 if attr in ("stride", "dilation") else 0
+            check(
+                all(isinstance(x, int) and lo <= x < ARG_LIMIT for x in getattr(self, attr)),
+                f"{where}: bad {attr}",
+            )
+        check(1 <= self.groups < ARG_LIMIT, f"{where}: bad groups {self.groups}")
+        inp, out = ctx.value(self.input), ctx.value(self.output)
+        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
+        check(len(self.weight_sizes) == n + 2, f"{where}: weight rank {len(self.weight_sizes)} != {n + 2}")
+        check_dims(f"{where} weight", self.weight_sizes, self.weight_strides)
+        check(len(inp.sizes) in (n + 1, n + 2), f"{where}: input rank {len(inp.sizes)} for a {n}-D conv")
+        in_channels = inp.sizes[1 if len(inp.sizes) == n + 2 else 0]
+        expect = self.weight_sizes[0] if self.transposed else self.weight_sizes[1] * self.groups
+        check(in_channels == expect, f"{where}: input has {in_channels} channels, weight expects {expect}")
+        sizes, strides = ctx.rule(where, conv_output_layout, self, inp.dtype, inp.sizes, inp.strides)
+        check(all(s >= 0 for s in sizes), f"{where}: the conv's output would have a negative size {sizes}")
+        check(
+            same_layout(sizes, strides, out.sizes, out.strides),
+            f"{where}: the layout rule gives an output of sizes {sizes} strides {strides}, "
+            f"the plan records sizes {out.sizes} strides {out.strides}",
+        )
+
+
+def conv_output_layout(
+    op: ConvRecord, dtype: str, sizes: list[int], strides: list[int]
+) -> tuple[list[int], list[int]]:
+    from cuda_triton.conv.layout import out_shape_and_stride  # pure Python; imported lazily
+
+    return out_shape_and_stride(
+        list(sizes), list(strides), list(op.weight_sizes), list(op.weight_strides), list(op.stride),
+        list(op.padding_before), list(op.padding_after), list(op.dilation), op.transposed,
+        list(op.output_padding), op.groups, dtype == "fp64",
+    )  # fmt: skip

@@ -1,0 +1,319 @@
+"""Kind 6: materialised data movement (copy, reshape, permute, cat, split, slice, pad, upsample); a view the next
+kernel reads in place is a view value instead, with no record. ``params`` start with the op code. Shape rules:
+`cuda_triton.serialization.checks.data_movement` (the parameters, then the data-movement family's rules)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..checks import data_movement as shape
+from ..encoding import MAX_OPERANDS, Reader, Writer, check, finite
+from .base import Operand, OpRecord, RecordContext, RecordParts, ValueRef, expect_count, value_operand
+
+PAD_MODES = {
+    "constant": shape.PAD_CONSTANT,
+    "reflect": shape.PAD_REFLECT,
+    "replicate": shape.PAD_REPLICATE,
+    "circular": shape.PAD_CIRCULAR,
+}
+UPSAMPLE_MODES = {
+    "nearest": shape.UPSAMPLE_NEAREST,
+    "nearest_exact": shape.UPSAMPLE_NEAREST_EXACT,
+    "linear": shape.UPSAMPLE_LINEAR,
+    "cubic": shape.UPSAMPLE_CUBIC,
+}
+
+
+def _name_of(table: dict[str, int], code: int, what: str) -> str:
+    names = {c: name for name, c in table.items()}
+    check(code in names, f"bad {what} code {code}")
+    return names[code]
+
+
+@dataclass
+class DataMovementRecord(OpRecord):
+    """Base of the data-movement ops: one value in, one value out unless the op says otherwise."""
+
+    KIND = 6
+    KIND_NAME = "data movement"
+    FIXED_INPUTS = None
+    OP: ClassVar[int]
+    SAME_DTYPE: ClassVar[bool] = True
+
+    def sources(self) -> list[int]:
+        return [self.input]  # type: ignore[attr-defined]
+
+    def targets(self) -> list[int]:
+        return [self.output]  # type: ignore[attr-defined]
+
+    def operands(self) -> list[Operand]:
+        return [ValueRef(v) for v in self.sources()]
+
+    def results(self) -> list[int]:
+        return self.targets()
+
+    def encode_params(self, w: Writer) -> None:
+        w.u8(self.OP)
+        self.encode_fields(w)
+
+    def encode_fields(self, w: Writer) -> None:
+        pass
+
+    @classmethod
+    def decode(cls, params: Reader, parts: RecordParts) -> DataMovementRecord:
+        op = params.u8()
+        sub = DATA_MOVEMENT_OPS.get(op)
+        check(sub is not None, f"bad data movement op code {op}")
+        assert sub is not None
+        check(not parts.steps, f"{sub.__name__}: data movement records have no fused steps")
+        sources = [value_operand(x, f"{sub.__name__} input") for x in parts.inputs]
+        return sub.decode_fields(params, sources, parts.outputs, parts.common)
+
+    @classmethod
+    def decode_fields(
+        cls, params: Reader, sources: list[int], targets: list[int], common: dict[str, Any]
+    ) -> DataMovementRecord:
+        expect_count(f"{cls.__name__} inputs", sources, 1)
+        expect_count(f"{cls.__name__} outputs", targets, 1)
+        return cls(input=sources[0], output=targets[0], **cls.read_fields(params), **common)  # type: ignore[call-arg]
+
+    @classmethod
+    def read_fields(cls, params: Reader) -> dict[str, Any]:
+        return {}
+
+    def check(self, ctx: RecordContext, where: str) -> None:
+        if self.SAME_DTYPE:
+            dtypes = {ctx.value(v).dtype for v in self.sources() + self.targets()}
+            check(len(dtypes) == 1, f"{where}: inputs and outputs of a {type(self).__name__} have one dtype")
+        self.check_shape(ctx, where)
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        raise NotImplementedError
+
+
+def _cat_args(ctx: RecordContext, parts: list[int], dim: int) -> tuple:
+    """`cat_record_sizes` and its arguments for these parts: their sizes and strides back to back."""
+    sizes = [s for v in parts for s in ctx.value(v).sizes]
+    strides = [s for v in parts for s in ctx.value(v).strides]
+    rank = len(ctx.value(parts[0]).sizes) if parts else 0
+    return shape.cat_record_sizes, rank, dim, sizes, strides
+
+
+@dataclass
+class CopyRecord(DataMovementRecord):
+    """A strided copy with the input's sizes (clone, dim-order copies, `_to_dim_order_copy` with a dtype change)."""
+
+    OP = shape.COPY
+    SAME_DTYPE = False
+    input: int
+    output: int
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, list(ctx.value(self.input).sizes))
+
+
+@dataclass
+class ReshapeRecord(DataMovementRecord):
+    """Elements in the input's row-major order into an output with the same element count."""
+
+    OP = shape.RESHAPE
+    input: int
+    output: int
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        out = list(ctx.value(self.output).sizes)
+        sizes = ctx.rule(where, shape.reshape_record_sizes, list(ctx.value(self.input).sizes), out)
+        ctx.expect_sizes(where, "output", out, sizes)
+
+
+@dataclass
+class PermuteRecord(DataMovementRecord):
+    OP = shape.PERMUTE
+    input: int
+    output: int
+    perm: list[int]
+
+    def encode_fields(self, w: Writer) -> None:
+        w.i64s(self.perm)
+
+    @classmethod
+    def read_fields(cls, params: Reader) -> dict[str, Any]:
+        return {"perm": params.dims("perm")}
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        sizes = ctx.rule(
+            where, shape.permute_record_sizes, list(ctx.value(self.input).sizes), list(self.perm)
+        )
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
+
+
+@dataclass
+class CatRecord(DataMovementRecord):
+    OP = shape.CAT
+    inputs: list[int]
+    output: int
+    dim: int
+
+    def sources(self) -> list[int]:
+        return list(self.inputs)
+
+    def encode_fields(self, w: Writer) -> None:
+        w.i64(self.dim)
+
+    @classmethod
+    def decode_fields(
+        cls, params: Reader, sources: list[int], targets: list[int], common: dict[str, Any]
+    ) -> DataMovementRecord:
+        expect_count("CatRecord inputs", sources, 1, MAX_OPERANDS)
+        expect_count("CatRecord outputs", targets, 1)
+        return CatRecord(inputs=sources, output=targets[0], dim=params.i64(), **common)
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        sizes = ctx.rule(where, *_cat_args(ctx, self.inputs, self.dim))
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
+
+
+@dataclass
+class SplitRecord(DataMovementRecord):
+    """The parts (outputs) concatenate back to the input along ``dim``."""
+
+    OP = shape.SPLIT
+    input: int
+    outputs: list[int]
+    dim: int
+
+    def targets(self) -> list[int]:
+        return list(self.outputs)
+
+    def encode_fields(self, w: Writer) -> None:
+        w.i64(self.dim)
+
+    @classmethod
+    def decode_fields(
+        cls, params: Reader, sources: list[int], targets: list[int], common: dict[str, Any]
+    ) -> DataMovementRecord:
+        expect_count("SplitRecord inputs", sources, 1)
+        expect_count("SplitRecord outputs", targets, 1, MAX_OPERANDS)
+        return SplitRecord(input=sources[0], outputs=targets, dim=params.i64(), **common)
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        sizes = ctx.rule(where, *_cat_args(ctx, self.outputs, self.dim))
+        ctx.expect_sizes(where, "concatenated parts'", ctx.value(self.input).sizes, sizes)
+
+
+@dataclass
+class SliceRecord(DataMovementRecord):
+    OP = shape.SLICE
+    input: int
+    output: int
+    dim: int
+    start: int
+    end: int
+    step: int = 1
+
+    def encode_fields(self, w: Writer) -> None:
+        for x in (self.dim, self.start, self.end, self.step):
+            w.i64(x)
+
+    @classmethod
+    def read_fields(cls, params: Reader) -> dict[str, Any]:
+        return dict(zip(("dim", "start", "end", "step"), (params.i64() for _ in range(4)), strict=True))
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        sizes = ctx.rule(
+            where, shape.slice_record_sizes, list(ctx.value(self.input).sizes), self.dim, self.start, self.end,
+            self.step,
+        )  # fmt: skip
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
+
+
+@dataclass
+class PadRecord(DataMovementRecord):
+    """``pad``: (before, after) pairs from the last dim backwards, as ``constant_pad_nd`` takes them (constant pads
+    may be negative: they crop)."""
+
+    OP = shape.PAD
+    input: int
+    output: int
+    pad: list[int]
+    mode: str = "constant"  # "constant" | "reflect" | "replicate" | "circular"
+    value: float = 0.0
+
+    def encode_fields(self, w: Writer) -> None:
+        w.u8(PAD_MODES[self.mode])
+        w.i64s(self.pad)
+        w.f64(self.value)
+
+    @classmethod
+    def read_fields(cls, params: Reader) -> dict[str, Any]:
+        mode = _name_of(PAD_MODES, params.u8(), "pad mode")
+        return {"mode": mode, "pad": params.ints("pad"), "value": params.f64()}
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        check(self.mode in PAD_MODES, f"{where}: bad pad mode {self.mode!r}")
+        check(finite(self.value), f"{where}: the pad value must be finite")
+        check(self.mode == "constant" or self.value == 0, f"{where}: only constant pads have a value")
+        inp = ctx.value(self.input)
+        sizes = ctx.rule(
+            where,
+            shape.pad_record_sizes,
+            PAD_MODES[self.mode],
+            list(inp.sizes),
+            list(inp.strides),
+            list(self.pad),
+        )
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
+
+
+@dataclass
+class UpsampleRecord(DataMovementRecord):
+    """(N, C, *output_size); ``scales``: none or one factor per spatial dim (what the kernel's index math uses when
+    the graph gave them)."""
+
+    OP = shape.UPSAMPLE
+    input: int
+    output: int
+    output_size: list[int]
+    mode: str = "nearest"  # "nearest" | "nearest_exact" | "linear" | "cubic"
+    align_corners: bool = False
+    scales: list[float] = field(default_factory=list)
+
+    def encode_fields(self, w: Writer) -> None:
+        w.u8(UPSAMPLE_MODES[self.mode])
+        w.flag(self.align_corners)
+        w.i64s(self.output_size)
+        w.f64s(self.scales)
+
+    @classmethod
+    def read_fields(cls, params: Reader) -> dict[str, Any]:
+        mode = _name_of(UPSAMPLE_MODES, params.u8(), "upsample mode")
+        align_corners = params.flag("align_corners")
+        output_size = params.dims("upsample output size")
+        scales = params.f64s("upsample scales")
+        return {"mode": mode, "align_corners": align_corners, "output_size": output_size, "scales": scales}
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        check(self.mode in UPSAMPLE_MODES, f"{where}: bad upsample mode {self.mode!r}")
+        check(all(finite(s) and s > 0 for s in self.scales), f"{where}: scales must be finite and > 0")
+        inp = ctx.value(self.input)
+        sizes = ctx.rule(
+            where, shape.upsample_record_sizes, UPSAMPLE_MODES[self.mode], list(inp.sizes), list(inp.strides),
+            list(self.output_size), self.align_corners, len(self.scales),
+        )  # fmt: skip
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
+
+
+DATA_MOVEMENT_OPS: dict[int, type[DataMovementRecord]] = {
+    cls.OP: cls
+    for cls in (
+        CopyRecord,
+        ReshapeRecord,
+        PermuteRecord,
+        CatRecord,
+        SplitRecord,
+        SliceRecord,
+        PadRecord,
+        UpsampleRecord,
+    )  # fmt: skip
+}

@@ -1,0 +1,77 @@
+"""Kind 4: a matrix product (mm, addmm, bmm, linear), with an optional bias and fused epilogue. Shape rule:
+`cuda_triton.serialization.checks.gemm.gemm_record_sizes` (the GEMM family's rule behind the operand checks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..checks.elementwise import broadcasts_to
+from ..checks.gemm import gemm_record_sizes
+from ..encoding import Reader, Writer, check, check_dims, finite
+from .base import (
+    ConstantRef,
+    EpilogueRecord,
+    Operand,
+    RecordContext,
+    RecordParts,
+    ValueRef,
+    value_operand,
+)
+
+
+@dataclass
+class GemmRecord(EpilogueRecord):
+    """inputs ``[a (value), b (value or constant), bias (value, constant or None), *epilogue_inputs]``;
+    out = beta * bias + alpha * a @ b. ``b_sizes``: b's logical (K, N) / (B, K, N) shape (a constant is stored in
+    the kernel's prepared layout)."""
+
+    KIND = 4
+    KIND_NAME = "gemm"
+    FIXED_INPUTS = 3
+
+    a: int
+    b: ValueRef | ConstantRef
+    bias: ValueRef | ConstantRef | None
+    output: int
+    b_sizes: list[int]
+    alpha: float = 1.0
+    beta: float = 1.0
+
+    def fixed_operands(self) -> list[Operand]:
+        return [ValueRef(self.a), self.b, self.bias]
+
+    def encode_params(self, w: Writer) -> None:
+        w.i64s(self.b_sizes)
+        w.f64(self.alpha)
+        w.f64(self.beta)
+
+    @classmethod
+    def decode(cls, params: Reader, parts: RecordParts) -> GemmRecord:
+        b_sizes = params.dims("b sizes")
+        alpha, beta = params.f64(), params.f64()
+        inputs = parts.inputs
+        check(isinstance(inputs[1], ValueRef | ConstantRef), "gemm b must be a value or a constant")
+        return GemmRecord(
+            a=value_operand(inputs[0], "gemm a"), b=inputs[1], bias=inputs[2],  # type: ignore[arg-type]
+            output=parts.single_output("gemm"), b_sizes=b_sizes, alpha=alpha, beta=beta,
+            **parts.with_epilogue(3, "gemm"),
+        )  # fmt: skip
+
+    def check(self, ctx: RecordContext, where: str) -> None:
+        check(finite(self.alpha) and finite(self.beta), f"{where}: alpha and beta must be finite")
+        check_dims(f"{where} b", self.b_sizes, None)
+        a, out = ctx.value(self.a), ctx.value(self.output)
+        check(a.dtype == out.dtype, f"{where}: a is {a.dtype} but the output is {out.dtype}")
+        if isinstance(self.b, ValueRef):
+            b = ctx.value(self.b.value)
+            check(
+                list(b.sizes) == list(self.b_sizes),
+                f"{where}: b has sizes {b.sizes}, b_sizes says {self.b_sizes}",
+            )
+            check(b.dtype == a.dtype, f"{where}: a is {a.dtype} but b is {b.dtype}")
+        sizes = ctx.rule(where, gemm_record_sizes, list(a.sizes), list(self.b_sizes))
+        ctx.expect_sizes(where, "output", out.sizes, sizes)
+        if self.bias is not None:
+            check(
+                broadcasts_to(ctx.sizes(self.bias), sizes), f"{where}: the bias does not broadcast to {sizes}"
+            )

@@ -1,0 +1,79 @@
+"""Kind 5: normalisation (inference batch norm, layer norm, group norm, softmax, log-softmax), with an optional
+fused epilogue. Shape rule: `cuda_triton.serialization.checks.norm.norm_out_sizes`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..checks import norm as shape
+from ..encoding import Reader, Writer, check, finite
+from .base import (
+    ConstantRef,
+    EpilogueRecord,
+    Operand,
+    RecordContext,
+    RecordParts,
+    ValueRef,
+    value_operand,
+)
+
+NORM_OPS = {
+    "batch_norm": shape.BATCH_NORM,
+    "layer_norm": shape.LAYER_NORM,
+    "group_norm": shape.GROUP_NORM,
+    "softmax": shape.SOFTMAX,
+    "log_softmax": shape.LOG_SOFTMAX,
+}
+_NORM_NAMES = {code: name for name, code in NORM_OPS.items()}
+
+
+@dataclass
+class NormRecord(EpilogueRecord):
+    """inputs ``[input, weight, bias, mean, var, *epilogue_inputs]``, the four parameters values, constants or
+    None (a plan that prepares batch norm as scale and shift passes them as weight and bias)."""
+
+    KIND = 5
+    KIND_NAME = "norm"
+    FIXED_INPUTS = 5
+
+    op: str  # "batch_norm" | "layer_norm" | "group_norm" | "softmax" | "log_softmax"
+    input: int
+    output: int
+    dim: int  # batch / group norm: 1; layer norm: the first normalised dim; softmax: its dim
+    groups: int = 0  # group norm only
+    eps: float = 0.0
+    weight: ValueRef | ConstantRef | None = None
+    bias: ValueRef | ConstantRef | None = None
+    mean: ValueRef | ConstantRef | None = None
+    var: ValueRef | ConstantRef | None = None
+
+    def fixed_operands(self) -> list[Operand]:
+        return [ValueRef(self.input), self.weight, self.bias, self.mean, self.var]
+
+    def encode_params(self, w: Writer) -> None:
+        w.u8(NORM_OPS[self.op])
+        w.i64(self.dim)
+        w.i64(self.groups)
+        w.f64(self.eps)
+
+    @classmethod
+    def decode(cls, params: Reader, parts: RecordParts) -> NormRecord:
+        code = params.u8()
+        check(code in _NORM_NAMES, f"bad normalisation op code {code}")
+        dim, groups, eps = params.i64(), params.i64(), params.f64()
+        inputs = parts.inputs
+        return NormRecord(
+            op=_NORM_NAMES[code], input=value_operand(inputs[0], "norm input"), output=parts.single_output("norm"),
+            dim=dim, groups=groups, eps=eps, weight=inputs[1], bias=inputs[2], mean=inputs[3], var=inputs[4],
+            **parts.with_epilogue(5, "norm"),
+        )  # fmt: skip
+
+    def check(self, ctx: RecordContext, where: str) -> None:
+        check(self.op in NORM_OPS, f"{where}: bad normalisation op {self.op!r}")
+        check(finite(self.eps) and self.eps >= 0, f"{where}: eps must be finite and >= 0")
+        inp, out = ctx.value(self.input), ctx.value(self.output)
+        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
+        sizes = ctx.rule(
+            where, shape.norm_out_sizes, NORM_OPS[self.op], list(inp.sizes), self.dim, self.groups
+        )
+        ctx.expect_sizes(where, "output", out.sizes, sizes)

@@ -1,0 +1,57 @@
+"""Kind 2: a reduction (sum, mean, amax, ...) over a set of dims, with an optional fused epilogue. Shape rule:
+`cuda_triton.serialization.checks.reduction.reduction_out_sizes`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..checks.reduction import reduction_out_sizes
+from ..encoding import MAX_OP_NAME, Reader, Writer, ascii_ok, check
+from .base import (
+    EpilogueRecord,
+    Operand,
+    RecordContext,
+    RecordParts,
+    ValueRef,
+    value_operand,
+)
+
+
+@dataclass
+class ReductionRecord(EpilogueRecord):
+    """inputs ``[input, *epilogue_inputs]``; ``dims`` strictly increasing."""
+
+    KIND = 2
+    KIND_NAME = "reduction"
+
+    op: str  # the reduction family's name: "sum", "mean", "amax", ...
+    dims: list[int]
+    keepdim: bool
+    input: int
+    output: int
+
+    def fixed_operands(self) -> list[Operand]:
+        return [ValueRef(self.input)]
+
+    def encode_params(self, w: Writer) -> None:
+        w.string(self.op)
+        w.i64s(self.dims)
+        w.flag(self.keepdim)
+
+    @classmethod
+    def decode(cls, params: Reader, parts: RecordParts) -> ReductionRecord:
+        op = params.string("reduction op", MAX_OP_NAME)
+        dims = params.dims("reduced dims")
+        keepdim = params.flag("keepdim")
+        return ReductionRecord(
+            op=op, dims=dims, keepdim=keepdim, input=value_operand(parts.inputs[0], "reduction input"),
+            output=parts.single_output("reduction"), **parts.with_epilogue(1, "reduction"),
+        )  # fmt: skip
+
+    def check(self, ctx: RecordContext, where: str) -> None:
+        check(ascii_ok(self.op, MAX_OP_NAME, allow_empty=False), f"{where}: bad reduction op {self.op!r}")
+        check(len(self.dims) <= 8, f"{where}: too many reduced dims")
+        sizes = ctx.rule(
+            where, reduction_out_sizes, ctx.value(self.input).sizes, list(self.dims), self.keepdim
+        )
+        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)

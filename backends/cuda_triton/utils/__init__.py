@@ -1,0 +1,1 @@
+"""Helpers shared by the partitioner, the graph passes and the preprocess (no executorch imports)."""

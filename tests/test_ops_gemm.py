@@ -1,0 +1,242 @@
+"""GEMM kernels against ATen (Triton's interpreter on CPU machines): addmm with every bias broadcast, alpha and
+beta, mm and bmm over transposed, strided and expanded operands, linear over batched inputs; fp32 exact and TF32,
+fp16, bf16; every schedule (split-K too); output layouts; declines; AOT compiles for sm_80 and sm_90."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from cuda_triton.kernel.aot import CompiledKernel, compile_cache_key, compile_launches
+from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, reference_gemm, schedules, scratch
+from cuda_triton.ops.tensor_meta import TensorMeta
+from op_tensors import DTYPES, device, poisoned, run
+
+pytestmark = pytest.mark.timeout(300)
+meta = TensorMeta.of
+
+
+def _randn(gen: torch.Generator, *sizes: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*sizes, generator=gen).to(dtype).to(device())
+
+
+def _run(spec: GemmSpec, tensors: dict[str, torch.Tensor], schedule=None) -> torch.Tensor:
+    assert spec.supports(), spec.supports().reason
+    schedule = schedule or heuristic_schedule(spec)
+    out = poisoned(spec.output())
+    all_tensors = {**tensors, "out": out}
+    for t in scratch(spec, schedule):  # never zeroed by the runtime either
+        all_tensors[t.role] = torch.full(
+            t.sizes, float("nan"), dtype=getattr(torch, t.dtype), device=device()
+        )
+    run(launches(spec, schedule), all_tensors)
+    return out
+
+
+def _check(spec: GemmSpec, tensors: dict[str, torch.Tensor], schedule=None) -> None:
+    out = _run(spec, tensors, schedule)
+    tf32 = spec.dtype == "float32" and spec.allow_tf32
+    expected = reference_gemm(spec, tensors, tf32=tf32)
+    assert out.shape == expected.shape and out.dtype == expected.dtype
+    # fp32: the kernel sums K products in fp32 (the reference in fp64); 16-bit: one rounding of that sum.
+    scale = expected.float().abs().max().item()
+    if spec.dtype == "float32":
+        tol = {"rtol": 1e-5, "atol": 1e-6 * spec.k**0.5 * max(scale, 1.0)}
+    else:
+        tol = {"rtol": 1e-2 if spec.dtype == "bfloat16" else 2e-3, "atol": 1e-3}
+    torch.testing.assert_close(out.float().cpu(), expected.float().cpu(), **tol)
+
+
+def _dtype_cases():
+    return [(torch.float32, False), (torch.float32, True), (torch.float16, True), (torch.bfloat16, True)]
+
+
+CASE_IDS = ["fp32", "tf32", "fp16", "bf16"]
+
+
+@pytest.mark.parametrize("dtype,tf32", _dtype_cases(), ids=CASE_IDS)
+def test_addmm_matches_aten(dtype: torch.dtype, tf32: bool) -> None:
+    """Random sizes, every bias broadcast of addmm, random alpha/beta, the weight read transposed (nn.Linear's
+    edge graph: addmm(bias, x, permute_copy(weight)))."""
+    rng = random.Random(f"addmm{dtype}{tf32}")
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    for _ in range(6):
+        m, n, k = rng.randint(1, 40), rng.randint(1, 70), rng.randint(1, 90)
+        x, w = _randn(gen, m, k, dtype=dtype), _randn(gen, n, k, dtype=dtype).t()
+        bias = _randn(gen, *rng.choice([(n,), (1, n), (m, 1), (m, n), (1,)]), dtype=dtype)
+        alpha, beta = rng.choice([(1.0, 1.0), (0.5, 2.0), (-1.0, 0.25)])
+        spec = GemmSpec.addmm(meta(bias), meta(x), meta(w), beta, alpha, allow_tf32=tf32)
+        _check(spec, {"in0": bias, "in1": x, "in2": w})
+
+
+@pytest.mark.parametrize("dtype,tf32", _dtype_cases(), ids=CASE_IDS)
+def test_mm_and_bmm_over_strided_operands(dtype: torch.dtype, tf32: bool) -> None:
+    rng = random.Random(f"mm{dtype}{tf32}")
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    for _ in range(4):
+        m, n, k = rng.randint(1, 40), rng.randint(1, 40), rng.randint(1, 70)
+        a = rng.choice([_randn(gen, m, k, dtype=dtype), _randn(gen, k, m, dtype=dtype).t(),
+                        _randn(gen, m, 2 * k, dtype=dtype)[:, ::2]])  # fmt: skip
+        w = rng.choice([_randn(gen, k, n, dtype=dtype), _randn(gen, n, k, dtype=dtype).t(),
+                        _randn(gen, 3 * k, n, dtype=dtype)[::3]])  # fmt: skip
+        _check(GemmSpec.mm(meta(a), meta(w), allow_tf32=tf32), {"in0": a, "in1": w})
+        b = rng.randint(1, 3)
+        a3 = rng.choice(
+            [_randn(gen, b, m, k, dtype=dtype), _randn(gen, b, k, m, dtype=dtype).transpose(1, 2)]
+        )
+        w3 = rng.choice(
+            [_randn(gen, b, k, n, dtype=dtype), _randn(gen, 1, k, n, dtype=dtype).expand(b, k, n)]
+        )
+        _check(GemmSpec.bmm(meta(a3), meta(w3), allow_tf32=tf32), {"in0": a3, "in1": w3})
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_linear(dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(3)
+    x = _randn(gen, 2, 3, 24, dtype=dtype)
+    w, bias = _randn(gen, 10, 24, dtype=dtype), _randn(gen, 10, dtype=dtype)
+    spec = GemmSpec.linear(meta(x), meta(w), meta(bias))
+    assert spec.output().sizes == (2, 3, 10)
+    _check(spec, {"in0": x, "in1": w, "in2": bias})
+    _check(GemmSpec.linear(meta(x[0]), meta(w)), {"in0": x[0], "in1": w})
+    nonmergeable = x.transpose(0, 1)
+    support = GemmSpec.linear(meta(nonmergeable), meta(w)).supports()
+    assert not support and "without a copy" in support.reason
+
+
+def test_beta_zero_ignores_the_bias() -> None:
+    """ATen: with beta = 0 the bias is not read, so its NaNs do not propagate."""
+    gen = torch.Generator().manual_seed(4)
+    x, w = _randn(gen, 5, 7), _randn(gen, 7, 3)
+    bias = torch.full((3,), float("nan"))
+    spec = GemmSpec.addmm(meta(bias), meta(x), meta(w), beta=0.0)
+    assert spec.bias is None
+    out = _run(spec, {"in0": bias, "in1": x, "in2": w})
+    torch.testing.assert_close(out, torch.addmm(bias, x, w, beta=0.0), rtol=1e-5, atol=1e-5)
+
+
+def test_every_schedule_runs() -> None:
+    """Every schedule of the space, split-K ones included, on one fp16 and one bf16 problem."""
+    gen = torch.Generator().manual_seed(5)
+    for dtype in (torch.float16, torch.bfloat16):
+        x, w, bias = (
+            _randn(gen, 3, 640, dtype=dtype),
+            _randn(gen, 200, 640, dtype=dtype).t(),
+            _randn(gen, 200, dtype=dtype),
+        )
+        spec = GemmSpec.addmm(meta(bias), meta(x), meta(w))
+        space = schedules(spec)
+        assert space[0] == heuristic_schedule(spec)
+        assert any(dict(s.params).get("SPLIT_K", 1) > 1 for s in space)
+        for schedule in space:
+            _check(spec, {"in0": bias, "in1": x, "in2": w}, schedule)
+
+
+def test_small_batches_split_k() -> None:
+    """A batch-1 classifier head (mobilenet_v3's 1280 -> 1000) leaves most SMs idle without a split along K."""
+    x = TensorMeta.contiguous((1, 1280), "float16")
+    w = TensorMeta((1280, 1000), (1, 1280), "float16")
+    spec = GemmSpec.addmm(TensorMeta.contiguous((1000,), "float16"), x, w)
+    schedule = heuristic_schedule(spec)
+    assert dict(schedule.params).get("SPLIT_K", 1) > 1 and schedule["BLOCK_M"] == 16
+    (ws,) = scratch(spec, schedule)
+    assert ws.sizes == (schedule["SPLIT_K"], 1, 1, 1000)
+    assert [la.name for la in launches(spec, schedule)] == ["gemm_kernel", "gemm_splitk_reduce_kernel"]
+
+
+def test_any_output_layout() -> None:
+    gen = torch.Generator().manual_seed(6)
+    a, w = _randn(gen, 2, 9, 13), _randn(gen, 2, 13, 11)
+    spec = GemmSpec.bmm(meta(a), meta(w)).with_out_strides((99, 1, 9))
+    out = _run(spec, {"in0": a, "in1": w})
+    assert out.stride() == (99, 1, 9)
+    torch.testing.assert_close(out, torch.bmm(a, w), rtol=1e-5, atol=1e-5)
+
+
+def test_big_problems_index_in_64_bits() -> None:
+    x = TensorMeta.contiguous((2**20, 4096), "float16")  # 2^32 elements: shapes only
+    w = TensorMeta((4096, 256), (1, 4096), "float16")
+    spec = GemmSpec.mm(x, w)
+    assert all(dict(la.constexprs)["INT64"] for la in launches(spec, heuristic_schedule(spec)))
+    small = GemmSpec.mm(TensorMeta.contiguous((8, 8), "float16"), TensorMeta.contiguous((8, 8), "float16"))
+    assert not dict(launches(small, heuristic_schedule(small))[0].constexprs)["INT64"]
+
+
+def test_declines_and_errors() -> None:
+    f32, f16 = (
+        (lambda *s: TensorMeta.contiguous(s, "float32")),
+        (lambda *s: TensorMeta.contiguous(s, "float16")),
+    )
+    declined = [
+        (GemmSpec.mm(f32(3, 4), f16(4, 5)), "different dtypes"),
+        (GemmSpec.mm(f32(3, 4), f32(5, 5)), "cannot be multiplied"),
+        (
+            GemmSpec.mm(TensorMeta.contiguous((3, 4), "int64"), TensorMeta.contiguous((4, 5), "int64")),
+            "int64",
+        ),
+        (GemmSpec.addmm(f32(3, 2), f32(3, 4), f32(4, 5)), "broadcast"),
+        (GemmSpec.mm(f32(0, 4), f32(4, 5)), "empty"),
+        (GemmSpec.bmm(f32(70000, 2, 2), f32(70000, 2, 2)), "batches"),
+        (GemmSpec.bmm(f32(2, 3, 4), f32(3, 4, 5)), "cannot be multiplied"),
+    ]
+    for spec, words in declined:
+        support = spec.supports()
+        assert not support and words in support.reason and spec.op in support.reason, support.reason
+        with pytest.raises(ValueError, match=words):
+            launches(spec, heuristic_schedule(dataclasses.replace(spec, problem="")))
+    with pytest.raises(ValueError, match="matrix"):
+        GemmSpec.mm(f32(2, 3, 4, 5), f32(5, 2))
+    with pytest.raises(ValueError, match="linear"):
+        GemmSpec.linear(f32(3, 4), f32(4))
+
+
+# ---- AOT ---------------------------------------------------------------------------------------------------
+def _aot_launches() -> list:
+    def cl(*s):  # a row-major matrix
+        return TensorMeta.contiguous(s, "float16")
+
+    wt = TensorMeta((1280, 1000), (1, 1280), "float16")  # nn.Linear's weight, read transposed
+    f32 = TensorMeta.contiguous((512, 768), "float32")
+    f32w = TensorMeta((768, 768), (1, 768), "float32")
+    specs = [
+        GemmSpec.addmm(cl(1000), cl(1, 1280), wt),  # split-K
+        GemmSpec.addmm(cl(1000), cl(512, 1280), wt),
+        GemmSpec.addmm(TensorMeta.contiguous((768,), "float32"), f32, f32w, allow_tf32=True),
+        GemmSpec.addmm(TensorMeta.contiguous((768,), "float32"), f32, f32w, allow_tf32=False),
+        GemmSpec.bmm(
+            TensorMeta.contiguous((8, 197, 64), "bfloat16"),
+            TensorMeta((8, 64, 197), (12608, 1, 64), "bfloat16"),
+        ),
+        GemmSpec.mm(
+            TensorMeta.contiguous((2**20, 4096), "float16"), TensorMeta((4096, 256), (1, 4096), "float16")
+        ),
+    ]
+    out = []
+    for spec in specs:
+        for launch in launches(spec, heuristic_schedule(spec)):
+            constexprs = dict(launch.constexprs)
+            if constexprs.get("ROUND_TF32") == 1:  # the interpreter's choice; GPUs get the cvt rounding (2)
+                constexprs["ROUND_TF32"] = 2
+                launch = dataclasses.replace(launch, constexprs=tuple(constexprs.items()))
+            out.append(launch)
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_kernels_compile_for_sm80_and_sm90() -> None:
+    unique = {}
+    for launch in _aot_launches():
+        unique.setdefault(compile_cache_key(launch, 90), launch)
+    todo = list(unique.values())
+    assert {la.name for la in todo} == {"gemm_kernel", "gemm_splitk_reduce_kernel"}
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(
+            zip((80, 90), pool.map(lambda arch: compile_launches(todo, arch), (80, 90)), strict=True)
+        )
+    for arch, compiled in results.items():
+        for launch, ck in zip(todo, compiled, strict=True):
+            assert isinstance(ck, CompiledKernel) and ck.arch == arch and ck.cubin, launch.name
+            assert ck.num_warps == launch.num_warps and ck.shared <= 232448
