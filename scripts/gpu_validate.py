@@ -21,7 +21,8 @@ max |ref| must be < 1e-3 for fp32 with TF32 and < 1e-2 for fp16/bf16), parses th
 same zoo model in PyTorch eager on the GPU (cuDNN, ``cudnn.benchmark``; CUDA events), whose own error against the
 same reference is reported beside the runner's (fp32: TF32 allowed, cuDNN's round-to-nearest TF32; informative,
 not part of PASS/FAIL). It also checks the failure
-paths: a program with cubins for another arch, and corrupted delegate blobs (non-zero exit, never a signal).
+paths: a program with cubins for another arch, and corrupted programs (scripts/gpu_faults.py: a clean error or a
+clean run, never a crash, a hang or a GPU fault).
 Results go to ``$OUT/gpu_validate.json`` and ``$OUT/gpu_validate.md`` (date, GPU, command, table).
 
 The runner's latency is end to end: it includes the operators ExecuTorch runs on the CPU between delegates
@@ -36,7 +37,6 @@ import datetime
 import json
 import os
 import platform
-import random
 import re
 import shutil
 import statistics
@@ -392,51 +392,16 @@ def eager_time(model_name: str, io: dict[str, Any], n: int) -> dict[str, Any]:
     return res
 
 
-def corruption_test(runner: Path, entry: dict[str, Any], io: dict[str, Any], out_dir: Path, count: int):
-    """Corrupt bytes of the delegate blob (header and tables) inside a copy of the .pte; never a signal."""
-    data = bytearray((EXPORTS / entry["pte"]).read_bytes())
-    base = data.find(b"CTRB")
-    if base < 0:
-        return {"error": "no CudaTritonBackend blob found in the .pte"}
-    rng = random.Random(0)
-    results = {"runs": 0, "clean_errors": 0, "benign": 0, "signals": 0, "timeouts": 0, "examples": []}
-    tmp = out_dir / "corrupt.pte"
-    for i in range(count):
-        b = bytearray(data)
-        kind = i % 4
-        if kind == 0:
-            b[base + rng.randrange(4, 16)] ^= 0xFF  # version / total size
-        elif kind == 1:
-            off = base + rng.randrange(16, 256)
-            b[off] = rng.randrange(256)
-        elif kind == 2:
-            off = base + rng.randrange(16, 252)
-            b[off : off + 4] = rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 0x00010000]).to_bytes(4, "little")
-        else:
-            b[base : base + 4] = b"XXXX"
-        tmp.write_bytes(bytes(b))
-        cmd = [str(runner), "--model_path", str(tmp), "--num_executions", "1", "--warmup", "0",
-               "--inputs", ",".join(str(EXPORTS / x["file"]) for x in io["inputs"])]  # fmt: skip
-        for f in entry.get("data_files", []):
-            cmd += ["--data_path", str(EXPORTS / f)]
-        results["runs"] += 1
-        try:
-            r = _sh(cmd, timeout=60)
-        except subprocess.TimeoutExpired:
-            results["timeouts"] += 1
-            continue
-        if r.returncode < 0:
-            results["signals"] += 1
-            results["examples"].append({"i": i, "rc": r.returncode, "stderr": r.stderr[-500:]})
-        elif r.returncode == 0:
-            results["benign"] += 1
-        else:
-            results["clean_errors"] += 1
-            if len(results["examples"]) < 3:
-                last = [ln for ln in r.stderr.splitlines() if "CudaTritonBackend" in ln]
-                results["examples"].append({"i": i, "rc": r.returncode, "message": (last or [""])[-1][:300]})
-    results["ok"] = results["signals"] == 0 and results["timeouts"] == 0
-    return results
+def corruption_test(runner: Path, entries: list[dict[str, Any]], count: int) -> dict[str, Any]:
+    """Corrupted copies of the programs through the runner (scripts/gpu_faults.py: random bytes anywhere, in a
+    delegate blob, in a cubin, extreme blob fields, truncations): no crash, hang or GPU fault."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_faults
+
+    programs = gpu_faults.programs_from_manifest(EXPORTS, {"entries": entries}, None)
+    return gpu_faults.run_corruptions(
+        runner, programs, count, workers=max(1, min(8, (os.cpu_count() or 2) // 2))
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -496,13 +461,15 @@ def run(args: argparse.Namespace) -> int:
         results.append(res)
 
     corruption = None
-    demo = next((e for e in manifest["entries"] if e["expect"] == "pass"), None)
-    if demo is not None and args.corruptions > 0:
-        io = json.loads((EXPORTS / demo["io"]).read_text())
-        corruption = corruption_test(runner, demo, io, out_dir, args.corruptions)
-        print(
-            f"[run] corrupted blobs: {json.dumps({k: v for k, v in corruption.items() if k != 'examples'})}"
-        )
+    passing = [
+        e for e in manifest["entries"] if e["expect"] == "pass" and (not args.only or e["name"] in args.only)
+    ]
+    if passing and args.corruptions > 0:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import gpu_faults
+
+        corruption = corruption_test(runner, passing, args.corruptions)
+        print(f"[run] {gpu_faults.summary_line(corruption)}")
 
     summary = {
         "date": _now(), "gpu": gpu, "torch": torch.__version__, "command": DEVICE_COMMAND,
@@ -550,9 +517,11 @@ def markdown(s: dict[str, Any]) -> str:
         )
     c = s.get("corruption")
     if c:
-        lines += ["", f"Corrupted blobs: {c.get('runs', 0)} runs, {c.get('clean_errors', 0)} clean errors, "
-                      f"{c.get('benign', 0)} ran (benign corruption), {c.get('signals', 0)} crashes, "
-                      f"{c.get('timeouts', 0)} timeouts."]  # fmt: skip
+        k = c["by_class"]
+        lines += ["", f"Corrupted programs (scripts/gpu_faults.py): {c['runs']} runs, {k['clean_error']} clean "
+                      f"errors, {k['ran']} ran, {k['crash']} crashes, {k['hang']} hangs, {k['gpu_fault']} GPU faults; "
+                      f"corrupted cubins refused {c['cubin_corruptions'] - c['cubin_corruptions_not_refused']}/"
+                      f"{c['cubin_corruptions']}."]  # fmt: skip
     lines += ["", f"All OK: {s['all_ok']}", ""]
     return "\n".join(lines)
 

@@ -30,7 +30,7 @@ def blob_stream(blobs: list[bytes]) -> bytes:
     return b"".join(struct.pack("<Q", len(b)) + b for b in blobs)
 
 
-_tiny_cache: dict[tuple[bool, tuple[int, ...], str | None], tuple[Path, list[bytes], dict[str, bytes]]] = {}
+_tiny_cache: dict[tuple, tuple[Path, list[bytes], dict[str, bytes]]] = {}
 
 
 def export_tiny(
@@ -38,12 +38,13 @@ def export_tiny(
     device_memory: bool = False,
     archs: tuple[int, ...] = (80,),
     external_tag: str | None = None,
+    extra_specs: tuple[tuple[str, bytes], ...] = (),
 ) -> tuple[Path, list[bytes], dict[str, bytes]]:
     """A conv -> relu -> 1x1 conv model lowered with the real CudaTritonPartitioner; returns the .pte, the
     delegate blobs in execution order and the delegates' named data (key -> bytes: weights and cubins). With
-    ``external_tag`` the weights go to ``<tag>.ptd`` beside the .pte. Cached per process (exports take a while
-    on 2 cores)."""
-    key = (device_memory, archs, external_tag)
+    ``external_tag`` the weights go to ``<tag>.ptd`` beside the .pte; ``extra_specs`` are added to the compile
+    specs. Cached per process (exports take a while on 2 cores)."""
+    key = (device_memory, archs, external_tag, extra_specs)
     if key in _tiny_cache:
         return _tiny_cache[key]
     import torch
@@ -64,7 +65,10 @@ def export_tiny(
     torch.manual_seed(0)
     ep = torch.export.export(Tiny().eval(), (torch.randn(1, 3, 16, 16),))
     options = CudaTritonOptions(
-        archs=archs, target_device="cuda:0" if device_memory else None, external_tag=external_tag
+        archs=archs,
+        target_device="cuda:0" if device_memory else None,
+        external_tag=external_tag,
+        extra=extra_specs,
     )
     lowered = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner(options)])
     gm = lowered.exported_program().graph_module
@@ -78,6 +82,7 @@ def export_tiny(
             named.update(named_data_of(mod))
     assert blobs, "nothing was delegated"
     stem = f"tiny{'_device' if device_memory else ''}_{'_'.join(map(str, archs))}{'_' + external_tag if external_tag else ''}"
+    stem += "".join(f"_{k}{v.decode()}" for k, v in extra_specs)
     path = Path(directory) / f"{stem}.pte"
     program = lowered.to_executorch()
     path.write_bytes(program.buffer)

@@ -10,15 +10,18 @@ kept a valid ELF structure loaded and faulted on the GPU: every cubin is now che
 
 Corruptions cover the WHOLE blob of a real export (header, every table byte) and every cubin the blobs name,
 where the .pte stores it (format version 2: once, as named data): every byte of its ELF header and section
-header table and a sample of its body, plus the exact sequence corruption_test of scripts/gpu_validate.py draws.
+header table and a sample of its body, plus the corruptions of scripts/gpu_faults.py (which the GPU validation runs).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import random
 import struct
 import subprocess
+import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cuda_triton.serialization.blob import cubin_named_key, deserialize
-from runtime_helpers import ensure_built, export_tiny
+from runtime_helpers import ROOT, ensure_built, export_tiny
 
 # The first runtime test builds the C++ runtime from a clean tree: 7+ minutes on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(1200)
@@ -147,28 +150,55 @@ def test_every_corrupted_cubin_is_refused_at_init(build, program, tmp_path) -> N
     assert not failures, f"{len(failures)} of {len(variants)} corrupted cubins were not refused:\n{shown}"
 
 
-def test_the_gpu_validate_corruption_sequence(build, program, tmp_path) -> None:
-    """The exact draws of scripts/gpu_validate.py corruption_test (rng = Random(0), four kinds in turn)."""
-    data, _, _, inputs = program
-    base = data.find(b"CTRB")
-    rng = random.Random(0)
+def test_every_corrupted_weight_is_refused_at_init(build, tmp_path_factory, tmp_path) -> None:
+    """A changed byte in a weight or bias: its SHA-256 no longer matches the blob's record, init refuses the program
+    naming the constant (before, it ran with the wrong weights)."""
+    d = tmp_path_factory.mktemp("weights")
+    pte, blobs, named = export_tiny(d)
+    data = pte.read_bytes()
+    constants = [c for blob in blobs for c in deserialize(blob, named).constants]
+    assert constants
+    rng = random.Random(99)
     variants = []
-    for i in range(40):
-        b = bytearray(data)
-        kind = i % 4
-        if kind == 0:
-            b[base + rng.randrange(4, 16)] ^= 0xFF
-        elif kind == 1:
-            off = base + rng.randrange(16, 256)
-            b[off] = rng.randrange(256)
-        elif kind == 2:
-            off = base + rng.randrange(16, 252)
-            b[off : off + 4] = rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 0x00010000]).to_bytes(4, "little")
-        else:
-            b[base : base + 4] = b"XXXX"
-        variants.append((f"run {i} (kind {kind})", bytes(b)))
-    failures = _run_all(build, tmp_path, inputs, variants)
-    assert not failures, "\n".join(failures)
+    for c in constants:
+        payload = named[c.key]
+        at = data.find(payload)
+        assert at >= 0 and len(payload) == c.nbytes
+        for o in sorted({rng.randrange(len(payload)) for _ in range(12)} | {0, len(payload) - 1}):
+            b = bytearray(data)
+            b[at + o] ^= 1 << rng.randrange(8)
+            variants.append((f"constant {c.key} byte {o}", bytes(b)))
+    x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    failures = _run_all(build, tmp_path, tmp_path / "in.bin", variants, refused="the blob records")
+    assert not failures, "\n".join(failures[:20])
+
+
+def _gpu_faults():
+    spec = importlib.util.spec_from_file_location("gpu_faults", ROOT / "scripts" / "gpu_faults.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_faults"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_fault_script_on_the_fake_driver(build, program, tmp_path) -> None:
+    """scripts/gpu_faults.py's corruptions (random bytes anywhere, in a blob, in a cubin, extreme blob fields,
+    truncations) through the runner: 0 crashes, 0 hangs, every corrupted cubin refused. It finds the blobs and
+    cubins in the .pte by itself, as it must on the GPU machine (no executorch there)."""
+    data, located, placed, inputs = program
+    faults = _gpu_faults()
+    regions = faults.locate_regions(data)
+    assert regions.blobs == [(at, len(blob)) for at, blob in located]
+    assert sorted(regions.cubins) == sorted((at, len(cubin)) for at, cubin in placed)
+    pte = tmp_path / "program.pte"
+    pte.write_bytes(data)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0")
+    result = faults.run_corruptions(build / "cuda_triton_runner", [faults.Program("tiny", pte, [inputs])], 1000,
+                                    workers=max(2, os.cpu_count() or 2), env=env, work_dir=tmp_path)  # fmt: skip
+    assert result["ok"], faults.summary_line(result) + "\n" + json.dumps(result["examples"], indent=1)[:4000]
+    assert result["by_class"]["clean_error"] > 800 and result["cubin_corruptions"] == 200
 
 
 def test_corrupt_cubin_headers_are_clean_errors(build, program, tmp_path) -> None:

@@ -105,16 +105,29 @@ def device_planned(tmp_path_factory):
     return export_tiny(tmp_path_factory.mktemp("pte_dev"), device_memory=True)
 
 
-def _check_launches(r, log, blobs, arch, executions, input_bytes, waits=0):
-    """The launches of ``executions`` runs, as the blobs record them; ``waits`` fences (cuStreamWaitEvent) open
-    each delegate call: 2 (the legacy and per-thread default streams) when its input lives in device memory,
-    which an et_copy H2D on a default stream wrote just before."""
+def _check_launches(r, log, blobs, arch, executions, input_bytes, waits=0, graph=True, device_planned=False):
+    """The launches of ``executions`` runs, as the blobs record them, replayed from CUDA graphs (``graph``) or
+    launched one by one; ``waits`` fences (cuStreamWaitEvent) open each delegate call (2, the legacy and per-thread
+    default streams, when an input lives in device memory another stream wrote). One synchronization per delegate
+    call: its own for a host-planned program; for a device-planned one none of its own, only the CUDA allocator's
+    before each et_copy D2H (the delegates' work is ordered before it on the shared stream)."""
     assert r.returncode == 0, r.stderr[-3000:]
-    failed = [line for line in log.read_text().splitlines() if line.startswith("FAIL")]
+    lines = log.read_text().splitlines()
+    failed = [line for line in lines if line.startswith("FAIL")]
     assert not failed, f"driver calls failed (compute-sanitizer counts each as an error): {failed[:10]}"
     expected, _ = _expected(blobs, arch)
     rows = _parse_log(log)
     assert len(rows) == executions * len(expected)
+    launches = [line for line in lines if line.startswith("LAUNCH ")]
+    assert all(line.endswith(" via=graph") == graph for line in launches), launches[:4]
+    delegates = len({id(row[7]) for row in expected})
+    syncs = [i for i, line in enumerate(lines) if line == "SYNC"]
+    syncs = syncs[: len(syncs) - delegates]  # the last ones: each delegate's destructor at exit
+    assert len(syncs) == executions * delegates, lines
+    if device_planned:  # every synchronization is the allocator's, right after its D2H copy
+        assert all(lines[i - 1].startswith("COPY DtoH") and "via=graph" not in lines[i - 1] for i in syncs), (
+            lines
+        )
     kinds = [
         line.split()[0] for line in log.read_text().splitlines() if line.split()[0] in ("WAIT", "LAUNCH")
     ]
@@ -162,7 +175,7 @@ def test_device_planned_program_runs_on_fake_driver(build, tmp_path, device_plan
     (tmp_path / "in.bin").write_bytes(x.tobytes())
     r, log = _run(build, tmp_path, pte, counts, cc="8.0",
                   args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0"))  # fmt: skip
-    _check_launches(r, log, blobs, 80, 2, x.tobytes(), waits=2)
+    _check_launches(r, log, blobs, 80, 2, x.tobytes(), device_planned=True)
 
 
 def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:

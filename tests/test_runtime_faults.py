@@ -9,13 +9,14 @@ that leaves the context usable (FAKE_CUDA_FAIL_LAUNCH) stops that delegate only.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from runtime_helpers import ensure_built, export_tiny
+from runtime_helpers import ROOT, ensure_built, export_tiny
 from test_runtime_fake_driver import INPUT_SHAPE, _expected, _run
 
 pytestmark = pytest.mark.timeout(600)
@@ -81,7 +82,7 @@ def test_a_fault_in_one_delegate_stops_the_others(build, host_planned) -> None:
 def test_a_failed_launch_stops_its_delegate(build, host_planned) -> None:
     pte, blobs, _ = host_planned
     _, counts = _expected(blobs, 80)
-    runs = _execute_three_times(build, pte, counts, FAKE_CUDA_FAIL_LAUNCH="0")
+    runs = _execute_three_times(build, pte, counts, FAKE_CUDA_FAIL_LAUNCH="0", CUDA_TRITON_CUDA_GRAPH="0")
     assert "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in runs[0], runs
     for later in runs[1:]:
         assert "the CUDA context is unusable for this delegate" in later, runs
@@ -101,3 +102,25 @@ def test_a_program_larger_than_free_device_memory_fails_init_with_the_sizes(
         [line for line in log.read_text().splitlines() if line.startswith("FAIL")] if log.exists() else []
     )
     assert not failed, failed  # refused before any allocation was attempted
+
+
+def test_load_destroy_cycles_leave_memory_flat(build, tmp_path, host_planned) -> None:
+    """The runner's --load_cycles through scripts/gpu_memory_cycles.py's parser and verdict: on the fake driver
+    (whose free memory is its size minus what is allocated) device memory returns to exactly where it was."""
+    spec = importlib.util.spec_from_file_location(
+        "gpu_memory_cycles", ROOT / "scripts" / "gpu_memory_cycles.py"
+    )
+    assert spec is not None and spec.loader is not None
+    cycles_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cycles_script)
+    pte, blobs, _ = host_planned
+    r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], cc="8.0",
+                args=("--num_executions", "1", "--warmup", "0", "--load_cycles", "200"))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    samples = cycles_script.parse_samples(r.stdout)
+    assert [s[0] for s in samples] == [1, *range(20, 201, 20)]
+    verdict = cycles_script.judge(samples, 200, device_slack=0, host_slack=1 << 20)
+    assert verdict["ok"], verdict
+    assert all(
+        s[1] == 0 for s in samples
+    )  # nothing of the program is left on the device after it is destroyed

@@ -5,6 +5,9 @@
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/platform/log.h>
 
+#include <string>
+
+#include "backend/cuda_triton_backend.h"
 #include "backend/device_runtime.h"
 #include "cuda/handles.h"
 
@@ -40,40 +43,43 @@ class CudaDeviceAllocator final : public DeviceAllocator {
   }
 
   void deallocate(void* ptr, DeviceIndex index) override {
-    CUcontext ctx = nullptr;
-    if (ptr == nullptr || context(index, &ctx) != Error::Ok) {
+    DeviceRuntime* rt = nullptr;
+    if (ptr == nullptr || runtime(index, &rt, /*need_usable=*/false) != Error::Ok) {
       return;
     }
-    ScopedContext scope(ctx);
-    Driver::get().cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));
+    ScopedContext scope(rt->context());
+    (void)Driver::get().cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));  // fails only once the context is unusable
   }
 
+  // Both copies run on the device's shared stream, in order with the delegates' work: an H2D is seen by the
+  // kernels of the delegate after it without a fence (for pageable memory the call returns once the source bytes
+  // are staged, so ExecuTorch may reuse them), and a D2H waits for the delegates before it, which therefore need
+  // not synchronize themselves.
   Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override {
-    CUcontext ctx = nullptr;
-    if (Error e = context(index, &ctx); e != Error::Ok) {
+    DeviceRuntime* rt = nullptr;
+    if (Error e = runtime(index, &rt); e != Error::Ok) {
       return e;
     }
-    ScopedContext scope(ctx);
-    CUresult r = Driver::get().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, nbytes);
-    if (r != CUDA_SUCCESS) {
-      ET_LOG(Error, "CudaDeviceAllocator: cuMemcpyHtoD failed: %s", Driver::get().describe(r).c_str());
-      return Error::Internal;
-    }
-    return Error::Ok;
+    ScopedContext scope(rt->context());
+    return finish(rt, check_cu(Driver::get().cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes,
+                                                                rt->stream()),
+                               "cuMemcpyHtoDAsync (et_copy H2D)"));
   }
 
   Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) override {
-    CUcontext ctx = nullptr;
-    if (Error e = context(index, &ctx); e != Error::Ok) {
+    DeviceRuntime* rt = nullptr;
+    if (Error e = runtime(index, &rt); e != Error::Ok) {
       return e;
     }
-    ScopedContext scope(ctx);
-    CUresult r = Driver::get().cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), nbytes);
-    if (r != CUDA_SUCCESS) {
-      ET_LOG(Error, "CudaDeviceAllocator: cuMemcpyDtoH failed: %s", Driver::get().describe(r).c_str());
-      return Error::Internal;
+    ScopedContext scope(rt->context());
+    const Driver& d = Driver::get();
+    Status st = check_cu(d.cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), nbytes, rt->stream()),
+                         "cuMemcpyDtoHAsync (et_copy D2H)");
+    if (st.ok()) {
+      // A kernel fault of an earlier delegate execute surfaces here, so it is named as such.
+      st = check_cu(d.cuStreamSynchronize(rt->stream()), "the delegates' work before et_copy D2H");
     }
-    return Error::Ok;
+    return finish(rt, st);
   }
 
   DeviceType device_type() const override {
@@ -81,21 +87,43 @@ class CudaDeviceAllocator final : public DeviceAllocator {
   }
 
  private:
-  // The device's shared runtime (primary context, health), created on first use and kept for the life of the
-  // process, so device memory handed to ExecuTorch never outlives its context.
-  Error context(DeviceIndex index, CUcontext* out) {
+  // The device's shared runtime (primary context, stream, health), created on first use and kept for the life
+  // of the process, so device memory handed to ExecuTorch never outlives its context.
+  Error runtime(DeviceIndex index, DeviceRuntime** out, bool need_usable = true) {
     if (!Driver::get().ok()) {
       ET_LOG(Error, "CudaDeviceAllocator: %s", Driver::get().error().c_str());
       return Error::NotSupported;
     }
-    DeviceRuntime* rt = nullptr;
-    Status st = DeviceRuntime::get(index, &rt);
+    Status st = DeviceRuntime::get(index, out);
+    if (st.ok() && need_usable) {
+      st = (*out)->health();
+    }
     if (!st.ok()) {
       ET_LOG(Error, "CudaDeviceAllocator: %s", st.message().c_str());
-      return Error::NotSupported;
+      return st.code() == Code::kDeviceFault ? Error::Internal : Error::NotSupported;
+    }
+    return Error::Ok;
+  }
+
+  Error context(DeviceIndex index, CUcontext* out) {
+    DeviceRuntime* rt = nullptr;
+    if (Error e = runtime(index, &rt); e != Error::Ok) {
+      return e;
     }
     *out = rt->context();
     return Error::Ok;
+  }
+
+  // Logs a failed copy and records it on the device (a fault makes the context unusable for every delegate).
+  static Error finish(DeviceRuntime* rt, const Status& st) {
+    if (st.ok()) {
+      return Error::Ok;
+    }
+    rt->record_failure(st);
+    const std::string msg = "CudaDeviceAllocator: " + st.message();
+    ET_LOG(Error, "%s", msg.c_str());
+    remember_backend_error(msg);
+    return Error::Internal;
   }
 };
 

@@ -1,17 +1,25 @@
 // The ExecuTorch BackendInterface for CudaTritonBackend (the Python BackendDetails class of the same name
 // writes the blobs this reads). Registered when the shared library is loaded.
-#include <cstdlib>
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/platform/log.h>
 
 #include "backend/cuda_triton_backend.h"
 #include "backend/delegate.h"
+#include "backend/device_runtime.h"
+#include "backend/runtime_options.h"
 #include "blob/blob.h"
 #include "cuda/driver.h"
 
@@ -22,6 +30,8 @@ using executorch::runtime::Backend;
 using executorch::runtime::BackendExecutionContext;
 using executorch::runtime::BackendInitContext;
 using executorch::runtime::BackendInterface;
+using executorch::runtime::BackendOption;
+using executorch::runtime::BackendOptionContext;
 using executorch::runtime::CompileSpec;
 using executorch::runtime::DelegateHandle;
 using executorch::runtime::Error;
@@ -69,30 +79,28 @@ Error report(const char* where, const Status& st) {
   return to_error(st.code());
 }
 
-// The delegate's options from the program's compile specs: "target_device" ("cuda" or "cuda:N") means its inputs
-// and outputs are planned in device memory on that device; absent, they are host memory and device 0 runs it.
-DelegateOptions options_from_specs(ArrayRef<CompileSpec> specs) {
-  DelegateOptions options;
-  for (const CompileSpec& s : specs) {
-    if (s.key == nullptr || std::strcmp(s.key, "target_device") != 0 || s.value.buffer == nullptr) {
-      continue;
+// Host time of execute() calls, for cuda_triton_backend_execute_time.
+struct ExecuteTime {
+  static constexpr size_t kSamples = 1 << 16;  // the first ones after a reset, for the median
+  std::atomic<uint64_t> calls{0}, total_ns{0}, min_ns{UINT64_MAX}, max_ns{0};
+  std::array<uint32_t, kSamples> samples{};
+  void add(uint64_t ns) {
+    const uint64_t i = calls.fetch_add(1, std::memory_order_relaxed);
+    if (i < kSamples) {
+      samples[i] = static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX));
     }
-    const std::string v(static_cast<const char*>(s.value.buffer), s.value.nbytes);
-    if (v.rfind("cuda", 0) != 0) {
-      continue;
+    total_ns.fetch_add(ns, std::memory_order_relaxed);
+    for (uint64_t m = min_ns.load(); ns < m && !min_ns.compare_exchange_weak(m, ns);) {
     }
-    options.io_on_device = true;
-    const size_t colon = v.find(':');
-    if (colon != std::string::npos) {
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str() + colon + 1, &end, 10);
-      if (end != v.c_str() + colon + 1 && n >= 0 && n < 1024) {
-        options.device = static_cast<int>(n);
-      }
+    for (uint64_t m = max_ns.load(); ns > m && !max_ns.compare_exchange_weak(m, ns);) {
     }
   }
-  return options;
-}
+};
+ExecuteTime g_execute_time;
+
+// The live delegates, for cuda_triton_backend_execution_summary.
+std::mutex g_live_mutex;
+std::set<const DelegateProgram*> g_live;
 
 class CudaTritonBackendImpl final : public BackendInterface {
  public:
@@ -118,12 +126,19 @@ class CudaTritonBackendImpl final : public BackendInterface {
         return report("init", st);
       }
       processed->Free();  // everything needed was copied out
-      std::unique_ptr<DelegateProgram> program;
-      st = DelegateProgram::create(std::move(blob), context.get_named_data_map(), options_from_specs(compile_specs),
-                                   &program);
+      DelegateOptions options;
+      st = delegate_options(compile_specs, context.runtime_specs(), &options);
       if (!st.ok()) {
         return report("init", st);
       }
+      options.profile = options.profile_ops && context.event_tracer() != nullptr;
+      std::unique_ptr<DelegateProgram> program;
+      st = DelegateProgram::create(std::move(blob), context.get_named_data_map(), options, &program);
+      if (!st.ok()) {
+        return report("init", st);
+      }
+      std::lock_guard<std::mutex> lock(g_live_mutex);
+      g_live.insert(program.get());
       return static_cast<DelegateHandle*>(program.release());
     } catch (const std::bad_alloc&) {
       return report("init", Status(Code::kOutOfMemory, "out of host memory"));
@@ -132,12 +147,15 @@ class CudaTritonBackendImpl final : public BackendInterface {
     }
   }
 
-  Error execute(BackendExecutionContext& /*context*/, DelegateHandle* handle, Span<EValue*> args) const override {
+  Error execute(BackendExecutionContext& context, DelegateHandle* handle, Span<EValue*> args) const override {
     if (handle == nullptr) {
       return report("execute", Status(Code::kInternal, "null delegate handle"));
     }
     try {
-      Status st = static_cast<DelegateProgram*>(handle)->execute(args);
+      const auto t0 = std::chrono::steady_clock::now();
+      Status st = static_cast<DelegateProgram*>(handle)->execute(args, context.event_tracer());
+      g_execute_time.add(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
       return st.ok() ? Error::Ok : report("execute", st);
     } catch (const std::bad_alloc&) {
       return report("execute", Status(Code::kOutOfMemory, "out of host memory"));
@@ -146,7 +164,18 @@ class CudaTritonBackendImpl final : public BackendInterface {
     }
   }
 
+  // The process-wide runtime options (runtime_options.h): "cuda_graph" (bool), "cuda_graph_io" (string).
+  Error set_option(BackendOptionContext& /*context*/, const Span<BackendOption>& backend_options) override {
+    const Status st =
+        RuntimeOptions::get().apply(Span<const BackendOption>(backend_options.data(), backend_options.size()));
+    return st.ok() ? Error::Ok : report("set_option", st);
+  }
+
   void destroy(DelegateHandle* handle) const override {
+    {
+      std::lock_guard<std::mutex> lock(g_live_mutex);
+      g_live.erase(static_cast<const DelegateProgram*>(handle));
+    }
     delete static_cast<DelegateProgram*>(handle);
   }
 };
@@ -159,6 +188,10 @@ const Error g_registration = executorch::runtime::register_backend(g_backend_ent
 
 bool backend_registered() {
   return g_registration == Error::Ok;
+}
+
+void remember_backend_error(const std::string& message) {
+  remember(message);
 }
 
 }  // namespace cuda_triton
@@ -187,6 +220,61 @@ const char* cuda_triton_backend_last_error(void) {
 
 int cuda_triton_backend_registered(void) {
   return cuda_triton::backend_registered() ? 1 : 0;
+}
+
+void cuda_triton_backend_execute_time(unsigned long long* calls, unsigned long long* median_ns,
+                                      unsigned long long* min_ns, unsigned long long* max_ns) {
+  const auto& t = cuda_triton::g_execute_time;
+  *calls = t.calls.load();
+  std::vector<uint32_t> kept(t.samples.begin(),
+                             t.samples.begin() + std::min<size_t>(*calls, cuda_triton::ExecuteTime::kSamples));
+  std::nth_element(kept.begin(), kept.begin() + kept.size() / 2, kept.end());
+  *median_ns = kept.empty() ? 0 : kept[kept.size() / 2];
+  *min_ns = *calls ? t.min_ns.load() : 0;
+  *max_ns = t.max_ns.load();
+}
+
+void cuda_triton_backend_reset_execute_time(void) {
+  auto& t = cuda_triton::g_execute_time;
+  t.calls = 0;
+  t.total_ns = 0;
+  t.min_ns = UINT64_MAX;
+  t.max_ns = 0;
+}
+
+const char* cuda_triton_backend_execution_summary(void) {
+  static std::string summary;
+  size_t graphs = 0, direct = 0;
+  std::string io;
+  {
+    std::lock_guard<std::mutex> lock(cuda_triton::g_live_mutex);
+    for (const cuda_triton::DelegateProgram* p : cuda_triton::g_live) {
+      if (p->uses_graph()) {
+        ++graphs;
+        io = cuda_triton::graph_io_name(p->graph_io());
+      } else {
+        ++direct;
+      }
+    }
+  }
+  summary = std::to_string(graphs + direct) + " delegates: " + std::to_string(graphs) + " replay a CUDA graph" +
+            (graphs ? " (" + io + ")" : std::string()) + ", " + std::to_string(direct) + " launch directly";
+  return summary.c_str();
+}
+
+int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes) {
+  cuda_triton::DeviceRuntime* rt = nullptr;
+  if (!cuda_triton::DeviceRuntime::get(device, &rt).ok()) {
+    return -1;
+  }
+  cuda_triton::ScopedContext scope(rt->context());
+  size_t free_b = 0, total_b = 0;
+  if (!scope.status().ok() || cuda_triton::Driver::get().cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) {
+    return -1;
+  }
+  *free_bytes = free_b;
+  *total_bytes = total_b;
+  return 0;
 }
 
 }  // extern "C"

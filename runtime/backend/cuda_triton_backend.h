@@ -1,6 +1,8 @@
 // Public entry points of libcuda_triton_backend.so besides the ExecuTorch registration itself.
 #pragma once
 
+#include <string>
+
 namespace cuda_triton {
 
 // The registration name: equals the Python BackendDetails class name (cuda_triton.backend.CudaTritonBackend).
@@ -8,6 +10,14 @@ constexpr const char* kBackendName = "CudaTritonBackend";
 
 // Whether register_backend succeeded when the library was loaded.
 bool backend_registered();
+
+// Whether the CUDA DeviceAllocator ExecuTorch uses is ours (cuda_device_allocator.cpp): then its copies run on the
+// delegates' stream.
+bool device_allocator_registered_here();
+
+// Records `message` as the backend's last error (cuda_triton_backend_last_error), for failures reported outside
+// init()/execute() (the CUDA allocator's copies).
+void remember_backend_error(const std::string& message);
 
 }  // namespace cuda_triton
 
@@ -18,4 +28,16 @@ const char* cuda_triton_backend_status(void);
 const char* cuda_triton_backend_last_error(void);
 // 1 if the backend registered itself with ExecuTorch.
 int cuda_triton_backend_registered(void);
+// Host time spent in the backend's execute() since the last reset (all delegates): calls, and the median (of the
+// first 65536 calls), min and max in nanoseconds. For a device-planned program nothing in execute() waits for the
+// GPU, so this is the host cost of a delegate call; a host-planned one includes its synchronization.
+void cuda_triton_backend_execute_time(unsigned long long* calls, unsigned long long* median_ns,
+                                      unsigned long long* min_ns, unsigned long long* max_ns);
+void cuda_triton_backend_reset_execute_time(void);
+// How the live delegates run, e.g. "3 delegates: 3 replay a CUDA graph (update), 0 launch directly". Not
+// thread-safe.
+const char* cuda_triton_backend_execution_summary(void);
+// Free and total memory of CUDA device `device` (cuMemGetInfo in its primary context); 0 on success, -1 when the
+// device cannot be queried.
+int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes);
 }

@@ -1,21 +1,19 @@
-#include "backend/delegate.h"
-
-#include <algorithm>
-#include <cstdio>
+// DelegateProgram::execute: what a delegate does per execute. Nothing here allocates on success.
 #include <cstring>
 #include <string>
 
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
+#include <executorch/runtime/platform/log.h>
+#include <executorch/runtime/platform/platform.h>
 
-#include "backend/integrity.h"
+#include "backend/delegate.h"
 
 namespace cuda_triton {
 
 using executorch::aten::ScalarType;
 using executorch::aten::Tensor;
 using executorch::runtime::EValue;
-using executorch::runtime::FreeableBuffer;
-using executorch::runtime::NamedDataMap;
+using executorch::runtime::EventTracer;
 using executorch::runtime::Span;
 
 namespace {
@@ -40,10 +38,6 @@ ScalarType scalar_type_of(DType t) {
   return ScalarType::Float;
 }
 
-uint64_t round_up(uint64_t x, uint64_t a) {
-  return (x + a - 1) / a * a;
-}
-
 template <typename T>
 std::vector<int64_t> to_i64(executorch::runtime::ArrayRef<T> a) {
   return std::vector<int64_t>(a.begin(), a.end());
@@ -65,323 +59,13 @@ bool same_planned_layout(const Tensor& t, const ValueRecord& vr) {
   return true;
 }
 
-// "1.5 MiB", for messages.
-std::string format_bytes(uint64_t n) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  size_t u = 0;
-  while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
-
 const char* kind_name(ValueKind k) {
-  return k == ValueKind::kInput ? "input" : (k == ValueKind::kOutput ? "output" : "intermediate");
+  return k == ValueKind::kInput ? "input" : "output";
 }
 
 }  // namespace
 
-Status DelegateProgram::create(Blob blob, const NamedDataMap* data_map, const DelegateOptions& options,
-                               std::unique_ptr<DelegateProgram>* out) {
-  std::unique_ptr<DelegateProgram> p(new DelegateProgram());
-  p->blob_ = std::move(blob);
-  p->io_on_device_ = options.io_on_device;
-  const Driver& d = Driver::get();
-  if (!d.ok()) {
-    return Status(Code::kNotSupported, d.error());
-  }
-  CT_RETURN_IF_ERROR(DeviceRuntime::get(options.device, &p->device_));
-  CT_RETURN_IF_ERROR(p->device_->health());
-  ScopedContext scope(p->device_->context());
-  CT_RETURN_IF_ERROR(scope.status());
-
-  int smem_optin = 0;
-  CT_RETURN_IF_ERROR(p->select_arch(&smem_optin));
-  CT_RETURN_IF_ERROR(Stream::create(&p->stream_));
-  CT_RETURN_IF_ERROR(Event::create(&p->inputs_ready_));
-  CT_RETURN_IF_ERROR(p->load_kernels(data_map, smem_optin));
-  CT_RETURN_IF_ERROR(p->check_layouts());
-  CT_RETURN_IF_ERROR(p->check_device_memory());
-  CT_RETURN_IF_ERROR(p->upload_constants(data_map));
-  CT_RETURN_IF_ERROR(p->allocate_values());
-  CT_RETURN_IF_ERROR(p->prepare_launches());
-  *out = std::move(p);
-  return Status::Ok();
-}
-
-Status DelegateProgram::select_arch(int* smem_optin) {
-  const Driver& d = Driver::get();
-  int major = 0, minor = 0;
-  CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_->device()),
-      "cuDeviceGetAttribute(major)"));
-  CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_->device()),
-      "cuDeviceGetAttribute(minor)"));
-  CT_RETURN_IF_ERROR(check_cu(
-      d.cuDeviceGetAttribute(smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device_->device()),
-      "cuDeviceGetAttribute(shared optin)"));
-  arch_ = pick_arch(blob_.archs, major, minor);
-  if (arch_ == 0) {
-    std::string have;
-    for (uint32_t a : blob_.archs) {
-      have += (have.empty() ? "sm_" : ", sm_") + std::to_string(a);
-    }
-    return Status(Code::kIncompatible, "this program has cubins for " + have + " only; the GPU is compute capability " +
-                                           std::to_string(major) + "." + std::to_string(minor) +
-                                           ". Re-export with a matching target arch (e.g. archs=[" +
-                                           std::to_string(major * 10 + minor) + "]).");
-  }
-  return Status::Ok();
-}
-
-uint32_t DelegateProgram::kernel_of(const LaunchRecord& launch) const {
-  for (const auto& [arch, index] : launch.kernels) {
-    if (arch == arch_) {
-      return index;
-    }
-  }
-  return 0;  // unreachable: the reader checked that every launch has a kernel for every arch of the blob
-}
-
-Status DelegateProgram::load_kernels(const NamedDataMap* data_map, int smem_optin) {
-  const Driver& d = Driver::get();
-  const Blob& b = blob_;
-  kernels_.resize(b.kernels.size());
-  std::vector<bool> needed(b.kernels.size(), false);
-  for (const OpRecord& op : b.ops) {
-    for (const LaunchRecord& l : op.launches) {
-      needed[kernel_of(l)] = true;
-    }
-  }
-  for (size_t k = 0; k < b.kernels.size(); ++k) {
-    if (!needed[k]) {
-      continue;
-    }
-    const KernelRecord& kr = b.kernels[k];
-    const std::string kw = "kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + ")";
-    if (kr.shared > static_cast<uint32_t>(smem_optin)) {
-      return Status(Code::kIncompatible, "kernel " + kr.name + " needs " + std::to_string(kr.shared) +
-                                             " bytes of shared memory, the GPU allows " + std::to_string(smem_optin));
-    }
-    // The cubin is the program's named data (stored once per .pte however many partitions use it).
-    if (data_map == nullptr) {
-      return Status(Code::kInvalidProgram, kw + ": the program has no named data, where its cubin " + kr.cubin_key +
-                                               " is stored");
-    }
-    auto cubin = data_map->get_data(kr.cubin_key.c_str());
-    if (!cubin.ok()) {
-      return Status(Code::kInvalidProgram, kw + ": cubin " + kr.cubin_key + " is not in the program's named data (error " +
-                                               std::to_string(static_cast<int>(cubin.error())) + ")");
-    }
-    FreeableBuffer cubin_buf = std::move(cubin.get());
-    if (cubin_buf.size() != kr.cubin_size || cubin_buf.data() == nullptr) {
-      return Status(Code::kInvalidProgram, kw + ": cubin " + kr.cubin_key + " has " + std::to_string(cubin_buf.size()) +
-                                               " bytes, the blob expects " + std::to_string(kr.cubin_size));
-    }
-    const uint8_t* cubin_bytes = static_cast<const uint8_t*>(cubin_buf.data());
-    // The key is the image's content address: corrupted code is refused here, before the driver sees it.
-    CT_RETURN_IF_ERROR(verify_cubin(kr, cubin_bytes, cubin_buf.size()));
-    // cuModuleLoadData takes no size and follows the image's own offsets: check them too (a program written to
-    // match its own addresses is still not trusted to be well-formed), on the very bytes that are loaded.
-    Status st = check_cubin(cubin_bytes, cubin_buf.size());
-    if (!st.ok()) {
-      return Status(st.code(), kw + ": " + st.message());
-    }
-    // The cubin is copied into 8-byte aligned storage: cuModuleLoadData reads an ELF image in place.
-    std::vector<uint64_t> image((cubin_buf.size() + 7) / 8 + 1, 0);
-    std::memcpy(image.data(), cubin_bytes, cubin_buf.size());
-    cubin_buf.Free();
-    st = Module::load(image.data(), &kernels_[k].module);
-    if (!st.ok()) {
-      return Status(st.code(), "loading kernel " + kr.name + " (sm_" + std::to_string(kr.arch) + ", triton " +
-                                   b.triton_version + "): " + st.message());
-    }
-    CT_RETURN_IF_ERROR(kernels_[k].module.function(kr.name.c_str(), &kernels_[k].function));
-    if (kr.shared > 48 * 1024) {
-      CT_RETURN_IF_ERROR(check_cu(d.cuFuncSetAttribute(kernels_[k].function,
-                                                       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                       static_cast<int>(kr.shared)),
-                                  "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"));
-    }
-  }
-  return Status::Ok();
-}
-
-Status DelegateProgram::check_layouts() const {
-  // Every op's output layout, recomputed with its kind's generated shape rule from its planned inputs, must be
-  // the planned output (execute checks the tensors ExecuTorch hands over against the plan).
-  for (size_t o = 0; o < blob_.ops.size(); ++o) {
-    CT_RETURN_IF_ERROR(check_op_output_layout(blob_, o));
-  }
-  return Status::Ok();
-}
-
-void DelegateProgram::scratch_bytes(uint64_t* global_bytes, uint64_t* profile_bytes) const {
-  *global_bytes = *profile_bytes = 0;
-  for (const OpRecord& op : blob_.ops) {
-    for (const LaunchRecord& l : op.launches) {
-      const KernelRecord& k = blob_.kernels[kernel_of(l)];
-      const uint64_t ctas = uint64_t(l.grid[0]) * l.grid[1] * l.grid[2] * k.num_ctas;
-      *global_bytes = std::max(*global_bytes, round_up(ctas * k.global_scratch_size, 256));
-      *profile_bytes = std::max(*profile_bytes, round_up(ctas * k.profile_scratch_size, 256));
-    }
-  }
-}
-
-Status DelegateProgram::check_device_memory() const {
-  // Everything this delegate allocates on the device, counted before any of it is: a program too large for the
-  // GPU fails here with the sizes, not halfway through its uploads with a bare CUDA_ERROR_OUT_OF_MEMORY.
-  uint64_t weights = 0, intermediates = 0, staging = 0, global_scratch = 0, profile_scratch = 0;
-  for (const ConstantRecord& c : blob_.constants) {
-    weights += round_up(c.nbytes, 256);
-  }
-  for (const ValueRecord& v : blob_.values) {
-    if (v.kind == ValueKind::kIntermediate) {
-      intermediates += round_up(v.storage_bytes, 256);
-    } else if (!io_on_device_) {
-      staging += round_up(v.storage_bytes, 256);
-    }
-  }
-  scratch_bytes(&global_scratch, &profile_scratch);
-  const uint64_t needed = weights + intermediates + staging + global_scratch + profile_scratch;
-  size_t free_bytes = 0, total_bytes = 0;
-  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo"));
-  if (needed <= free_bytes) {
-    return Status::Ok();
-  }
-  return Status(Code::kOutOfMemory,
-                "out of device memory: this delegate needs " + format_bytes(needed) + " (weights " +
-                    format_bytes(weights) + ", intermediates " + format_bytes(intermediates) + ", scratch " +
-                    format_bytes(global_scratch + profile_scratch) + ", input/output staging " +
-                    format_bytes(staging) + ") but device " + std::to_string(device_->ordinal()) + " has " +
-                    format_bytes(free_bytes) + " free of " + format_bytes(total_bytes));
-}
-
-Status DelegateProgram::upload_constants(const NamedDataMap* data_map) {
-  const Driver& d = Driver::get();
-  constants_.resize(blob_.constants.size());
-  for (size_t c = 0; c < blob_.constants.size(); ++c) {
-    const ConstantRecord& cr = blob_.constants[c];
-    if (data_map == nullptr) {
-      return Status(Code::kInvalidProgram, "constant " + cr.key +
-                                               ": the program has no named data (weights); if they were exported "
-                                               "to a .ptd file, pass it (--data_path)");
-    }
-    auto data = data_map->get_data(cr.key.c_str());
-    if (!data.ok()) {
-      return Status(Code::kInvalidProgram, "constant " + cr.key + " is not in the program's named data (error " +
-                                               std::to_string(static_cast<int>(data.error())) +
-                                               "); if the weights are in a .ptd file, pass it (--data_path)");
-    }
-    FreeableBuffer buf = std::move(data.get());
-    if (buf.size() != cr.nbytes) {
-      return Status(Code::kInvalidProgram, "constant " + cr.key + " has " + std::to_string(buf.size()) +
-                                               " bytes, the plan expects " + std::to_string(cr.nbytes));
-    }
-    CT_RETURN_IF_ERROR(DeviceBuffer::allocate(cr.nbytes, &constants_[c]));
-    if (cr.nbytes > 0) {
-      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoD(constants_[c].get(), buf.data(), cr.nbytes), "cuMemcpyHtoD"));
-    }
-    buf.Free();
-  }
-  return Status::Ok();
-}
-
-Status DelegateProgram::allocate_values() {
-  // Intermediates live on the device for the program's lifetime; host-planned inputs and outputs are staged
-  // through a device buffer and a pinned host buffer each.
-  values_.resize(blob_.values.size());
-  for (size_t v = 0; v < blob_.values.size(); ++v) {
-    const ValueRecord& vr = blob_.values[v];
-    ValueState& vs = values_[v];
-    if (vr.kind == ValueKind::kIntermediate) {
-      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
-      vs.address = vs.device.get();
-    } else if (!io_on_device_) {
-      CT_RETURN_IF_ERROR(DeviceBuffer::allocate(vr.storage_bytes, &vs.device));
-      CT_RETURN_IF_ERROR(PinnedBuffer::allocate(vr.storage_bytes, &vs.pinned));
-    }
-  }
-  return Status::Ok();
-}
-
-Status DelegateProgram::prepare_launches() {
-  // Every argument slot that does not change between executions is filled in now.
-  uint64_t gscratch = 0, pscratch = 0;
-  scratch_bytes(&gscratch, &pscratch);
-  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(gscratch, &global_scratch_));
-  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(pscratch, &profile_scratch_));
-  const Blob& b = blob_;
-  for (uint32_t o = 0; o < b.ops.size(); ++o) {
-    for (const LaunchRecord& l : b.ops[o].launches) {
-      PreparedLaunch pl;
-      pl.op = o;
-      const uint32_t ki = kernel_of(l);
-      pl.kernel = &b.kernels[ki];
-      pl.function = kernels_[ki].function;
-      std::copy(l.grid, l.grid + 3, pl.grid);
-      pl.slots.assign(l.args.size() + 2, 0);
-      for (size_t a = 0; a < l.args.size(); ++a) {
-        const ArgRecord& ar = l.args[a];
-        uint64_t& slot = pl.slots[a];
-        switch (ar.kind) {
-          case ArgKind::kValue:
-            pl.value_slots.emplace_back(a, static_cast<uint32_t>(ar.ref));
-            slot = values_[ar.ref].address;
-            break;
-          case ArgKind::kConstant:
-            slot = constants_[ar.ref].get();
-            break;
-          case ArgKind::kNull:
-            slot = 0;
-            break;
-          case ArgKind::kI32: {
-            const int32_t v = static_cast<int32_t>(ar.integer);
-            std::memcpy(&slot, &v, sizeof(v));
-            break;
-          }
-          case ArgKind::kI64:
-            std::memcpy(&slot, &ar.integer, sizeof(ar.integer));
-            break;
-          case ArgKind::kF32:
-            std::memcpy(&slot, &ar.fp32, sizeof(ar.fp32));
-            break;
-        }
-      }
-      const size_t n = pl.slots.size();
-      pl.slots[n - 2] = pl.kernel->global_scratch_size ? global_scratch_.get() : 0;
-      pl.slots[n - 1] = pl.kernel->profile_scratch_size ? profile_scratch_.get() : 0;
-      pl.bind_params();
-      launches_.push_back(std::move(pl));
-    }
-  }
-  return Status::Ok();
-}
-
-DelegateProgram::~DelegateProgram() {
-  if (device_ == nullptr) {
-    return;
-  }
-  ScopedContext scope(device_->context());
-  if (stream_.get() != nullptr) {
-    (void)stream_.synchronize();
-  }
-  launches_.clear();
-  inputs_ready_ = Event();
-  global_scratch_ = DeviceBuffer();
-  profile_scratch_ = DeviceBuffer();
-  values_.clear();
-  constants_.clear();
-  kernels_.clear();
-  stream_ = Stream();
-}
-
-Status DelegateProgram::bind_value(size_t v, EValue* ev, bool is_output) {
+Status DelegateProgram::bind_value(uint32_t v, EValue* ev, bool is_output) {
   const ValueRecord& vr = blob_.values[v];
   // Messages are built only on failure: a successful check allocates nothing.
   const auto what = [&vr]() { return std::string("delegate ") + kind_name(vr.kind) + " " + std::to_string(vr.index); };
@@ -403,9 +87,8 @@ Status DelegateProgram::bind_value(size_t v, EValue* ev, bool is_output) {
   }
   ValueState& vs = values_[v];
   vs.host = nullptr;
-  vs.in_caller_device_memory = false;
+  vs.caller = 0;
   if (vr.storage_bytes == 0) {
-    vs.address = 0;
     return Status::Ok();
   }
   void* data = is_output ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
@@ -416,21 +99,19 @@ Status DelegateProgram::bind_value(size_t v, EValue* ev, bool is_output) {
   // program's delegate I/O is in ExecuTorch's CUDA arena; a host-planned one's is host memory unless the caller
   // handed over a CUDA tensor.
   const bool cuda_tensor = t.device_type() == executorch::runtime::etensor::DeviceType::CUDA;
-  if (io_on_device_ && !cuda_tensor) {
+  if (options_.io_on_device && !cuda_tensor) {
     return Status(Code::kInvalidArgument, what() + " is a host tensor, but the program planned the delegate's inputs "
                                                    "and outputs in device memory (target_device compile spec)");
   }
   if (cuda_tensor) {
-    vs.address = reinterpret_cast<CUdeviceptr>(data);
-    vs.in_caller_device_memory = true;
-    return Status::Ok();
+    vs.caller = reinterpret_cast<CUdeviceptr>(data);
+  } else {
+    vs.host = data;
   }
-  vs.address = vs.device.get();  // the staging buffers allocated at init
-  vs.host = data;
   return Status::Ok();
 }
 
-Status DelegateProgram::execute(Span<EValue*> args) {
+Status DelegateProgram::execute(Span<EValue*> args, EventTracer* tracer) {
   const Blob& b = blob_;
   CT_RETURN_IF_ERROR(device_->health());
   if (!failure_.empty()) {
@@ -442,15 +123,13 @@ Status DelegateProgram::execute(Span<EValue*> args) {
                                               std::to_string(b.num_inputs) + " inputs and " +
                                               std::to_string(b.num_outputs) + " outputs");
   }
-  for (size_t v = 0; v < b.values.size(); ++v) {
-    const ValueRecord& vr = b.values[v];
-    if (vr.kind == ValueKind::kInput) {
-      CT_RETURN_IF_ERROR(bind_value(v, args[vr.index], false));
-    } else if (vr.kind == ValueKind::kOutput) {
-      CT_RETURN_IF_ERROR(bind_value(v, args[b.num_inputs + vr.index], true));
-    }
+  for (uint32_t v : inputs_) {
+    CT_RETURN_IF_ERROR(bind_value(v, args[b.values[v].index], false));
   }
-  Status st = run();
+  for (uint32_t v : outputs_) {
+    CT_RETURN_IF_ERROR(bind_value(v, args[b.num_inputs + b.values[v].index], true));
+  }
+  Status st = run(tracer);
   if (!st.ok()) {
     failure_ = st.message();
     device_->record_failure(st);
@@ -458,62 +137,174 @@ Status DelegateProgram::execute(Span<EValue*> args) {
   return st;
 }
 
-Status DelegateProgram::run() {
-  const Blob& b = blob_;
+Status DelegateProgram::run(EventTracer* tracer) {
+  const et_timestamp_t host_start = tracer != nullptr ? et_pal_current_ticks() : 0;
   ScopedContext scope(device_->context());
   CT_RETURN_IF_ERROR(scope.status());
-  const Driver& d = Driver::get();
+  const CUstream stream = device_->stream();
+  const bool profiling = tracer != nullptr && profiler_.ready();
 
-  // Host-planned inputs go through the pinned staging buffers.
-  for (size_t v = 0; v < b.values.size(); ++v) {
+  // Host tensors into the pinned staging buffers; tensors in the caller's device memory are used in place. A
+  // CUDA tensor handed to a host-planned delegate was written on any stream: fence on the default streams.
+  bool caller_device_tensors = false;
+  for (uint32_t v : inputs_) {
     ValueState& vs = values_[v];
-    if (b.values[v].kind == ValueKind::kInput && vs.host != nullptr) {
-      std::memcpy(vs.pinned.get(), vs.host, b.values[v].storage_bytes);
-      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoDAsync(vs.address, vs.pinned.get(), b.values[v].storage_bytes,
-                                                      stream_.get()),
-                                  "cuMemcpyHtoDAsync (input)"));
-      vs.host = nullptr;
+    if (vs.host != nullptr) {
+      std::memcpy(vs.pinned.get(), vs.host, blob_.values[v].storage_bytes);
+    }
+    caller_device_tensors |= vs.caller != 0 && !options_.io_on_device;
+  }
+  for (uint32_t v : outputs_) {
+    caller_device_tensors |= values_[v].caller != 0 && !options_.io_on_device;
+  }
+  if (caller_device_tensors || (options_.io_on_device && sync_each_execute_)) {
+    CT_RETURN_IF_ERROR(Stream::wait_for_default_streams(stream, inputs_ready_.get()));
+  }
+
+  bool replayed = false;
+  if (graph_.ready() && !profiling && !caller_device_tensors) {
+    CT_RETURN_IF_ERROR(replay(stream, &replayed));
+  }
+  if (!replayed) {
+    for (uint32_t v : inputs_) {
+      values_[v].address = values_[v].caller != 0 ? values_[v].caller : values_[v].device.get();
+    }
+    for (uint32_t v : outputs_) {
+      values_[v].address = values_[v].caller != 0 ? values_[v].caller : values_[v].device.get();
+    }
+    refresh_io_views();
+    if (profiling) {
+      CT_RETURN_IF_ERROR(profiler_.begin(stream));
+    }
+    CT_RETURN_IF_ERROR(enqueue_work(stream, nullptr, profiling ? &profiler_ : nullptr));
+    if (profiling) {
+      CT_RETURN_IF_ERROR(profiler_.end(stream));
     }
   }
 
-  // Our stream does not synchronize with the default streams. A device-planned input was written just before
-  // this call by ExecuTorch's et_copy H2D (a cudaMemcpy, which for pageable host memory may return before its DMA
-  // has landed) or by the caller: wait for that work before any kernel reads it.
-  bool device_inputs = false;
-  for (size_t v = 0; v < b.values.size(); ++v) {
-    device_inputs |= b.values[v].kind == ValueKind::kInput && values_[v].in_caller_device_memory;
+  // The one synchronization: host-planned outputs are read right after execute() returns.
+  if (sync_each_execute_ || profiling) {
+    CT_RETURN_IF_ERROR(check_cu(Driver::get().cuStreamSynchronize(stream), "cuStreamSynchronize"));
+    for (uint32_t v : outputs_) {
+      ValueState& vs = values_[v];
+      if (vs.host != nullptr) {
+        std::memcpy(vs.host, vs.pinned.get(), blob_.values[v].storage_bytes);
+      }
+    }
   }
-  if (device_inputs) {
-    CT_RETURN_IF_ERROR(stream_.wait_for_default_streams(inputs_ready_.get()));
+  if (profiling) {
+    CT_RETURN_IF_ERROR(profiler_.report(tracer, host_start, name_, op_names_, op_metadata_));
   }
+  return Status::Ok();
+}
 
+Status DelegateProgram::enqueue_work(CUstream stream, std::vector<CUgraphNode>* kernel_nodes, OpProfiler* profiler) {
+  const Driver& d = Driver::get();
+  for (uint32_t v : inputs_) {
+    if (host_io(v) && values_[v].caller == 0 && blob_.values[v].storage_bytes > 0) {
+      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyHtoDAsync(values_[v].device.get(), values_[v].pinned.get(),
+                                                      blob_.values[v].storage_bytes, stream),
+                                  "cuMemcpyHtoDAsync (input)"));
+    }
+  }
+  uint32_t op = UINT32_MAX;
   for (PreparedLaunch& pl : launches_) {
+    if (profiler != nullptr && pl.op != op) {
+      CT_RETURN_IF_ERROR(profiler->op(pl.op, stream));
+    }
+    op = pl.op;
     for (const auto& [slot, value] : pl.value_slots) {
       pl.slots[slot] = values_[value].address;
     }
-    CT_RETURN_IF_ERROR(enqueue(pl, stream_.get()));
-  }
-
-  // Host-planned outputs come back through the pinned staging buffers.
-  for (size_t v = 0; v < b.values.size(); ++v) {
-    ValueState& vs = values_[v];
-    if (b.values[v].kind == ValueKind::kOutput && vs.host != nullptr) {
-      CT_RETURN_IF_ERROR(check_cu(
-          d.cuMemcpyDtoHAsync(vs.pinned.get(), vs.address, b.values[v].storage_bytes, stream_.get()),
-          "cuMemcpyDtoHAsync (output)"));
+    CT_RETURN_IF_ERROR(enqueue(pl, stream));
+    if (kernel_nodes != nullptr) {
+      CUgraphNode node = nullptr;
+      CT_RETURN_IF_ERROR(LaunchGraph::captured_node(stream, &node));
+      kernel_nodes->push_back(node);
     }
   }
-  // Finished before returning: ExecuTorch (and its et_copy D2H for device-planned programs) reads the
-  // results as soon as execute() returns.
-  CT_RETURN_IF_ERROR(stream_.synchronize());
-  for (size_t v = 0; v < b.values.size(); ++v) {
-    ValueState& vs = values_[v];
-    if (b.values[v].kind == ValueKind::kOutput && vs.host != nullptr) {
-      std::memcpy(vs.host, vs.pinned.get(), b.values[v].storage_bytes);
-      vs.host = nullptr;
+  if (profiler != nullptr) {
+    CT_RETURN_IF_ERROR(profiler->ops_done(stream));
+  }
+  for (uint32_t v : outputs_) {
+    if (host_io(v) && values_[v].caller == 0 && blob_.values[v].storage_bytes > 0) {
+      CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyDtoHAsync(values_[v].pinned.get(), values_[v].device.get(),
+                                                      blob_.values[v].storage_bytes, stream),
+                                  "cuMemcpyDtoHAsync (output)"));
     }
   }
   return Status::Ok();
+}
+
+Status DelegateProgram::replay(CUstream stream, bool* replayed) {
+  const Driver& d = Driver::get();
+  *replayed = false;
+  if (options_.io_on_device && options_.graph_io == GraphIo::kStaging) {
+    for (uint32_t v : inputs_) {
+      if (values_[v].caller != 0) {
+        CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyDtoDAsync(values_[v].device.get(), values_[v].caller,
+                                                        blob_.values[v].storage_bytes, stream),
+                                    "cuMemcpyDtoDAsync (input into the graph's buffer)"));
+      }
+    }
+    CT_RETURN_IF_ERROR(graph_.launch(stream));
+    for (uint32_t v : outputs_) {
+      if (values_[v].caller != 0) {
+        CT_RETURN_IF_ERROR(check_cu(d.cuMemcpyDtoDAsync(values_[v].caller, values_[v].device.get(),
+                                                        blob_.values[v].storage_bytes, stream),
+                                    "cuMemcpyDtoDAsync (output out of the graph's buffer)"));
+      }
+    }
+    *replayed = true;
+    return Status::Ok();
+  }
+  if (options_.io_on_device) {
+    // In place: the kernel nodes that use an input or output whose address changed get their arguments rewritten.
+    bool moved = false;
+    for (uint32_t v : inputs_) {
+      moved |= values_[v].caller != values_[v].graph_address;
+    }
+    for (uint32_t v : outputs_) {
+      moved |= values_[v].caller != values_[v].graph_address;
+    }
+    if (moved) {
+      for (uint32_t v : inputs_) {
+        values_[v].address = values_[v].caller;
+      }
+      for (uint32_t v : outputs_) {
+        values_[v].address = values_[v].caller;
+      }
+      refresh_io_views();
+      for (size_t l : io_launches_) {
+        PreparedLaunch& pl = launches_[l];
+        for (const auto& [slot, value] : pl.value_slots) {
+          pl.slots[slot] = values_[value].address;
+        }
+        const Status st = graph_.update_kernel(l, pl.params.data());
+        if (!st.ok()) {
+          ET_LOG(Info, "CudaTritonBackend: %s: the CUDA graph cannot take new tensor addresses (%s); it launches "
+                 "its kernels directly from now on", name_.c_str(), st.message().c_str());
+          graph_.reset();
+          return Status::Ok();
+        }
+      }
+      for (uint32_t v : inputs_) {
+        values_[v].graph_address = values_[v].caller;
+      }
+      for (uint32_t v : outputs_) {
+        values_[v].graph_address = values_[v].caller;
+      }
+    }
+  }
+  CT_RETURN_IF_ERROR(graph_.launch(stream));
+  *replayed = true;
+  return Status::Ok();
+}
+
+void DelegateProgram::refresh_io_views() {
+  for (uint32_t v : io_views_) {
+    values_[v].address = values_[blob_.values[v].root].address + values_[v].root_offset;
+  }
 }
 
 }  // namespace cuda_triton

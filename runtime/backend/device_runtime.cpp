@@ -21,6 +21,9 @@ Status DeviceRuntime::get(int ordinal, DeviceRuntime** out) {
     std::unique_ptr<DeviceRuntime> rt(new DeviceRuntime());
     rt->ordinal_ = ordinal;
     CT_RETURN_IF_ERROR(PrimaryContext::retain(ordinal, &rt->context_));
+    ScopedContext scope(rt->context_.get());
+    CT_RETURN_IF_ERROR(scope.status());
+    CT_RETURN_IF_ERROR(Stream::create(&rt->stream_));
     slot = rt.release();
   }
   *out = slot;

@@ -1,5 +1,12 @@
-// What every delegate on one CUDA device shares: the device's primary context and whether that context is still
-// usable. A kernel fault (illegal address or instruction, a kernel assert, ...) poisons a CUDA context for the
+// What every delegate on one CUDA device shares: the device's primary context, one stream, and whether that
+// context is still usable.
+//
+// The stream: every delegate of the device and the CUDA allocator's copies run on it, in the order they are
+// issued, so the delegates of a device-planned program need no synchronization between them: ExecuTorch's
+// et_copy H2D before a delegate and D2H after it go through the allocator (cuda_device_allocator.cpp), whose D2H
+// synchronizes the stream before the host reads.
+//
+// Health: a kernel fault (illegal address or instruction, a kernel assert, ...) poisons a CUDA context for the
 // rest of the process; after one, every later execute on the device fails at once with an error that says so,
 // instead of running into a driver error per call.
 #pragma once
@@ -27,6 +34,9 @@ class DeviceRuntime {
   int ordinal() const {
     return ordinal_;
   }
+  CUstream stream() const {
+    return stream_.get();
+  }
 
   // Ok while the context is usable, else the error every execute on this device returns.
   Status health() const;
@@ -38,6 +48,7 @@ class DeviceRuntime {
 
   int ordinal_ = 0;
   PrimaryContext context_;
+  Stream stream_;
   mutable std::mutex mutex_;
   std::string fault_;  // the first device fault, empty while the context is usable
 };

@@ -1,14 +1,13 @@
 #include "common/sha256.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace cuda_triton {
 
-namespace {
-
 // The first 32 bits of the fractional parts of the cube roots of the first 64 primes (FIPS 180-4, 4.2.2).
-constexpr uint32_t kRoundConstants[64] = {
+const uint32_t kSha256RoundConstants[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -18,6 +17,8 @@ constexpr uint32_t kRoundConstants[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
+
+namespace {
 
 // The first 32 bits of the fractional parts of the square roots of the first 8 primes (5.3.3).
 constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -37,42 +38,62 @@ Sha256::Sha256() {
   std::memcpy(state_.data(), kInitialState, sizeof(kInitialState));
 }
 
-void Sha256::compress(const uint8_t* block) {
-  uint32_t w[64];
-  for (int t = 0; t < 16; ++t) {
-    w[t] = load_be32(block + 4 * t);
+void sha256_compress_portable(uint32_t state[8], const uint8_t* data, size_t blocks) {
+  for (; blocks > 0; --blocks, data += 64) {
+    uint32_t w[64];
+    for (int t = 0; t < 16; ++t) {
+      w[t] = load_be32(data + 4 * t);
+    }
+    for (int t = 16; t < 64; ++t) {
+      const uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
+      const uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
+      w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+    }
+    uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+    uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
+    for (int t = 0; t < 64; ++t) {
+      const uint32_t sum1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+      const uint32_t choose = (e & f) ^ (~e & g);
+      const uint32_t t1 = h + sum1 + choose + kSha256RoundConstants[t] + w[t];
+      const uint32_t sum0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+      const uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
+      const uint32_t t2 = sum0 + majority;
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    state[0] += a;
+    state[1] += b;
+    state[2] += c;
+    state[3] += d;
+    state[4] += e;
+    state[5] += f;
+    state[6] += g;
+    state[7] += h;
   }
-  for (int t = 16; t < 64; ++t) {
-    const uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-    const uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+}
+
+namespace {
+std::atomic<bool> g_hardware{sha256_x86_available()};
+}  // namespace
+
+bool Sha256::hardware() {
+  return g_hardware.load();
+}
+
+void Sha256::set_hardware(bool on) {
+  g_hardware = on && sha256_x86_available();
+}
+
+void Sha256::compress(const uint8_t* data, size_t blocks) {
+  if (!(g_hardware.load(std::memory_order_relaxed) && sha256_compress_x86(state_.data(), data, blocks))) {
+    sha256_compress_portable(state_.data(), data, blocks);
   }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int t = 0; t < 64; ++t) {
-    const uint32_t sum1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-    const uint32_t choose = (e & f) ^ (~e & g);
-    const uint32_t t1 = h + sum1 + choose + kRoundConstants[t] + w[t];
-    const uint32_t sum0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-    const uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
-    const uint32_t t2 = sum0 + majority;
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
 }
 
 void Sha256::update(const void* data, size_t size) {
@@ -87,11 +108,13 @@ void Sha256::update(const void* data, size_t size) {
     if (buffered_ < buffer_.size()) {
       return;
     }
-    compress(buffer_.data());
+    compress(buffer_.data(), 1);
     buffered_ = 0;
   }
-  for (; size >= 64; p += 64, size -= 64) {
-    compress(p);
+  if (size >= 64) {
+    compress(p, size / 64);
+    p += size / 64 * 64;
+    size %= 64;
   }
   if (size > 0) {
     std::memcpy(buffer_.data(), p, size);

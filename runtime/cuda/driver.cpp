@@ -29,6 +29,15 @@ Driver::Driver() {
   }
   CUDA_TRITON_DRIVER_FUNCTIONS(CUDA_TRITON_LOAD)
 #undef CUDA_TRITON_LOAD
+#define CUDA_TRITON_LOAD_OPTIONAL(name) name = reinterpret_cast<decltype(name)>(dlsym(lib, CUDA_TRITON_STR(name)));
+  CUDA_TRITON_OPTIONAL_DRIVER_FUNCTIONS(CUDA_TRITON_LOAD_OPTIONAL)
+#undef CUDA_TRITON_LOAD_OPTIONAL
+  if (cuEventElapsedTime == nullptr) {  // drivers before the versioned symbol have the same function unversioned
+    cuEventElapsedTime = reinterpret_cast<decltype(cuEventElapsedTime)>(dlsym(lib, "cuEventElapsedTime"));
+  }
+  has_graphs_ = cuStreamBeginCapture && cuStreamEndCapture && cuStreamGetCaptureInfo && cuGraphInstantiate &&
+                cuGraphUpload && cuGraphLaunch && cuGraphExecDestroy && cuGraphDestroy &&
+                cuGraphKernelNodeGetParams && cuGraphExecKernelNodeSetParams;
 
   CUresult r = cuInit(0);
   if (r != CUDA_SUCCESS) {

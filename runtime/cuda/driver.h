@@ -41,6 +41,7 @@ namespace cuda_triton {
   X(cuMemcpyDtoH)                       \
   X(cuMemcpyHtoDAsync)                  \
   X(cuMemcpyDtoHAsync)                  \
+  X(cuMemcpyDtoDAsync)                  \
   X(cuStreamCreate)                     \
   X(cuStreamDestroy)                    \
   X(cuStreamSynchronize)                \
@@ -49,12 +50,28 @@ namespace cuda_triton {
   X(cuEventDestroy)                     \
   X(cuEventRecord)
 
+// Functions the runtime uses when the driver has them: CUDA graphs (stream capture, instantiation, replay, kernel
+// node updates) and event timing (per-op profiling). Without them delegates launch directly and do not profile.
+#define CUDA_TRITON_OPTIONAL_DRIVER_FUNCTIONS(X) \
+  X(cuStreamBeginCapture)                        \
+  X(cuStreamEndCapture)                          \
+  X(cuStreamGetCaptureInfo)                      \
+  X(cuGraphInstantiate)                          \
+  X(cuGraphUpload)                               \
+  X(cuGraphLaunch)                               \
+  X(cuGraphExecDestroy)                          \
+  X(cuGraphDestroy)                              \
+  X(cuGraphKernelNodeGetParams)                  \
+  X(cuGraphExecKernelNodeSetParams)              \
+  X(cuEventElapsedTime)
+
 // The function table. `ok()` is false when libcuda could not be loaded, a symbol is missing or cuInit
 // failed; `error()` then says why in one sentence.
 class Driver {
  public:
 #define CUDA_TRITON_DECLARE(name) decltype(&::name) name = nullptr;
   CUDA_TRITON_DRIVER_FUNCTIONS(CUDA_TRITON_DECLARE)
+  CUDA_TRITON_OPTIONAL_DRIVER_FUNCTIONS(CUDA_TRITON_DECLARE)
 #undef CUDA_TRITON_DECLARE
 
   // The process-wide table, loaded on first use (thread-safe); never unloaded.
@@ -72,6 +89,14 @@ class Driver {
   int device_count() const {
     return device_count_;
   }
+  // Whether the driver has every function CUDA graph execution needs.
+  bool has_graphs() const {
+    return has_graphs_;
+  }
+  // Whether cuEventElapsedTime is there (per-op profiling).
+  bool has_event_timing() const {
+    return cuEventElapsedTime != nullptr;
+  }
 
   // "CUDA_ERROR_X (description)" for a driver result.
   std::string describe(CUresult result) const;
@@ -82,6 +107,7 @@ class Driver {
   std::string error_;
   int driver_version_ = 0;
   int device_count_ = 0;
+  bool has_graphs_ = false;
 };
 
 // Whether the backend can run: a driver that initialises and at least one device. `reason` is set otherwise.

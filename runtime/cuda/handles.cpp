@@ -119,25 +119,41 @@ Status Stream::synchronize() const {
   return check_cu(Driver::get().cuStreamSynchronize(h_), "cuStreamSynchronize");
 }
 
-Status Stream::wait_for_default_streams(CUevent marker) const {
+Status Stream::wait_for_default_streams(CUstream stream, CUevent marker) {
   const Driver& d = Driver::get();
   for (CUstream source : {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {
     CT_RETURN_IF_ERROR(check_cu(d.cuEventRecord(marker, source), "cuEventRecord (default stream)"));
-    CT_RETURN_IF_ERROR(check_cu(d.cuStreamWaitEvent(h_, marker, 0), "cuStreamWaitEvent"));
+    CT_RETURN_IF_ERROR(check_cu(d.cuStreamWaitEvent(stream, marker, 0), "cuStreamWaitEvent"));
   }
   return Status::Ok();
 }
 
-Status Event::create(Event* out) {
+Status Event::create(Event* out, bool timing) {
   CT_RETURN_IF_ERROR(need_driver());
   Event e;
-  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuEventCreate(&e.h_, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  CT_RETURN_IF_ERROR(
+      check_cu(Driver::get().cuEventCreate(&e.h_, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
   *out = std::move(e);
   return Status::Ok();
 }
 
 void Event::release(CUevent e) {
   Driver::get().cuEventDestroy(e);
+}
+
+void Graph::release(CUgraph g) {
+  Driver::get().cuGraphDestroy(g);
+}
+
+Status GraphExec::instantiate(CUgraph graph, GraphExec* out) {
+  GraphExec e;
+  CT_RETURN_IF_ERROR(check_cu(Driver::get().cuGraphInstantiate(&e.h_, graph, 0), "cuGraphInstantiate"));
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+void GraphExec::release(CUgraphExec e) {
+  Driver::get().cuGraphExecDestroy(e);
 }
 
 void Stream::release(CUstream s) {

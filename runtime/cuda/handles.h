@@ -102,14 +102,38 @@ class UniqueHandle {
   }
 };
 
-// A CUevent without timing (a fence between streams).
+// A CUevent: a fence between streams (no timing), or a timestamp for profiling (`timing`).
 class Event : public UniqueHandle<Event, CUevent> {
  public:
-  static Status create(Event* out);
+  static Status create(Event* out, bool timing = false);
 
  private:
   friend class UniqueHandle<Event, CUevent>;
   static void release(CUevent e);
+};
+
+// A CUDA graph as captured from a stream, and its executable instance.
+class Graph : public UniqueHandle<Graph, CUgraph> {
+ public:
+  // Takes ownership of a graph the driver returned.
+  static Graph adopt(CUgraph g) {
+    Graph out;
+    out.h_ = g;
+    return out;
+  }
+
+ private:
+  friend class UniqueHandle<Graph, CUgraph>;
+  static void release(CUgraph g);
+};
+
+class GraphExec : public UniqueHandle<GraphExec, CUgraphExec> {
+ public:
+  static Status instantiate(CUgraph graph, GraphExec* out);
+
+ private:
+  friend class UniqueHandle<GraphExec, CUgraphExec>;
+  static void release(CUgraphExec e);
 };
 
 class Module : public UniqueHandle<Module, CUmodule> {
@@ -126,9 +150,9 @@ class Stream : public UniqueHandle<Stream, CUstream> {
  public:
   static Status create(Stream* out);
   Status synchronize() const;
-  // Makes this (non-blocking) stream wait for the work queued so far on the device's default streams, legacy and
-  // per-thread, using ``marker`` (an Event of this stream's context) as the fence.
-  Status wait_for_default_streams(CUevent marker) const;
+  // Makes `stream` (non-blocking) wait for the work queued so far on the device's default streams, legacy and
+  // per-thread, using `marker` (an Event of the stream's context) as the fence.
+  static Status wait_for_default_streams(CUstream stream, CUevent marker);
 
  private:
   friend class UniqueHandle<Stream, CUstream>;

@@ -8,12 +8,16 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/backend/backend_options_map.h>
+#include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/platform/runtime.h>
 #if defined(CUDA_TRITON_HAVE_ETDUMP)
@@ -22,6 +26,8 @@
 
 #include "backend/cuda_triton_backend.h"
 #include "runner/flags.h"
+#include "runner/load_cycles.h"
+#include "runner/program_check.h"
 #include "runner/tensor_io.h"
 
 using executorch::extension::Module;
@@ -84,6 +90,9 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
+// Inputs the runner allocates host memory for: above this the program is taken to be corrupted.
+constexpr uint64_t kMaxInputBytes = uint64_t(1) << 34;
+
 bool file_exists(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   return static_cast<bool>(f);
@@ -91,7 +100,21 @@ bool file_exists(const std::string& p) {
 
 }  // namespace
 
+static int runner_main(int argc, char** argv);
+
+// Everything ExecuTorch or the runner throws (a corrupted program can make ExecuTorch's loader ask for absurd
+// allocations) ends as an error message and exit code 1.
 int main(int argc, char** argv) {
+  try {
+    return runner_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return fail("out of host memory (a corrupted program can ask for absurd sizes)");
+  } catch (const std::exception& e) {
+    return fail(std::string("unexpected exception: ") + e.what());
+  }
+}
+
+static int runner_main(int argc, char** argv) {
   executorch::runtime::runtime_init();
   Flags flags;
   flags.define("model_path", "", "the .pte file to run (required)");
@@ -105,6 +128,16 @@ int main(int argc, char** argv) {
   flags.define("method_name", "forward", "the method to run");
   flags.define("etdump_path", "", "write an ETDump trace of the timed executions here");
   flags.define("seed", "0", "seed of the random inputs");
+  flags.define("no_cuda_graph", "false", "launch every delegate's kernels one by one instead of replaying a CUDA "
+                                         "graph (backend option cuda_graph=false)", true);
+  flags.define("cuda_graph_io", "", "how graphs meet device-resident inputs/outputs: update (rewrite kernel "
+                                    "arguments when an address changes) or staging (copy through fixed buffers); "
+                                    "empty: the backend's default (backend option cuda_graph_io)");
+  flags.define("no_op_profile", "false", "with --etdump_path: record only ExecuTorch's own events, not every op's GPU "
+                                         "time (backend option profile_ops=false; delegates then replay their "
+                                         "graphs, so DELEGATE_CALL is the host time of a replay)", true);
+  flags.define("load_cycles", "0", "after the run: load the program, execute once and destroy it this many times, "
+                                   "printing device and host memory (a leak per load shows as growth)");
   std::string err;
   if (!flags.parse(argc, argv, &err)) {
     std::fprintf(stderr, "cuda_triton_runner: error: %s\n\n%s", err.c_str(), flags.usage(argv[0]).c_str());
@@ -114,13 +147,13 @@ int main(int argc, char** argv) {
     std::printf("%s", flags.usage(argv[0]).c_str());
     return 0;
   }
-  int64_t num_executions = 0, warmup = 0, seed = 0;
+  int64_t num_executions = 0, warmup = 0, seed = 0, load_cycles = 0;
   if (!flags.integer("num_executions", &num_executions, &err) || !flags.integer("warmup", &warmup, &err) ||
-      !flags.integer("seed", &seed, &err)) {
+      !flags.integer("seed", &seed, &err) || !flags.integer("load_cycles", &load_cycles, &err)) {
     return fail(err);
   }
-  if (num_executions < 1 || warmup < 0) {
-    return fail("--num_executions must be >= 1 and --warmup >= 0");
+  if (num_executions < 1 || warmup < 0 || load_cycles < 0) {
+    return fail("--num_executions must be >= 1, --warmup and --load_cycles >= 0");
   }
   const std::string model_path = flags.str("model_path");
   const std::string data_path = flags.str("data_path");
@@ -132,6 +165,9 @@ int main(int argc, char** argv) {
   if (!file_exists(model_path)) {
     return fail("cannot open --model_path " + model_path);
   }
+  if (!check_program_file(model_path, &err)) {
+    return fail("loading program " + model_path + ": " + err);
+  }
   if (!data_path.empty() && !file_exists(data_path)) {
     return fail("cannot open --data_path " + data_path);
   }
@@ -139,6 +175,26 @@ int main(int argc, char** argv) {
     return fail("CudaTritonBackend is not registered: " + std::string(cuda_triton_backend_status()));
   }
   std::printf("CudaTritonBackend: %s\n", cuda_triton_backend_status());
+
+  // Load-time backend options (BackendInitContext::runtime_specs of every delegate of the program).
+  executorch::runtime::BackendOptions<3> backend_options;
+  if (flags.boolean("no_cuda_graph")) {
+    backend_options.set_option("cuda_graph", false);
+  }
+  if (flags.boolean("no_op_profile")) {
+    backend_options.set_option("profile_ops", false);
+  }
+  const std::string graph_io = flags.str("cuda_graph_io");
+  if (!graph_io.empty()) {
+    if (graph_io != "update" && graph_io != "staging") {
+      return fail("--cuda_graph_io must be update or staging, got '" + graph_io + "'");
+    }
+    backend_options.set_option("cuda_graph_io", graph_io.c_str());
+  }
+  executorch::runtime::LoadBackendOptionsMap options_map;
+  if (options_map.set_options(cuda_triton::kBackendName, backend_options.view()) != Error::Ok) {
+    return fail("cannot pass the backend options");
+  }
 
   std::unique_ptr<executorch::runtime::EventTracer> tracer;
 #if defined(CUDA_TRITON_HAVE_ETDUMP)
@@ -156,7 +212,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<Module> module =
       data_path.empty() ? std::make_unique<Module>(model_path, Module::LoadMode::File, std::move(tracer))
                         : std::make_unique<Module>(model_path, data_path, Module::LoadMode::File, std::move(tracer));
-  Error e = module->load();
+  // The flatbuffer verifier runs on the whole program: a corrupted .pte is refused here, not found by a crash.
+  Error e = module->load(options_map, executorch::runtime::Program::Verification::InternalConsistency);
   if (e != Error::Ok) {
     return fail("loading program " + model_path, e);
   }
@@ -186,17 +243,21 @@ int main(int argc, char** argv) {
     }
     std::vector<int64_t> sizes(info->sizes().begin(), info->sizes().end());
     std::vector<uint8_t> dim_order(info->dim_order().begin(), info->dim_order().end());
-    std::vector<int64_t> strides = strides_from_dim_order(sizes, dim_order);
     const ScalarType st = info->scalar_type();
     const size_t elem = scalar_size(st);
     if (elem == 0) {
       return fail("input " + std::to_string(i) + " has an unsupported dtype");
     }
-    size_t numel = 1;
-    for (int64_t s : sizes) {
-      numel *= static_cast<size_t>(s);
+    uint64_t nbytes = 0;
+    if (!check_tensor_meta(sizes, dim_order, elem, kMaxInputBytes, &nbytes, &err)) {
+      return fail("input " + std::to_string(i) + " of method '" + method_name + "' " + err);
     }
-    storage[i].assign(std::max<size_t>(numel * elem, 1), 0);
+    std::vector<int64_t> strides = strides_from_dim_order(sizes, dim_order);
+    const size_t numel = static_cast<size_t>(nbytes / elem);
+    if (!files.empty() && !check_input_file(files[i], numel, elem, &err)) {
+      return fail(err);  // before allocating what a corrupted program may claim
+    }
+    storage[i].assign(std::max<size_t>(static_cast<size_t>(nbytes), 1), 0);
     if (files.empty()) {
       if (!fill_random(st, storage[i].data(), numel, rng)) {
         return fail("input " + std::to_string(i) + ": cannot make random data of dtype " + scalar_name(st));
@@ -227,6 +288,7 @@ int main(int argc, char** argv) {
     return fail("method '" + method_name + "'", method_result.error());
   }
   Method* method = *method_result;
+  std::printf("CudaTritonBackend: %s\n", cuda_triton_backend_execution_summary());
   // Inputs are set before EVERY execution: ExecuTorch's memory plan places planned inputs in the shared arena
   // and reuses their bytes for later tensors once they are dead (e.g. the demo's final output overwrites its
   // input), so an input set once is clobbered by the first execution and later ones would read garbage.
@@ -251,6 +313,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<double> ms;
+  cuda_triton_backend_reset_execute_time();
   for (int64_t i = 0; i < num_executions; ++i) {
     e = set_inputs();
     if (e != Error::Ok) {
@@ -270,6 +333,14 @@ int main(int argc, char** argv) {
   std::printf("latency over %lld executions (after %lld warmup): min %.4f ms, median %.4f ms, p90 %.4f ms, mean %.4f ms\n",
               static_cast<long long>(num_executions), static_cast<long long>(warmup),
               *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.5), percentile(ms, 0.9), mean);
+  unsigned long long calls = 0, median_ns = 0, min_ns = 0, max_ns = 0;
+  cuda_triton_backend_execute_time(&calls, &median_ns, &min_ns, &max_ns);
+  if (calls > 0) {
+    std::printf("CudaTritonBackend execute host time: median %.2f us, min %.2f us, max %.2f us over %llu delegate "
+                "calls (%llu per execution)\n",
+                static_cast<double>(median_ns) / 1e3, static_cast<double>(min_ns) / 1e3,
+                static_cast<double>(max_ns) / 1e3, calls, calls / static_cast<unsigned long long>(num_executions));
+  }
 
   // Outputs.
   std::ofstream out;
@@ -322,5 +393,17 @@ int main(int argc, char** argv) {
     }
   }
 #endif
+  if (load_cycles > 0) {
+    module.reset();  // only the cycles' own loads are alive while they run
+    LoadCycleOptions cycles;
+    cycles.model_path = model_path;
+    cycles.data_path = data_path;
+    cycles.method_name = method_name;
+    cycles.cycles = load_cycles;
+    cycles.backend_options = &options_map;
+    if (!run_load_cycles(cycles, inputs, &err)) {
+      return fail(err);
+    }
+  }
   return 0;
 }

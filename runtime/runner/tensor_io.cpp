@@ -67,6 +67,37 @@ std::vector<int64_t> strides_from_dim_order(const std::vector<int64_t>& sizes, c
   return strides;
 }
 
+bool check_tensor_meta(const std::vector<int64_t>& sizes, const std::vector<uint8_t>& dim_order, size_t elem,
+                       uint64_t max_bytes, uint64_t* nbytes, std::string* error) {
+  if (dim_order.size() != sizes.size()) {
+    *error = "has " + std::to_string(sizes.size()) + " sizes but " + std::to_string(dim_order.size()) +
+             " dim order entries";
+    return false;
+  }
+  std::vector<bool> seen(sizes.size(), false);
+  for (uint8_t d : dim_order) {
+    if (d >= sizes.size() || seen[d]) {
+      *error = "has a dim order that is not a permutation of its dims";
+      return false;
+    }
+    seen[d] = true;
+  }
+  uint64_t bytes = elem;
+  for (int64_t s : sizes) {
+    if (s < 0 || s >= (int64_t(1) << 31)) {
+      *error = "has a size of " + std::to_string(s);
+      return false;
+    }
+    if (s > 0 && bytes > max_bytes / static_cast<uint64_t>(s)) {
+      *error = "needs more than " + std::to_string(max_bytes) + " bytes";
+      return false;
+    }
+    bytes *= static_cast<uint64_t>(s);
+  }
+  *nbytes = bytes;
+  return true;
+}
+
 namespace {
 
 uint16_t float_to_half(float f) {
@@ -194,12 +225,7 @@ bool fill_random(ScalarType t, void* data, size_t numel, std::mt19937& rng) {
   }
 }
 
-bool read_logical(const std::string& path, size_t elem, const std::vector<int64_t>& sizes,
-                  const std::vector<int64_t>& strides, void* dst, std::string* error) {
-  size_t numel = 1;
-  for (int64_t s : sizes) {
-    numel *= static_cast<size_t>(s);
-  }
+bool check_input_file(const std::string& path, size_t numel, size_t elem, std::string* error) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) {
     *error = "cannot open input file " + path;
@@ -212,8 +238,21 @@ bool read_logical(const std::string& path, size_t elem, const std::vector<int64_
              " bytes, logical row-major order)";
     return false;
   }
+  return true;
+}
+
+bool read_logical(const std::string& path, size_t elem, const std::vector<int64_t>& sizes,
+                  const std::vector<int64_t>& strides, void* dst, std::string* error) {
+  size_t numel = 1;
+  for (int64_t s : sizes) {
+    numel *= static_cast<size_t>(s);
+  }
+  if (!check_input_file(path, numel, elem, error)) {
+    return false;
+  }
+  std::ifstream f(path, std::ios::binary);
+  const std::streamsize n = static_cast<std::streamsize>(numel * elem);
   std::vector<uint8_t> buf(numel * elem);
-  f.seekg(0);
   if (numel * elem > 0 && !f.read(reinterpret_cast<char*>(buf.data()), n)) {
     *error = "cannot read input file " + path;
     return false;

@@ -1,8 +1,10 @@
 // Test harness for runtime/common/sha256 (tests/test_runtime_sha256.py compares it with Python's hashlib).
 //
-//   sha256_harness digest < stream   each message of the stream: "<hex>" of the one-shot digest, or
+//   sha256_harness digest [portable] < stream   each message of the stream: "<hex>" of the one-shot digest, or
 //                                    "MISMATCH <one-shot> <chunked>" when feeding it in random pieces differs
-//   sha256_harness bench MIB         hashes MIB mebibytes once; prints "MB/s <rate>"
+//   sha256_harness bench MIB [portable]         hashes MIB mebibytes once; prints "MB/s <rate> (...)"
+//   sha256_harness hardware         prints 1 when the CPU's SHA instructions are used, else 0
+// "portable" turns the CPU's SHA instructions off.
 // The stream is a sequence of (u64 little-endian length, bytes).
 #include <chrono>
 #include <cstdint>
@@ -59,18 +61,27 @@ int bench(long mib) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string hex = Sha256::hex(Sha256::of(data.data(), data.size()));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("MB/s %.1f (%s)\n", static_cast<double>(data.size()) / 1e6 / s, hex.substr(0, 16).c_str());
+  std::printf("MB/s %.1f (%s, %s)\n", static_cast<double>(data.size()) / 1e6 / s,
+              Sha256::hardware() ? "SHA instructions" : "portable", hex.substr(0, 16).c_str());
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::string(argv[argc - 1]) == "portable") {
+    Sha256::set_hardware(false);
+    --argc;
+  }
   if (argc >= 2 && std::string(argv[1]) == "digest") {
     return digest_stream();
   }
   if (argc >= 3 && std::string(argv[1]) == "bench") {
     return bench(std::atol(argv[2]));
+  }
+  if (argc >= 2 && std::string(argv[1]) == "hardware") {
+    std::printf("%d\n", Sha256::hardware() ? 1 : 0);
+    return 0;
   }
   std::fprintf(stderr, "usage: sha256_harness digest < stream | sha256_harness bench MIB\n");
   return 2;

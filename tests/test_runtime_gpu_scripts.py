@@ -1,0 +1,137 @@
+"""The GPU scripts of the runtime (scripts/gpu_faults.py, gpu_sanitize.py, gpu_memory_cycles.py) end to end on a CPU.
+
+Each script's ``main`` runs as the lead runs it on the GPU machine, against a manifest in gpu_validate's layout,
+with the runner on the fake driver and, for gpu_sanitize, a stand-in ``compute-sanitizer`` that runs the command
+and prints the sanitizer's summary line. What only a GPU can tell (real faults, real sanitizer reports, real
+device memory) is left to the lead's run; the plumbing, the classification and the verdicts are checked here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from runtime_helpers import ROOT, ensure_built, export_tiny
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def build() -> Path:
+    return ensure_built()
+
+
+@pytest.fixture()
+def carried(tmp_path, monkeypatch, build):
+    """A gpu_validate-style manifest holding the tiny export, the scripts importable, the fake driver on the
+    library path of every runner they start."""
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    pte, _, _ = export_tiny(tmp_path)
+    (exports / "tiny.pte").write_bytes(pte.read_bytes())
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    (exports / "tiny.input0.bin").write_bytes(x.tobytes())
+    # The fake kernels compute nothing: the outputs come back as the zeroed staging buffer.
+    (exports / "tiny.ref.bin").write_bytes(bytes(4 * 16 * 16 * 4))
+    out = {"dtype": "float32", "offset_bytes": 0, "nbytes": 4 * 16 * 16 * 4, "shape": [1, 4, 16, 16]}
+    io = {"dtype": "float32", "inputs": [{"file": "tiny.input0.bin"}],
+          "reference": {"file": "tiny.ref.bin", "outputs": [out]}}  # fmt: skip
+    (exports / "tiny.io.json").write_text(json.dumps(io))
+    manifest = tmp_path / "manifest.json"
+    entry = {"name": "tiny", "expect": "pass", "pte": "tiny.pte", "io": "tiny.io.json", "data_files": []}
+    manifest.write_text(json.dumps({"set": "test", "entries": [entry]}))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    gpu_validate = importlib.import_module("gpu_validate")
+    monkeypatch.setattr(gpu_validate, "MANIFEST", manifest)
+    monkeypatch.setattr(gpu_validate, "EXPORTS", exports)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(build / "fake_cuda"))
+    monkeypatch.setenv("FAKE_CUDA_CC", "8.0")
+    return tmp_path
+
+
+def test_gpu_faults_main(carried, build, capsys) -> None:
+    faults = importlib.import_module("gpu_faults")
+    out = carried / "out"
+    rc = faults.main(
+        ["--out", str(out), "--count", "300", "--workers", "2", "--runner", str(build / "cuda_triton_runner")]
+    )
+    result = json.loads((out / "gpu_faults.json").read_text())
+    assert rc == 0, faults.summary_line(result)
+    assert result["runs"] == 300 and result["by_class"]["crash"] == result["by_class"]["hang"] == 0
+    assert set(result["by_kind"]) == set(faults.KINDS) and all(
+        sum(c.values()) == 60 for c in result["by_kind"].values()
+    )
+    assert "PASS" in capsys.readouterr().out and (out / "gpu_faults.md").exists()
+
+
+def test_gpu_faults_classification() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    faults = importlib.import_module("gpu_faults")
+    assert faults.classify(None, "") == "hang"
+    assert faults.classify(-11, "") == "crash" and faults.classify(134, "") == "crash"
+    assert (
+        faults.classify(1, "launching k failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access)")
+        == "gpu_fault"
+    )
+    assert faults.classify(1, "CudaTritonBackend init: malformed blob") == "clean_error"
+    assert faults.classify(0, "") == "ran"
+
+
+def test_gpu_sanitize_main(carried, build, tmp_path, monkeypatch, capsys) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "compute-sanitizer"
+    # Drops the sanitizer's own flags (--tool X, --print-limit N, --leak-check full), runs the command.
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'while [[ "$1" == --* ]]; do shift 2; done\n'
+        '"$@"; rc=$?\n'
+        'echo "========= ERROR SUMMARY: ${FAKE_SANITIZER_ERRORS:-0} errors"\n'
+        "exit $rc\n"
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    sanitize = importlib.import_module("gpu_sanitize")
+    out = carried / "out"
+    runner = ["--runner", str(build / "cuda_triton_runner")]
+    assert sanitize.main(["--out", str(out), "--workers", "2", *runner]) == 0, (
+        out / "gpu_sanitize.md"
+    ).read_text()
+    result = json.loads((out / "gpu_sanitize.json").read_text())
+    assert [(r["tool"], r["errors"], r["rc"]) for r in result["results"]] == [
+        (t, 0, 0) for t in sanitize.TOOLS
+    ]
+    monkeypatch.setenv("FAKE_SANITIZER_ERRORS", "3")
+    assert sanitize.main(["--out", str(out), "--tools", "memcheck", *runner]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_gpu_memory_cycles_main(carried, build) -> None:
+    cycles = importlib.import_module("gpu_memory_cycles")
+    out = carried / "out"
+    rc = cycles.main(["--out", str(out), "--cycles", "100", "--runner", str(build / "cuda_triton_runner")])
+    result = json.loads((out / "gpu_memory_cycles.json").read_text())
+    assert rc == 0, result
+    (r,) = result["results"]
+    assert r["program"] == "tiny" and r["device_growth_bytes"] == 0 and len(r["samples"]) == 11
+
+
+def test_gpu_graph_bench_main(carried, build) -> None:
+    bench = importlib.import_module("gpu_graph_bench")
+    out = carried / "out"
+    rc = bench.main(["--out", str(out), "--num-executions", "5", "--warmup", "1",
+                     "--runner", str(build / "cuda_triton_runner")])  # fmt: skip
+    result = json.loads((out / "gpu_graph_bench.json").read_text())
+    assert rc == 0, (out / "gpu_graph_bench.md").read_text()
+    (r,) = result["results"]
+    assert set(r["modes"]) == {"direct", "graph_update"}  # host-planned: no separate staging mode
+    graph = r["modes"]["graph_update"]
+    assert graph["graphs"] == graph["delegates"] == 2 and graph["vs_direct"]["equal"]
+    assert r["modes"]["direct"]["graphs"] == 0 and "host_us_median" in graph
+    assert (out / r["etdump"]).exists()
