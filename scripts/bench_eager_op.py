@@ -36,10 +36,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 import bench_conv  # noqa: E402
+from cuda_triton.tools import conv_cases as nc  # noqa: E402
 from cuda_triton.tools.bench_report import gmean  # noqa: E402
 from cuda_triton.tools.suites import PUBLIC_SUITE, load_suite  # noqa: E402
 from cuda_triton.tools.warmup import CaseWarmup, warm_cases  # noqa: E402
-from cuda_triton.tools import conv_cases as nc  # noqa: E402
 
 
 def host_and_eager_us(fn, calls: int, reps: int) -> tuple[float, float]:

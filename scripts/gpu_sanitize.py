@@ -31,7 +31,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
-SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+# memcheck, synccheck and initcheck end with "ERROR SUMMARY: N errors"; racecheck with
+# "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
+SUMMARY = re.compile(
+    r"(?:ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) error)"
+)
 
 
 def find_sanitizer() -> str | None:
@@ -46,7 +50,7 @@ def find_sanitizer() -> str | None:
 
 def sanitizer_errors(output: str) -> int | None:
     """The error count of compute-sanitizer's summary line, None when it printed none."""
-    m = SUMMARY.findall(output)
+    m = [a or b for a, b in SUMMARY.findall(output)]
     return int(m[-1]) if m else None
 
 

@@ -15,7 +15,6 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import cuda_triton.backend as backend  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -36,11 +36,11 @@ from typing import Any
 import torch
 import triton
 
+from ..kernel.launch import KernelLaunch, TensorArg, interpreting, running_arch
 from .op import canonical_params, output_layout, reference_in_layout
 from .params import ConvParams
 from .problem import ConvProblem
 from .templates import Candidate, NoTemplateError, forced_candidate, select_candidate
-from ..kernel.launch import KernelLaunch, TensorArg, interpreting, running_arch
 
 _PLANS: dict[tuple, ConvPlan | EmptyPlan | AtenPlan] = {}
 _PLAN_LIMIT = 1024

@@ -51,7 +51,9 @@ _PTX_TYPES = {
     "i64": ("u64", "s64", "b64"),
     "fp32": ("f32", "b32"),
 }
-SCRATCH_POINTERS = 2  # global_scratch, profile_scratch: Triton appends both to every kernel (docs/blob_format.md)
+SCRATCH_POINTERS = (
+    2  # global_scratch, profile_scratch: Triton appends both to every kernel (docs/blob_format.md)
+)
 
 
 class AotCompileError(RuntimeError):

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
+
 from cuda_triton.conv.binding import CONV_OVERLOADS, aten_overload  # noqa: E402
 from cuda_triton.conv.op import reference_convolution  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
