@@ -41,6 +41,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
 from .conv.compile_pool import CompileJob
+from .ops.registry import OpCompileJob
 from .partition.options import CudaTritonOptions
 from .preprocess import kernels as kernel_pool
 from .preprocess.assemble import assemble
@@ -55,7 +56,7 @@ logger = logging.getLogger("cuda_triton.backend")
 def preprocess_programs(items: list[tuple[ExportedProgram, list[CompileSpec]]]) -> list[PreprocessResult]:
     """Preprocess several delegated programs together: their kernels compile in one pool, deduplicated."""
     t0 = time.perf_counter()
-    jobs: dict[str, CompileJob] = {}
+    jobs: dict[str, CompileJob | OpCompileJob] = {}
     # The drafts' tensor work (weight layouts, folds, TF32 rounding) is many small ops: torch's intra-op threads
     # only contend with the compile workers and other jobs for the cores (seconds lost on a loaded 2-core
     # machine), so this runs on one thread.
@@ -74,14 +75,14 @@ def preprocess_programs(items: list[tuple[ExportedProgram, list[CompileSpec]]]) 
     stats.total_seconds = time.perf_counter() - t0
     STATS_HISTORY.append(stats)
     logger.info(
-        "CudaTritonBackend: %d partitions, %d convolutions, %d distinct kernels compiled in %.1f s",
+        "CudaTritonBackend: %d partitions, %d ops, %d distinct kernels compiled in %.1f s",
         stats.partitions, stats.ops, stats.kernels_unique, stats.compile_seconds,
     )  # fmt: skip
     return results
 
 
 class CudaTritonBackend(BackendDetails):
-    """Compiles delegated convolutions to cubins for every target arch and writes the delegate blob."""
+    """Compiles the delegated ops' kernels to cubins for every target arch and writes the delegate blob."""
 
     @staticmethod
     def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..kernel.aot import CompiledKernel, compile_launch
-from ..kernel.launch import Schedule
+from ..kernel.launch import KernelLaunch, Schedule
 from .problem import ConvProblem
 from .templates import get_template
 
@@ -41,6 +41,8 @@ logger = logging.getLogger("cuda_triton.compile_pool")
 
 class Job(Protocol):
     """What a pool compiles: a picklable recipe for one kernel."""
+
+    def launch(self) -> KernelLaunch: ...
 
     def compile(self) -> CompiledKernel: ...
 
@@ -55,9 +57,11 @@ class CompileJob:
     launch_index: int
     arch: int
 
+    def launch(self) -> KernelLaunch:
+        return get_template(self.template).launches(self.problem, self.schedule)[self.launch_index]
+
     def compile(self) -> CompiledKernel:
-        launch = get_template(self.template).launches(self.problem, self.schedule)[self.launch_index]
-        return compile_launch(launch, self.arch)
+        return compile_launch(self.launch(), self.arch)
 
 
 def run_job(job: Job) -> CompiledKernel:

@@ -1,5 +1,29 @@
-"""The op families the preprocess drafts into the blob (the partitioner delegates only these)."""
+"""The op families the preprocess drafts into the blob (the partitioner delegates only these), and their drafters.
 
-DRAFTED_FAMILIES: tuple[str, ...] = ("conv",)
+A drafter takes one edge node of its family and the `ProgramDraft` it adds to; convolutions and elementwise
+chains are drafted by `program.draft_program` itself (folds and fusion look across nodes).
+"""
 
-__all__ = ["DRAFTED_FAMILIES"]
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.fx import Node
+
+    from .op_draft import ProgramDraft
+
+Drafter = Callable[["Node", "ProgramDraft"], None]
+
+
+def _drafters() -> dict[str, Drafter]:
+    return {}
+
+
+DRAFTERS: dict[str, Drafter] = _drafters()
+# Elementwise chains have a drafter (`preprocess.elementwise`) but are not delegated yet: the CPU emulation of
+# the blob (`tools.emulate_pte`), which every delegated family must pass, runs only convolution records so far.
+DRAFTED_FAMILIES: tuple[str, ...] = ("conv", *DRAFTERS)
+
+__all__ = ["DRAFTED_FAMILIES", "DRAFTERS", "Drafter"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Hashable
 
 from ..conv.compile_pool import CompileJob, compile_all, default_pool
 from ..conv.problem import ConvProblem
@@ -33,9 +34,12 @@ _KEYS: dict[tuple, str] = {}  # (template, problem, schedule, launch index, arch
 
 
 def launch_key(
-    template: str, problem: ConvProblem, schedule: Schedule, index: int, launch: KernelLaunch, arch: int
+    template: str, problem: Hashable, schedule: Schedule, index: int, launch: KernelLaunch, arch: int
 ) -> str:
-    """``compile_cache_key(launch, arch)``, memoized (it hashes the kernel's source, tens of ms each)."""
+    """``compile_cache_key(launch, arch)``, memoized (it hashes the kernel's source, tens of ms each).
+
+    ``template``/``problem`` name the convolution template and its `ConvProblem`, or an op family and its spec.
+    """
     mk = (template, problem, schedule, index, int(arch))
     key = _KEYS.get(mk)
     if key is None:

@@ -1,31 +1,39 @@
-"""`draft_program`: a delegated program's graph, walked in order, as a `Draft` (one op per convolution)."""
+"""`draft_program`: a delegated program's graph, walked in order, as a `Draft` (op records with their launches).
+
+Each call node goes to the drafter of its op family (`families.DRAFTERS`, keyed like the partition configs).
+Nodes that draft nothing: the zero pads and batch norms a convolution folds, ops computed from constants (they
+become constants where they are read), the elementwise ops fused into a chain, and ``getitem``s (the drafter of
+the multi-output op they read binds them).
+"""
 
 from __future__ import annotations
+
+import operator
 
 from torch.export import ExportedProgram
 from torch.fx import Node
 
 from .._passes.batch_norm_fold import is_batch_norm_node
+from .._passes.constant_fold import foldable_nodes
 from .._passes.pad_fold import is_pad_node
 from ..conv.binding import is_conv_node
 from ..conv.compile_pool import CompileJob
+from ..ops.registry import OpCompileJob
+from ..partition.config import ConfigTable, configs_for
 from ..partition.options import CudaTritonOptions
 from ..utils.graph import constant_names
 from .conv import draft_conv
 from .draft import CudaTritonPreprocessError, Draft, describe, value_record
+from .elementwise import draft_elementwise, is_elementwise_node, plan_chains
+from .families import DRAFTED_FAMILIES, DRAFTERS
+from .op_draft import ProgramDraft
 from .schedule import TuningLookup
 
+_TABLE = ConfigTable(configs_for(DRAFTED_FAMILIES))
 
-def draft_program(ep: ExportedProgram, options: CudaTritonOptions, jobs: dict[str, CompileJob]) -> Draft:
-    draft = Draft(options)
-    tuning = TuningLookup(options)
-    gm = ep.graph_module
-    consts = constant_names(ep)
-    value_of: dict[Node, int] = {}
-    bn_folded: set[Node] = set()  # batch norms (and their getitems) a convolution folded
 
-    output_node = gm.graph.output_node()
-    outs = output_node.args[0]
+def _outputs(ep: ExportedProgram) -> dict[Node, int]:
+    outs = ep.graph_module.graph.output_node().args[0]
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     out_index: dict[Node, int] = {}
     for j, n in enumerate(outs):
@@ -34,44 +42,69 @@ def draft_program(ep: ExportedProgram, options: CudaTritonOptions, jobs: dict[st
         if n in out_index:
             raise CudaTritonPreprocessError(f"node '{n.name}' is delegate output {out_index[n]} and {j}")
         out_index[n] = j
-    draft.num_outputs = len(outs)
+    return out_index
+
+
+def draft_program(
+    ep: ExportedProgram, options: CudaTritonOptions, jobs: dict[str, CompileJob | OpCompileJob]
+) -> Draft:
+    draft = Draft(options)
+    gm = ep.graph_module
+    consts = constant_names(ep)
+    pd = ProgramDraft(
+        ep,
+        draft,
+        TuningLookup(options),
+        jobs,
+        consts,
+        set(foldable_nodes(gm.graph, consts)),
+        out_index=_outputs(ep),
+    )
+    draft.num_outputs = len(pd.out_index)
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    fused_into = plan_chains(calls, set(pd.out_index))
+    bn_folded: set[Node] = set()  # batch norms (and their getitems) a convolution folded
 
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             if node.name in consts:
                 continue
-            if node in out_index:
+            if node in pd.out_index:
                 raise CudaTritonPreprocessError(f"delegate input '{node.name}' is also a delegate output")
-            value_of[node] = len(draft.values)
+            pd.value_of[node] = len(draft.values)
             draft.values.append(value_record("input", draft.num_inputs, node))
             draft.num_inputs += 1
-        elif node.op == "output":
+        elif node.op != "call_function" or node.target is operator.getitem:
             continue
-        elif is_pad_node(node):
-            if not node.users or not all(is_conv_node(u) for u in node.users):
+        elif node in pd.foldable:
+            if node in pd.out_index:
                 raise CudaTritonPreprocessError(
-                    f"{describe(node)}: a pad in the delegate must feed only convolutions that fold it"
+                    f"{describe(node)}: a constant computation cannot be an output"
                 )
-            if node in out_index:
+        elif is_pad_node(node) and node.users and all(is_conv_node(u) for u in node.users):
+            if node in pd.out_index:
                 raise CudaTritonPreprocessError(f"{describe(node)}: a folded pad cannot be a delegate output")
         elif is_conv_node(node):
-            fold = draft_conv(node, ep, draft, value_of, out_index, tuning, jobs)
+            fold = draft_conv(node, ep, draft, pd.value_of, pd.out_index, pd.tuning, jobs)
             if fold is not None:
                 bn_folded.update((fold.bn, fold.output))
         elif node in bn_folded:
             continue  # computed by the convolution that folded it
-        elif is_batch_norm_node(node):
-            raise CudaTritonPreprocessError(
-                f"{describe(node)}: a batch norm in the delegate must follow a convolution that folds it"
-            )
+        elif is_elementwise_node(node):
+            if node not in fused_into:
+                draft_elementwise(node, pd, fused_into)
         else:
-            raise CudaTritonPreprocessError(
-                f"{describe(node)} is in the delegated subgraph, but the delegate runs only convolutions "
-                "(and the zero pads and inference batch norms it folds into them)"
-            )
-    for n in out_index:
-        if n not in value_of:
-            raise CudaTritonPreprocessError(f"delegate output '{n.name}' is not computed by a convolution")
+            config = _TABLE.config_for(node)
+            drafter = DRAFTERS.get(config.family) if config is not None else None
+            if drafter is None:
+                what = "batch norm that no convolution folds" if is_batch_norm_node(node) else "op"
+                raise CudaTritonPreprocessError(
+                    f"{describe(node)} is in the delegated subgraph, but the delegate has no drafter for this {what}"
+                )
+            drafter(node, pd)
+    for n in pd.out_index:
+        if n not in pd.value_of:
+            raise CudaTritonPreprocessError(f"delegate output '{n.name}' is not computed by the delegate")
     return draft
 
 

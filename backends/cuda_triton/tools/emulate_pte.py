@@ -68,6 +68,10 @@ class EmulationError(AssertionError):
     """The blob disagrees with what the templates would launch, or an op computes a wrong result."""
 
 
+# The launch behind each fake cubin (`fake_compile`): what the emulator runs for a kernel record.
+FAKE_LAUNCHES: dict[bytes, KernelLaunch] = {}
+
+
 # ---- fake AOT compile -----------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def fake_compile() -> Iterator[None]:
@@ -77,22 +81,23 @@ def fake_compile() -> Iterator[None]:
 
     saved = (kernels.compile_all, kernels.launch_key, kernels.prefetch_enabled)
 
-    def key(template: str, problem: ConvProblem, schedule: Schedule, index: int, launch: KernelLaunch,
+    def key(template: str, problem: Any, schedule: Schedule, index: int, launch: KernelLaunch,
             arch: int) -> str:  # fmt: skip
         return repr((template, problem, schedule, index, int(arch)))
 
     def compile_all(jobs: dict[str, Any]) -> dict[str, CompiledKernel]:
         out = {}
         for k, job in jobs.items():
-            launch = get_template(job.template).launches(job.problem, job.schedule)[job.launch_index]
-            launch = launch.for_arch(job.arch)
-            name = launch.name
+            launch = job.launch()
+            target = launch.for_arch(job.arch)
+            name = target.name
             # A distinct "cubin" per distinct kernel (name + constexprs), so deduplication behaves as for real.
-            cubin = repr((name, launch.constexprs, sorted(launch.compile_options().items()))).encode()
+            cubin = repr((name, target.constexprs, sorted(target.compile_options().items()))).encode()
+            FAKE_LAUNCHES[cubin] = launch
             out[k] = CompiledKernel(
-                name=name, arch=job.arch, cubin=cubin, ptx="", num_warps=launch.num_warps, num_ctas=1, shared=0,
+                name=name, arch=job.arch, cubin=cubin, ptx="", num_warps=target.num_warps, num_ctas=1, shared=0,
                 global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0, profile_scratch_align=1,
-                launch_cooperative_grid=False, launch_pdl=False, param_types=abi_types(launch),
+                launch_cooperative_grid=False, launch_pdl=False, param_types=abi_types(target),
                 triton_version="emulated",
             )  # fmt: skip
         return out

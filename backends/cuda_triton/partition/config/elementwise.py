@@ -8,6 +8,7 @@ scalars, and the output takes the dtype and strides the node records (what Execu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -15,6 +16,7 @@ from torch.fx import Node
 
 from ...conv.binding import aten_overload
 from ...ops.elementwise import ChainBuilder, ElementwiseSpec, supports
+from ...ops.elementwise.spec import Value
 from ...ops.tensor_meta import TensorMeta
 from .base import OpConfig, PartitionContext, Verdict, bound_arguments, float_inputs, static_tensor
 
@@ -48,44 +50,59 @@ BINARY: dict[torch._ops.OpOverload, str] = {
 GLU = aten.glu.default
 
 
-def elementwise_spec(node: Node) -> tuple[ElementwiseSpec, list[Node]]:
-    """The node's spec and the tensor nodes behind its chain inputs ("in0", "in1", ...); ValueError if malformed."""
+def emit_elementwise(
+    b: ChainBuilder,
+    node: Node,
+    value: Callable[[Node], Value],
+    tensor: Callable[[Node], tuple[str, TensorMeta]],
+) -> Value:
+    """Append ``node``'s op to the chain ``b``; ``value`` gives the chain value of a tensor operand, ``tensor``
+    the chain input role and layout of one (glu reads its input's two halves as two views of it)."""
     op = aten_overload(node.target)
     args = bound_arguments(node)
-    b = ChainBuilder()
-    tensors: list[Node] = []
 
     def operand(x: Any) -> Any:
         if isinstance(x, Node):
-            v, why = static_tensor("operand", x)
-            if v is None:
-                raise ValueError(why)
-            if x not in tensors:
-                tensors.append(x)
-            return b.input(f"in{tensors.index(x)}", TensorMeta.of(v))
+            return value(x)
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise ValueError(f"operand {x!r} is neither a tensor nor a number")
         return x
 
     if op in UNARY:
         name, params = UNARY[op]
-        result = b.op(name, operand(args["self"]), **{p: args.get(p) for p in params if p in args})
-    elif op in BINARY:
+        return b.op(name, operand(args["self"]), **{p: args.get(p) for p in params if p in args})
+    if op in BINARY:
         kw = {"alpha": args["alpha"]} if "alpha" in args else {}
-        result = b.op(BINARY[op], operand(args["self"]), operand(args["other"]), **kw)
-    elif op is GLU:
-        v, why = static_tensor("input", args["self"])
-        if v is None:
-            raise ValueError(why)
-        tensors.append(args["self"])
-        first, second = b.glu_halves("in0", TensorMeta.of(v), int(args.get("dim", -1)))
-        result = b.op("mul", first, b.op("sigmoid", second))
-    else:
-        raise ValueError(f"{op} is not an elementwise op of this family")
+        return b.op(BINARY[op], operand(args["self"]), operand(args["other"]), **kw)
+    if op is GLU:
+        role, meta = tensor(args["self"])
+        first, second = b.glu_halves(role, meta, int(args.get("dim", -1)))
+        return b.op("mul", first, b.op("sigmoid", second))
+    raise ValueError(f"{op} is not an elementwise op of this family")
+
+
+def output_meta(node: Node) -> TensorMeta:
     out, why = static_tensor("output", node)
     if out is None:
         raise ValueError(why)
-    meta = TensorMeta.of(out)
+    return TensorMeta.of(out)
+
+
+def elementwise_spec(node: Node) -> tuple[ElementwiseSpec, list[Node]]:
+    """The node's spec and the tensor nodes behind its chain inputs ("in0", "in1", ...); ValueError if malformed."""
+    b = ChainBuilder()
+    tensors: list[Node] = []
+
+    def tensor(x: Node) -> tuple[str, TensorMeta]:
+        v, why = static_tensor("operand", x)
+        if v is None:
+            raise ValueError(why)
+        if x not in tensors:
+            tensors.append(x)
+        return f"in{tensors.index(x)}", TensorMeta.of(v)
+
+    result = emit_elementwise(b, node, lambda x: b.input(*tensor(x)), tensor)
+    meta = output_meta(node)
     return b.build(result, out_dtype=meta.dtype, out_strides=meta.strides), tensors
 
 
@@ -105,4 +122,12 @@ class ElementwiseConfig(OpConfig):
         return Verdict.yes() if support else Verdict.no(support.reason)
 
 
-__all__ = ["BINARY", "GLU", "UNARY", "ElementwiseConfig", "elementwise_spec"]
+__all__ = [
+    "BINARY",
+    "GLU",
+    "UNARY",
+    "ElementwiseConfig",
+    "elementwise_spec",
+    "emit_elementwise",
+    "output_meta",
+]
