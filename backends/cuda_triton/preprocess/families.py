@@ -22,8 +22,6 @@ def _drafters() -> dict[str, Drafter]:
 
 
 DRAFTERS: dict[str, Drafter] = _drafters()
-# Elementwise chains have a drafter (`preprocess.elementwise`) but are not delegated yet: the CPU emulation of
-# the blob (`tools.emulate_pte`), which every delegated family must pass, runs only convolution records so far.
-DRAFTED_FAMILIES: tuple[str, ...] = ("conv", *DRAFTERS)
+DRAFTED_FAMILIES: tuple[str, ...] = ("conv", "elementwise", *DRAFTERS)
 
 __all__ = ["DRAFTED_FAMILIES", "DRAFTERS", "Drafter"]

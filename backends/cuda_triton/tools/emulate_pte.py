@@ -4,15 +4,17 @@ For every lowered module of an edge program the emulator
 
 1. parses the blob with the Python reader (`cuda_triton.serialization.blob.deserialize`);
 2. takes the constants (prepared weights, biases) from the module's named data, by key, with the recorded dtype;
-3. allocates one flat buffer per value (the recorded sizes/strides' storage span), copies the delegate inputs it
-   receives - in the order of the ``executorch_call_delegate`` node's arguments, which is what ExecuTorch hands the
-   runtime - into them with the recorded strides;
-4. for each launch: re-derives the template's `KernelLaunch` list from the recorded op (ConvProblem + template +
-   schedule), checks that the recorded args and grid equal the derived ones, and calls the ``@triton.jit``
-   function named by the kernel record through the interpreter with the RECORDED args and grid and the derived
-   constexprs (pointers = the flat buffers, like device addresses);
-5. compares every op's output with ATen (`reference_convolution` on the emulated input) and returns the delegate
-   outputs read back with the recorded strides.
+3. gives every value its buffer: intermediates at their planned offsets in one arena (filled with NaN bytes),
+   views at their byte offsets in their root's buffer, the delegate inputs it receives - in the order of the
+   ``executorch_call_delegate`` node's arguments, which is what ExecuTorch hands the runtime - copied in with
+   the recorded strides;
+4. runs every launch of every op in order: the ``@triton.jit`` function behind the launch's kernel record
+   through the interpreter, with the RECORDED args and grid (pointers = the buffers, like device addresses) and
+   the kernel's constexprs. For a convolution record the launches are re-derived from the recorded op
+   (ConvProblem + template + schedule) and must equal the recorded kernels, grids and args; other kinds find
+   their launch through the fake cubin `fake_compile` stored for it;
+5. compares every convolution's output with ATen (`reference_convolution` on the emulated input) and returns the
+   delegate outputs read back with the recorded strides (`run_program` compares the whole program with eager).
 
 `run_program` interprets the whole edge program (CPU ops in PyTorch, delegates emulated) so that its output can
 be compared with eager PyTorch. ``main`` does that for a zoo model:
@@ -49,6 +51,7 @@ from cuda_triton.conv.templates.base import SCRATCH_ROLES  # noqa: E402
 from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, TensorArg, running_arch  # noqa: E402
 from cuda_triton.serialization.blob import (  # noqa: E402
     ConstantRef,
+    ConvRecord,
     DelegateBlob,
     NullPtr,
     OpRecord,
@@ -171,6 +174,82 @@ def _tol(dtype: str) -> float:
     return {"fp32": 2e-3, "fp64": 1e-9, "fp16": 2e-2, "bf16": 5e-2}[dtype]
 
 
+def _conv_launches(
+    blob: DelegateBlob, oi: int, op: ConvRecord, allow_tf32: bool
+) -> tuple[ConvProblem, list[KernelLaunch]]:
+    """The template's launches for a convolution record, checked against what the record says it launches."""
+    problem, derived = derive_launches(blob, op, allow_tf32)
+    if len(derived) != len(op.launches):
+        raise EmulationError(
+            f"op {oi}: {len(op.launches)} launches recorded, the template gives {len(derived)}"
+        )
+    scratch_refs: dict[str, Any] = {}
+    for li, (rec, launch) in enumerate(zip(op.launches, derived, strict=True)):
+        kernel_names = {arch: blob.kernels[k].name for arch, k in rec.kernels.items()}
+        expected = {arch: launch.for_arch(arch).name for arch in rec.kernels}
+        if kernel_names != expected:
+            raise EmulationError(
+                f"op {oi} launch {li}: kernels {kernel_names}, the template gives {expected}"
+            )
+        if tuple(rec.grid) != tuple(launch.grid):
+            raise EmulationError(f"op {oi} launch {li}: grid {rec.grid}, the template gives {launch.grid}")
+        if len(rec.args) != len(launch.args):
+            raise EmulationError(
+                f"op {oi} launch {li}: {len(rec.args)} args, the template gives {len(launch.args)}"
+            )
+        for ai, (ra, da) in enumerate(zip(rec.args, launch.args, strict=True)):
+            where = f"op {oi} launch {li} ({launch.name}) arg {ai}"
+            if isinstance(da, TensorArg) and da.role in SCRATCH_ROLES:
+                # Scratch (split-K partials, a channels-last input copy): an intermediate of the declared dtype,
+                # the same value for every launch of the op.
+                sv = blob.values[ra.value] if isinstance(ra, ValueRef) else None
+                if (
+                    sv is None
+                    or sv.kind != "intermediate"
+                    or sv.dtype != da.dtype
+                    or ra != scratch_refs.setdefault(da.role, ra)
+                ):
+                    raise EmulationError(
+                        f"{where} ({da.role}): recorded {ra}, expected a {da.dtype} intermediate"
+                    )
+            elif isinstance(da, TensorArg):
+                want = {
+                    "input": ValueRef(op.input), "output": ValueRef(op.output),
+                    "weight": ConstantRef(op.weight),
+                    "bias": NullPtr() if op.bias is None else ConstantRef(op.bias),
+                }.get(da.role)  # fmt: skip
+                if want is not None and ra != want:
+                    raise EmulationError(f"{where} ({da.role}): recorded {ra}, expected {want}")
+            else:
+                assert isinstance(da, ScalarArg)
+                if not isinstance(ra, Scalar) or ra.type != da.type or ra.value != da.value:
+                    raise EmulationError(f"{where} ({da.name}): recorded {ra}, the template gives {da}")
+    return problem, derived
+
+
+def _faked_launch(
+    blob: DelegateBlob, named_data: dict[str, bytes], oi: int, li: int, rec: Any
+) -> KernelLaunch:
+    """The launch behind a launch record's kernel, found through its (fake) cubin in the named data."""
+    if not rec.kernels:
+        raise EmulationError(f"op {oi} launch {li}: no kernel")
+    kernel = blob.kernels[next(iter(rec.kernels.values()))]
+    cubin = named_data.get(kernel.cubin_key)
+    if cubin is None:
+        raise EmulationError(f"op {oi} launch {li}: cubin {kernel.cubin_key} is not in the named data")
+    launch = FAKE_LAUNCHES.get(cubin)
+    if launch is None:
+        raise EmulationError(
+            f"op {oi} launch {li}: kernel {kernel.name} was not compiled under `fake_compile`, so the emulator "
+            "cannot tell which Triton function it is"
+        )
+    return launch
+
+
+def _element_size(dtype: str) -> int:
+    return torch.empty((), dtype=TORCH_DTYPES[dtype]).element_size()
+
+
 def emulate_blob(
     data: bytes,
     named_data: dict[str, bytes],
@@ -190,20 +269,36 @@ def emulate_blob(
             raise EmulationError(f"constant {c.key}: {len(raw)} bytes, the blob says {c.nbytes}")
         t = torch.frombuffer(bytearray(raw), dtype=TORCH_DTYPES[c.dtype]) if raw else torch.empty(0)
         consts.append(t.reshape(c.sizes) if raw else t)
-    # One flat buffer per value: what a device address points at.
-    bufs: list[torch.Tensor] = []
-    for v in blob.values:
-        n = _span(v.sizes, v.strides)
-        buf = torch.full((max(n, 1),), float("nan"), dtype=TORCH_DTYPES[v.dtype])
+    # The device arena: intermediates at their planned offsets, so a plan that overlaps two live values computes
+    # a wrong result here too. All-ones bytes are NaN in every float dtype: a read before a write poisons.
+    arena = torch.full((max(blob.arena_size, 1),), 255, dtype=torch.uint8)
+    bufs: list[torch.Tensor] = []  # one flat buffer per value: what its device address points at
+    for i, v in enumerate(blob.values):
+        n = max(_span(v.sizes, v.strides), 1)
+        dtype = TORCH_DTYPES[v.dtype]
+        nbytes = n * _element_size(v.dtype)
+        if v.kind == "intermediate":
+            if v.offset + nbytes > arena.numel():
+                raise EmulationError(f"value {i}: bytes {v.offset}..{v.offset + nbytes} outside the arena")
+            buf = arena[v.offset : v.offset + nbytes].view(dtype)
+        elif v.kind == "view":
+            root = bufs[v.index].view(torch.uint8)
+            if v.offset + nbytes > root.numel():
+                raise EmulationError(
+                    f"view {i}: bytes {v.offset}..{v.offset + nbytes} outside value {v.index}"
+                )
+            buf = root[v.offset : v.offset + nbytes].view(dtype)
+        else:
+            buf = torch.full((n,), float("nan"), dtype=dtype)
         if v.kind == "input":
             x = inputs[v.index]
-            if x.dtype != TORCH_DTYPES[v.dtype]:
+            if x.dtype != dtype:
                 raise EmulationError(f"delegate input {v.index}: dtype {x.dtype}, the plan has {v.dtype}")
             if list(x.shape) != v.sizes:
                 raise EmulationError(
                     f"delegate input {v.index}: sizes {list(x.shape)}, the plan has {v.sizes}"
                 )
-            if n:
+            if _span(v.sizes, v.strides):
                 torch.as_strided(buf, v.sizes, v.strides).copy_(x)
         bufs.append(buf)
 
@@ -211,79 +306,34 @@ def emulate_blob(
         v = blob.values[i]
         return torch.as_strided(bufs[i], v.sizes, v.strides)
 
-    run = BlobRun(outputs=[])
-    scratch_refs: dict[tuple[int, str], ValueRef] = {}
+    def argument(ra: Any) -> Any:
+        if isinstance(ra, ValueRef):
+            return bufs[ra.value]
+        if isinstance(ra, ConstantRef):
+            return consts[ra.constant].reshape(-1)
+        if isinstance(ra, NullPtr):
+            return None
+        return ra.value
+
     for oi, op in enumerate(blob.ops):
-        problem, derived = derive_launches(blob, op, allow_tf32)
-        if len(derived) != len(op.launches):
-            raise EmulationError(
-                f"op {oi}: {len(op.launches)} launches recorded, the template gives {len(derived)}"
+        if isinstance(op, ConvRecord):
+            problem, launches = _conv_launches(blob, oi, op, allow_tf32)
+            x_in = view(op.input).clone()
+        else:
+            launches = [_faked_launch(blob, named_data, oi, li, rec) for li, rec in enumerate(op.launches)]
+        for rec, launch in zip(op.launches, launches, strict=True):
+            target = launch.for_arch(running_arch())
+            target.fn[tuple(rec.grid)](
+                *(argument(a) for a in rec.args), **dict(target.constexprs), **target.compile_options()
             )
-        x_in = view(op.input).clone()
-        for li, (rec, launch) in enumerate(zip(op.launches, derived, strict=True)):
-            kernel_names = {arch: blob.kernels[k].name for arch, k in rec.kernels.items()}
-            expected = {arch: launch.for_arch(arch).name for arch in rec.kernels}
-            if kernel_names != expected:
-                raise EmulationError(
-                    f"op {oi} launch {li}: kernels {kernel_names}, the template gives {expected}"
-                )
-            if tuple(rec.grid) != tuple(launch.grid):
-                raise EmulationError(
-                    f"op {oi} launch {li}: grid {rec.grid}, the template gives {launch.grid}"
-                )
-            if len(rec.args) != len(launch.args):
-                raise EmulationError(
-                    f"op {oi} launch {li}: {len(rec.args)} args, the template gives {len(launch.args)}"
-                )
-            actual: list[Any] = []
-            for ai, (ra, da) in enumerate(zip(rec.args, launch.args, strict=True)):
-                where = f"op {oi} launch {li} ({launch.name}) arg {ai}"
-                if isinstance(da, TensorArg) and da.role in SCRATCH_ROLES:
-                    # Scratch (split-K partials, a channels-last input copy): an intermediate of the declared
-                    # dtype, NaN-filled here so an element a kernel reads before writing poisons the output; the
-                    # same value for every launch of the op.
-                    sv = blob.values[ra.value] if isinstance(ra, ValueRef) else None
-                    if (
-                        sv is None
-                        or sv.kind != "intermediate"
-                        or sv.dtype != da.dtype
-                        or ra != scratch_refs.setdefault((oi, da.role), ra)
-                    ):
-                        raise EmulationError(
-                            f"{where} ({da.role}): recorded {ra}, expected a {da.dtype} intermediate"
-                        )
-                elif isinstance(da, TensorArg):
-                    want = {
-                        "input": ValueRef(op.input), "output": ValueRef(op.output),
-                        "weight": ConstantRef(op.weight),
-                        "bias": NullPtr() if op.bias is None else ConstantRef(op.bias),
-                    }[da.role]  # fmt: skip
-                    if ra != want:
-                        raise EmulationError(f"{where} ({da.role}): recorded {ra}, expected {want}")
-                else:
-                    assert isinstance(da, ScalarArg)
-                    if not isinstance(ra, Scalar) or ra.type != da.type or ra.value != da.value:
-                        raise EmulationError(f"{where} ({da.name}): recorded {ra}, the template gives {da}")
-                if isinstance(ra, ValueRef):
-                    actual.append(bufs[ra.value])
-                elif isinstance(ra, ConstantRef):
-                    actual.append(consts[ra.constant].reshape(-1))
-                elif isinstance(ra, NullPtr):
-                    actual.append(None)
-                else:
-                    actual.append(ra.value)
-            target = launch.for_arch(
-                running_arch()
-            )  # the name was checked against the recorded kernels above
-            target.fn[tuple(rec.grid)](*actual, **dict(target.constexprs), **target.compile_options())
-        # The ATen comparison needs the original weights: `run_program` does it with these (see _check_op...).
-        _LAST_OP_IO.append((op, problem, x_in, view(op.output).clone()))
+        if isinstance(op, ConvRecord):
+            # The ATen comparison needs the original weights: `run_program` does it with these.
+            _LAST_OP_IO.append((op, problem, x_in, view(op.output).clone()))
     outs: list[torch.Tensor | None] = [None] * blob.num_outputs
     for i, v in enumerate(blob.values):
         if v.kind == "output":
             outs[v.index] = view(i).clone()
-    run.outputs = [o for o in outs if o is not None]
-    return run
+    return BlobRun(outputs=[o for o in outs if o is not None])
 
 
 _LAST_OP_IO: list[tuple[OpRecord, ConvProblem, torch.Tensor, torch.Tensor]] = []
