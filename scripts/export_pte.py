@@ -183,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--model", help="a model of the in-tree zoo (see --list)")
+    src.add_argument(
+        "--model", help="a model of the in-tree zoo (see --list), or tv:<name> for a torchvision classifier"
+    )
     src.add_argument(
         "--module", help="file.py:Class, a module constructed with no arguments (needs --input-shape)"
     )

@@ -23,3 +23,11 @@ if [ ! -f "$stamp" ]; then
     python -m pip install -e ".[dev]"
   touch "$stamp"
 fi
+# torchvision's model definitions for the tests that export torchvision models (tests/torchvision_support.py says
+# why it is installed apart from the venv, without its dependencies).
+tv_stamp=.tv/.installed-0.28.0
+if [ ! -f "$tv_stamp" ]; then
+  run_step "$setup_log" "installing torchvision's model definitions into .tv/ (for the tests)" \
+    python -m pip install --target .tv --no-deps --upgrade torchvision==0.28.0 pillow
+  touch "$tv_stamp"
+fi

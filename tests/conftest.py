@@ -72,3 +72,20 @@ def pytest_unconfigure(config):
     if _guard_library is not None:
         _guard_library._destroy()
         _guard_library = None
+
+
+# ---- a fresh Triton cache for the modules that compile kernels for real ----------------------------------------
+@pytest.fixture(scope="module")
+def fresh_triton_cache(tmp_path_factory):
+    """A cold Triton cache for one module (each distinct kernel compiles once), restored afterwards."""
+    from cuda_triton.conv import compile_pool
+
+    old = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton_cache"))
+    compile_pool.shutdown()  # compile workers fork with the new environment
+    yield
+    compile_pool.shutdown()
+    if old is None:
+        os.environ.pop("TRITON_CACHE_DIR", None)
+    else:
+        os.environ["TRITON_CACHE_DIR"] = old

@@ -7,12 +7,9 @@ whose launches name compiled kernels; the blob reads back equal to what the prep
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from cuda_triton import CudaTritonPartitioner
-from cuda_triton.conv import compile_pool
 from cuda_triton.partition.config import configs_for
 from cuda_triton.preprocess import assemble as assemble_mod
 from cuda_triton.serialization import ConvRecord, ElementwiseRecord
@@ -20,18 +17,7 @@ from cuda_triton.serialization import blob as blob_mod
 from executorch.exir import to_edge_transform_and_lower
 from torch import nn
 
-
-@pytest.fixture(scope="module", autouse=True)
-def triton_cache(tmp_path_factory):
-    old = os.environ.get("TRITON_CACHE_DIR")
-    os.environ["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton_cache"))
-    compile_pool.shutdown()
-    yield
-    compile_pool.shutdown()
-    if old is None:
-        os.environ.pop("TRITON_CACHE_DIR", None)
-    else:
-        os.environ["TRITON_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("fresh_triton_cache")
 
 
 class ConvThenChain(nn.Module):

@@ -10,7 +10,6 @@ needs; scripts/export_pte.py writes the .pte and its reference input/output pair
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -21,7 +20,6 @@ import pytest
 import torch
 import triton
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
-from cuda_triton.conv import compile_pool
 from cuda_triton.conv.params import ConvParams
 from cuda_triton.conv.templates import get_template
 from cuda_triton.preprocess import assemble as assemble_mod
@@ -38,18 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def triton_cache(tmp_path_factory):
-    """One Triton cache for the session (cold at first: each distinct kernel compiles once)."""
-    old = os.environ.get("TRITON_CACHE_DIR")
-    os.environ["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton_cache"))
-    compile_pool.shutdown()  # compile workers fork with the new environment
-    yield
-    compile_pool.shutdown()
-    if old is None:
-        os.environ.pop("TRITON_CACHE_DIR", None)
-    else:
-        os.environ["TRITON_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("fresh_triton_cache")
 
 
 class Tiny(nn.Module):

@@ -1,4 +1,5 @@
-"""In-tree model zoo: convolution-heavy networks with random weights (no downloads, no torchvision).
+"""In-tree model zoo: convolution-heavy networks with random weights (no downloads); `build` also makes
+torchvision's classification models (``tv:<name>``, `torchvision_models`).
 
 Each entry builds an ``nn.Module`` in eval mode and names an example input shape. The models are written here
 from their papers' layer tables, sized like the originals, and cover every convolution family the delegate
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from . import torchvision_models
 
 # ---- ResNet -----------------------------------------------------------------------------------------------
 
@@ -392,9 +395,20 @@ ZOO: dict[str, ZooEntry] = {
 def build(
     name: str, dtype: torch.dtype = torch.float32, input_shape: tuple[int, ...] | None = None, seed: int = 0
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """The model (eval mode, random weights from ``seed``, cast to ``dtype``) and one random example input."""
+    """The model (eval mode, random weights from ``seed``, cast to ``dtype``) and one random example input.
+
+    ``tv:<name>`` is torchvision's classification model ``name`` (`torchvision_models`), 224x224 by default.
+    """
+    if name.startswith(torchvision_models.PREFIX):
+        model = torchvision_models.classification_model(name[len(torchvision_models.PREFIX) :], dtype, seed)
+        gen = torch.Generator().manual_seed(seed)
+        shape = tuple(input_shape) if input_shape is not None else torchvision_models.INPUT_SHAPE
+        return model, (torch.randn(shape, generator=gen).to(dtype),)
     if name not in ZOO:
-        raise KeyError(f"unknown zoo model {name!r}; choose from {sorted(ZOO)}")
+        raise KeyError(
+            f"unknown zoo model {name!r}; choose from {sorted(ZOO)} or tv:<torchvision model>, e.g. "
+            f"{', '.join(torchvision_models.PREFIX + m for m in torchvision_models.MODELS)}"
+        )
     entry = ZOO[name]
     gen = torch.manual_seed(seed)
     model = entry.build().eval()

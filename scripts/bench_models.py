@@ -1,0 +1,260 @@
+#!/usr/bin/env python
+"""Whole-model latency on a GPU: the C++ runner against PyTorch eager (cuDNN) and torch.compile (CUDA graphs).
+
+Three steps, two machines:
+
+    # here (CPU, executorch installed): export every (model, dtype, batch) and fill .carry/gpu_validate
+    python scripts/bench_models.py prepare --models tv:mobilenet_v3_large,tv:efficientnet_b0 --dtypes fp16 \\
+        --batches 1,32
+
+    # there (GPU; device tool with carry [".carry/gpu_validate"]): build the runner, check and time everything
+    PYTHONPATH=backends python scripts/bench_models.py run --out $OUT
+
+    # here again: the table and the plot for docs/
+    python scripts/bench_models.py report $OUT/bench_models.json --out docs/bench/models
+
+Models are names of `cuda_triton.models.zoo.build` (the in-tree zoo, or ``tv:<name>`` for torchvision's
+classification models), with random weights from seed 0 on both machines. Programs are exported device-planned
+(``export_pte.py --device-memory``: the runner's inputs and outputs live on the GPU, as the eager and compiled
+models' do), so the three latencies measure the same thing: one forward pass, input already on the GPU.
+
+`run`, for every program: the runner's median over ``--num-executions`` (its outputs checked against the CPU
+reference with scripts/gpu_validate.py's thresholds), PyTorch eager's and torch.compile's (``mode=
+"reduce-overhead"``: CUDA graphs) medians on the same model, timed with CUDA events around each forward in the
+same process. Writes ``$OUT/bench_models.json`` and ``.md``; exits 1 when a program fails its check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_validate as gv  # noqa: E402  (the carry, the runner build, the output check)
+
+SET = "bench_models"
+DEVICE_COMMAND = "PYTHONPATH=backends python scripts/bench_models.py run --out $OUT"
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+# ---- prepare (CPU machine) ----------------------------------------------------------------------------------
+def default_shape(model: str) -> tuple[int, ...]:
+    from cuda_triton.models import torchvision_models, zoo
+
+    if model.startswith(torchvision_models.PREFIX):
+        return torchvision_models.INPUT_SHAPE
+    if model not in zoo.ZOO:
+        raise SystemExit(f"unknown model {model!r}: a zoo name ({', '.join(sorted(zoo.ZOO))}) or tv:<name>")
+    return tuple(zoo.ZOO[model].input_shape)
+
+
+def entry_name(model: str, dtype: str, batch: int) -> str:
+    return f"{model.replace('tv:', 'tv_')}_{dtype}_b{batch}"
+
+
+def entries(models: list[str], dtypes: list[str], batches: list[int], host_io: bool) -> list[gv.Entry]:
+    out: list[gv.Entry] = []
+    for model in models:
+        shape = default_shape(model)
+        for dtype in dtypes:
+            for batch in batches:
+                flags = ("--input-shape", ",".join(map(str, (batch, *shape[1:]))))
+                if not host_io:
+                    flags += ("--device-memory",)
+                out.append((entry_name(model, dtype, batch), model, dtype, flags, "pass"))
+    return out
+
+
+def prepare(args: argparse.Namespace) -> int:
+    gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.host_io)
+    gv.DEVICE_COMMAND = DEVICE_COMMAND
+    return gv.prepare(argparse.Namespace(set=SET, archs=args.archs, only=None, fresh=args.fresh))
+
+
+# ---- run (GPU machine) --------------------------------------------------------------------------------------
+def _cuda_median_ms(fn: Any, x: Any, n: int, warmup: int) -> float:
+    import torch
+
+    for _ in range(warmup):
+        fn(x)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(n):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(x)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def torch_times(model_name: str, io: dict[str, Any], n: int) -> dict[str, Any]:
+    """PyTorch eager (cuDNN, ``cudnn.benchmark``) and torch.compile(mode="reduce-overhead") medians in ms."""
+    import torch
+    from cuda_triton.models.zoo import build
+
+    dt = gv._torch_dtype(io["dtype"])
+    torch.backends.cudnn.benchmark = True
+    tf32 = bool(io.get("allow_tf32", True))
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    model, example = build(model_name, dt, tuple(io["inputs"][0]["shape"]), seed=0)
+    model = model.cuda()
+    x = example[0].cuda()
+    res: dict[str, Any] = {}
+    with torch.no_grad():
+        res["eager_ms"] = _cuda_median_ms(model, x, n, 10)
+        t0 = time.perf_counter()
+        try:
+            compiled = torch.compile(model, mode="reduce-overhead")
+            res["compiled_ms"] = _cuda_median_ms(compiled, x, n, 5)
+        except Exception as e:  # report, keep going
+            res["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        res["compile_s"] = round(time.perf_counter() - t0, 1)
+    torch._dynamo.reset()
+    return res
+
+
+def run(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not gv.MANIFEST.exists():
+        print(f"{gv.MANIFEST} not found: run `python scripts/bench_models.py prepare` here", file=sys.stderr)
+        return 2
+    manifest = json.loads(gv.MANIFEST.read_text())
+    import torch
+
+    gpu = torch.cuda.get_device_name(0)
+    log: list[str] = []
+    runner = gv.build_runner(log)
+    rows: list[dict[str, Any]] = []
+    for entry in manifest["entries"]:
+        io = json.loads((gv.EXPORTS / entry["io"]).read_text())
+        lat, out_file, info = gv.run_runner(runner, entry, io, out_dir, args.num_executions, args.warmup)
+        check = gv.compare(out_file, io) if info.get("rc") == 0 else {"ok": False, "error": "runner failed"}
+        row: dict[str, Any] = {
+            "name": entry["name"], "model": entry["model"], "dtype": entry["dtype"],
+            "batch": io["inputs"][0]["shape"][0], "ok": bool(check["ok"]), "check": check,
+            "runner_ms": lat["median_ms"] if lat else None, "runner": info,
+        }  # fmt: skip
+        row.update(torch_times(entry["model"], io, args.num_executions))
+        for ref in ("eager_ms", "compiled_ms"):
+            if row.get(ref) and row["runner_ms"]:
+                row[f"speedup_vs_{ref[:-3]}"] = row[ref] / row["runner_ms"]
+        print(
+            f"[bench] {'ok ' if row['ok'] else 'BAD'} {entry['name']}: runner {row['runner_ms']} ms, eager "
+            f"{row.get('eager_ms', float('nan')):.3f} ms, compiled {row.get('compiled_ms', float('nan')):.3f} ms, "
+            f"err/max {check.get('rel_to_max', float('nan')):.2e}",
+            flush=True,
+        )
+        if not row["ok"]:
+            print(info.get("stderr_tail", "")[-1500:], flush=True)
+        rows.append(row)
+    summary = {
+        "date": gv._now(), "gpu": gpu, "torch": torch.__version__, "command": DEVICE_COMMAND,
+        "exported": manifest.get("created"), "num_executions": args.num_executions, "rows": rows,
+    }  # fmt: skip
+    (out_dir / "bench_models.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out_dir / "bench_models.md").write_text(markdown(summary))
+    print(markdown(summary))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+# ---- report (either machine) --------------------------------------------------------------------------------
+def _ms(v: Any) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def markdown(s: dict[str, Any], plot: str | None = None) -> str:
+    lines = [
+        f"# Whole models: runner vs PyTorch eager vs torch.compile ({s['gpu']})",
+        "",
+        f"{s['date']}, torch {s['torch']}, medians of {s['num_executions']} forwards (CUDA events; input on the "
+        f"GPU; device-planned programs). Command: `{s['command']}` (programs exported {s.get('exported')}).",
+        "",
+        "| model | dtype | batch | runner ms | eager ms | compiled ms | vs eager | vs compiled | err/max |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in s["rows"]:
+        ve, vc = r.get("speedup_vs_eager"), r.get("speedup_vs_compiled")
+        lines.append(
+            f"| {r['model']} | {r['dtype']} | {r['batch']} | {_ms(r['runner_ms'])} | {_ms(r.get('eager_ms'))} | "
+            f"{_ms(r.get('compiled_ms'))} | {'-' if ve is None else f'{ve:.2f}x'} | "
+            f"{'-' if vc is None else f'{vc:.2f}x'} | "
+            f"{r['check'].get('rel_to_max', float('nan')):.1e}{'' if r['ok'] else ' WRONG'} |"
+        )
+    if plot:
+        lines += ["", f"![latency per model]({plot})"]
+    return "\n".join(lines) + "\n"
+
+
+def report(args: argparse.Namespace) -> int:
+    s = json.loads(Path(args.json).read_text())
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    png = out.with_suffix(".png")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = s["rows"]
+    labels = [f"{r['model'].replace('tv:', '')}\n{r['dtype']} b{r['batch']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(rows)), 4))
+    width = 0.27
+    for k, (key, name) in enumerate(
+        (("runner_ms", "cuda_triton runner"), ("eager_ms", "PyTorch eager"), ("compiled_ms", "torch.compile"))
+    ):
+        ax.bar(
+            [i + (k - 1) * width for i in range(len(rows))],
+            [r.get(key) or 0 for r in rows],
+            width,
+            label=name,
+        )
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("median latency (ms, log)")
+    ax.set_yscale("log")
+    ax.set_title(f"{s['gpu']}, {s['date']}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    out.with_suffix(".md").write_text(markdown(s, png.name))
+    out.with_suffix(".json").write_text(json.dumps(s, indent=1) + "\n")
+    print(f"wrote {out.with_suffix('.md')}, {png}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare", help="export the programs and fill .carry/gpu_validate (CPU machine)")
+    p.add_argument(
+        "--models", type=lambda s: s.split(","), default=["tv:mobilenet_v3_large", "tv:efficientnet_b0"]
+    )
+    p.add_argument("--dtypes", type=lambda s: s.split(","), default=["fp16"])
+    p.add_argument("--batches", type=lambda s: [int(b) for b in s.split(",")], default=[1])
+    p.add_argument("--archs", default="90")
+    p.add_argument("--host-io", action="store_true", help="host-planned programs (the runner copies I/O)")
+    p.add_argument("--fresh", action="store_true", help="re-export programs the export cache has")
+    r = sub.add_parser("run", help="check and time on the GPU machine")
+    r.add_argument("--out", required=True)
+    r.add_argument("--num-executions", type=int, default=100)
+    r.add_argument("--warmup", type=int, default=10)
+    q = sub.add_parser("report", help="table and plot from a run's JSON")
+    q.add_argument("json")
+    q.add_argument("--out", default="docs/bench/models", help="path stem of the .md/.png/.json written")
+    args = ap.parse_args(argv)
+    for d in getattr(args, "dtypes", []):
+        if d not in DTYPES:
+            raise SystemExit(f"--dtypes: {d!r} is not one of {sorted(DTYPES)}")
+    return {"prepare": prepare, "run": run, "report": report}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
