@@ -109,6 +109,11 @@ def elementwise_spec(node: Node) -> tuple[ElementwiseSpec, list[Node]]:
 class ElementwiseConfig(OpConfig):
     family = "elementwise"
     targets: ClassVar[tuple[torch._ops.OpOverload, ...]] = (*UNARY, *BINARY, GLU)
+    # Ops the core ATen decomposition would split (fp16 hardswish becomes an fp32 upcast, four ops and a
+    # downcast): one kernel op each, computed in fp32 and rounded once, as the chain computes everything.
+    preserved: ClassVar[tuple[torch._ops.OpOverload, ...]] = tuple(
+        op for op in (*UNARY, *BINARY, GLU) if torch.Tag.core not in op.tags
+    )
 
     def check(self, node: Node, ctx: PartitionContext) -> Verdict:
         try:
