@@ -1,6 +1,7 @@
 """Export the zoo models and compare two trees' delegate blobs launch by launch.
 
-Two steps, so that each tree's ``cuda_triton`` package does its own export:
+Two steps, so that each tree's ``cuda_triton`` package does its own export (either tree may be an older checkout,
+whose package keeps the AOT compiler in ``cuda_triton.conv.aot``):
 
     # dump the plans of one tree (the package on PYTHONPATH is the one exported with)
     PYTHONPATH=/work/main/backends python scripts/compare_exports.py dump --out /tmp/main.json
@@ -42,7 +43,9 @@ def install_fake_compile() -> None:
     """Replace ``compile_launch`` wherever the package imported it with a record-only stand-in."""
     try:
         import cuda_triton.kernel.aot as aot
-    except ImportError:  # a tree from before the compiler moved out of cuda_triton.conv
+    except ImportError:
+        # Checkouts older than commit 7f70df6 (e.g. 777edd1, the code docs/performance.md measured) keep the AOT
+        # compiler in cuda_triton.conv.aot; dumping one of them is how an export is compared with such a baseline.
         import cuda_triton.conv.aot as aot  # type: ignore[no-redef]
 
     real = aot.compile_launch

@@ -736,7 +736,8 @@ def test_error_output_padding_not_below_stride_or_dilation() -> None:
         "'output_padding'",
         "max(stride, dilation)",
     )
-    # allowed when smaller than the dilation (and the stride is smaller): see test_output_padding_below_dilation
+    # allowed when smaller than the dilation (and the stride is smaller):
+    # see test_output_padding_below_dilation_is_valid
     expect_error(
         build(CONV, S(2, 4, 8, 8), S(4, 6, 3, 3), None, [1], [0], [2], True, [2], 1), "'output_padding'"
     )

@@ -91,11 +91,16 @@ def test_bf16_blob_matches_eager() -> None:
 def test_saved_pte_memory_plan_needs_inputs_every_execution(tmp_path: Path) -> None:
     """The runner bug: ExecuTorch reuses a dead input's planned bytes, so inputs must be set before each run."""
     from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+    from cuda_triton.partition.config import configs_for
     from executorch.exir import to_edge_transform_and_lower
 
     model, example = build("demo", torch.float32)
-    # Exact fp32, like the emulation (with TF32 the prepared weights are rounded to TF32: ~1e-4 off eager).
-    part = CudaTritonPartitioner(CudaTritonOptions(allow_tf32=False))
+    # Exact fp32, like the emulation (with TF32 the prepared weights are rounded to TF32: ~1e-4 off eager). The
+    # demo's flatten stays on the CPU (no data-movement family), so the head's delegate reads an input that
+    # ExecuTorch's memory plan places in bytes it reuses.
+    part = CudaTritonPartitioner(
+        CudaTritonOptions(allow_tf32=False), configs=configs_for(["conv", "elementwise"])
+    )
     with E.fake_compile():
         ep = torch.export.export(model, example)
         program = to_edge_transform_and_lower(ep, partitioner=[part]).to_executorch()

@@ -1,4 +1,4 @@
-"""The Gluon box implicit GEMM (implicit_gemm_box.py): its twin against ATen, its box tiling, and its cubins.
+"""The Gluon box implicit GEMM (templates/implicit_gemm_box/): its twin against ATen, its box tiling, and its cubins.
 
 On CPU the Triton interpreter runs the launch's Triton-language twin (Gluon has no interpreter) with the same
 grid, constexprs and prepared weight as the Gluon kernel, into NaN-poisoned outputs, every element checked

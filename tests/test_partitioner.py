@@ -16,28 +16,27 @@ from cuda_triton.conv.binding import aten_overload, is_conv_node
 from cuda_triton.conv.templates import get_template
 from cuda_triton.kernel.aot import CompiledKernel, abi_types
 from cuda_triton.models.zoo import ZOO, build
+from cuda_triton.ops.registry import OpCompileJob
 from cuda_triton.partition.partitioner import DeclinedOpsError
 from cuda_triton.preprocess import kernels
-from cuda_triton.serialization.blob import deserialize
+from cuda_triton.serialization import PadRecord
+from cuda_triton.serialization.blob import ConvRecord, deserialize
 from executorch.exir import to_edge, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch import nn
 
-# (delegated convolutions = every convolution in the graph, partitions, pads folded) per API.
+# (delegated convolutions = every convolution in the graph, partitions, pads folded) per API. With every op
+# family drafted (elementwise, pooling, reductions, GEMMs, norms, data movement) each model is one partition.
 EXPECTED = {
-    "resnet50": (53, 49, 0, 0),
-    "resnet18": (20, 17, 0, 0),
-    "mobilenetv2": (52, 45, 0, 0),  # folded BNs join a projection conv to the next block's expansion conv
-    "unet": (23, 23, 0, 0),
-    "wav2vec2": (7, 7, 0, 0),
-    "wavenet": (62, 42, 21, 21),  # the last residual 1x1 conv is dead code
-    "video": (17, 16, 0, 0),
-    "demo": (
-        5,
-        4,
-        1,
-        0,
-    ),  # to_edge spells the even 1-D 'same' as pad + conv; the other API keeps conv1d.padding
+    "resnet50": (53, 1, 0, 0),
+    "resnet18": (20, 1, 0, 0),
+    "mobilenetv2": (52, 1, 0, 0),
+    "unet": (23, 1, 0, 0),
+    "wav2vec2": (7, 1, 0, 0),
+    "wavenet": (62, 1, 21, 21),  # the last residual 1x1 conv is dead code
+    "video": (17, 1, 0, 0),
+    # to_edge spells the even 1-D 'same' as pad + conv; the other API keeps conv1d.padding
+    "demo": (5, 1, 1, 0),
 }
 HEAVY = {
     "resnet50",
@@ -49,7 +48,10 @@ HEAVY = {
 def _fake_compile(jobs):
     out = {}
     for key, job in jobs.items():
-        launch = get_template(job.template).launches(job.problem, job.schedule)[job.launch_index]
+        if isinstance(job, OpCompileJob):  # a kernel of another op family (elementwise, pooling, ...)
+            launch = job.launch().for_arch(job.arch)
+        else:
+            launch = get_template(job.template).launches(job.problem, job.schedule)[job.launch_index]
         out[key] = CompiledKernel(
             launch.name, job.arch, b"\x7fELF" + key.encode(), "", launch.num_warps, 1, 0, 0, 1, 0, 1,
             False, False, abi_types(launch), "fake",
@@ -124,8 +126,8 @@ def test_zoo_partition_counts_transform_and_lower(name, fake_compile):
     lowered = _lowered_modules(edge)
     assert len(lowered) == partitions
     assert all(m.backend_id == "CudaTritonBackend" for m in lowered)
-    ops = sum(len(deserialize(m.processed_bytes).ops) for m in lowered)
-    assert ops == delegated
+    convs = sum(isinstance(op, ConvRecord) for m in lowered for op in deserialize(m.processed_bytes).ops)
+    assert convs == delegated
 
 
 def test_demo_to_executorch_serializes(fake_compile):
@@ -258,15 +260,27 @@ def test_asymmetric_same_is_folded_by_to_edge(fake_compile):
 
 
 def test_pads_that_must_not_fold(fake_compile):
-    # Non-zero value: stays a CPU pad in front of a delegated conv.
-    _, report = _lower(CausalConv(pad_value=1.0), (torch.randn(1, 4, 20),), "to_backend")
+    """A pad the convolution cannot fold runs in the delegate as a pad kernel (data movement) the conv reads."""
+
+    def pad_then_conv(edge) -> tuple[PadRecord, ConvRecord]:
+        (lowered,) = _lowered_modules(edge)
+        pad, conv = deserialize(lowered.processed_bytes).ops
+        assert isinstance(pad, PadRecord) and isinstance(conv, ConvRecord)
+        assert conv.input == pad.output and conv.padding_before == [0] and conv.padding_after == [0]
+        return pad, conv
+
+    # Non-zero value.
+    edge, report = _lower(CausalConv(pad_value=1.0), (torch.randn(1, 4, 20),), "to_backend")
     (d,) = report.decisions
     assert d.delegated and d.folded_pad is None
-    # The padded tensor is also a program output: the pad has a CPU user, so it is not folded.
+    pad, _ = pad_then_conv(edge)
+    assert pad.pad == [4, 1] and pad.value == 1.0
+    # The padded tensor is also a program output: the pad has a reader besides the conv, so it is not folded.
     edge, report = _lower(CausalConv(expose_pad=True), (torch.randn(1, 4, 20),), "to_backend")
     (d,) = report.decisions
     assert d.delegated and d.folded_pad is None
-    assert any("constant_pad_nd" in str(n.target) for n in edge.exported_program().graph.nodes)
+    assert not any("constant_pad_nd" in str(n.target) for n in edge.exported_program().graph.nodes)
+    pad_then_conv(edge)
 
 
 # ---- grouping and I/O --------------------------------------------------------------------------------------------
@@ -370,8 +384,10 @@ def test_unusual_graphs_lower(api, fake_compile):
 
     edge, report = _lower(Unbatched(), (torch.randn(3, 10),), api)
     assert report.num_delegated == 2
-    blobs = [deserialize(m.processed_bytes) for m in _lowered_modules(edge)]
-    sizes = sorted(b.values[b.ops[0].input].sizes for b in blobs)
+    # The (un)squeezes between the convolutions are data movement the delegate runs too: one delegate.
+    (lowered,) = _lowered_modules(edge)
+    blob = deserialize(lowered.processed_bytes)
+    sizes = sorted(blob.values[op.input].sizes for op in blob.ops if isinstance(op, ConvRecord))
     if api == "transform_and_lower":  # preserved conv1d.padding / conv2d.default keep the unbatched forms
         assert sizes == [[1, 4, 10], [3, 10]]
     else:  # the core decomposition unsqueezes to a batch of one

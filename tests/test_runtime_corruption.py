@@ -1,16 +1,15 @@
 """Corrupted delegate blobs through the real init() + execute() on a CPU (fake libcuda.so.1): never a signal.
 
 The rule: for ANY bytes, the C++ runtime returns an ExecuTorch error (runner exit code 1) or runs; it never
-crashes. scripts/gpu_validate.py found two single-byte corruptions of the demo's blob that crashed the real
-driver (SIGSEGV inside cuModuleLoadData): they hit the cubin's ELF header (section header offset / count),
-which cuModuleLoadData follows without knowing the image's size. The fake driver follows those offsets the same
-way, so without the runtime's cubin check (check_cubin) these tests crash on the CPU too. Corrupted cubins that
-kept a valid ELF structure loaded and faulted on the GPU: every cubin is now checked against its content address
-(the SHA-256 its named-data key names) first, so any changed byte of a cubin is refused at init.
+crashes. A single changed byte in a cubin's ELF header (section header offset / count) crashes the real driver
+(SIGSEGV inside cuModuleLoadData), which follows those offsets without knowing the image's size. The fake driver
+follows them the same way, so without the runtime's cubin check (check_cubin) these tests crash on the CPU too.
+A corrupted cubin that keeps a valid ELF structure loads and faults on the GPU, so every cubin is checked against
+its content address (the SHA-256 its named-data key names) first: any changed byte of a cubin is refused at init.
 
 Corruptions cover the WHOLE blob of a real export (header, every table byte) and every cubin the blobs name,
-where the .pte stores it (format version 2: once, as named data): every byte of its ELF header and section
-header table and a sample of its body, plus the corruptions of scripts/gpu_faults.py (which the GPU validation runs).
+where the .pte stores it (once, as named data): every byte of its ELF header and section header table and a
+sample of its body, plus the corruptions of scripts/gpu_faults.py (which the GPU validation runs).
 """
 
 from __future__ import annotations

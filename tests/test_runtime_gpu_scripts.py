@@ -1,9 +1,9 @@
 """The GPU scripts of the runtime (scripts/gpu_faults.py, gpu_sanitize.py, gpu_memory_cycles.py) end to end on a CPU.
 
-Each script's ``main`` runs as the lead runs it on the GPU machine, against a manifest in gpu_validate's layout,
+Each script's ``main`` runs as it runs on the GPU machine, against a manifest in gpu_validate's layout,
 with the runner on the fake driver and, for gpu_sanitize, a stand-in ``compute-sanitizer`` that runs the command
 and prints the sanitizer's summary line. What only a GPU can tell (real faults, real sanitizer reports, real
-device memory) is left to the lead's run; the plumbing, the classification and the verdicts are checked here.
+device memory) is left to the GPU run; the plumbing, the classification and the verdicts are checked here.
 """
 
 from __future__ import annotations

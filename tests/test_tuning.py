@@ -69,7 +69,8 @@ def make_problem(
     )
 
 
-CRASHING_BLOCK: list[int] = []  # a schedule whose "kernel" reports a lost CUDA context (test_tune_crash)
+# A schedule whose "kernel" reports a lost CUDA context (test_tune_stops_on_a_lost_context_and_skips_the_culprit_on_resume).
+CRASHING_BLOCK: list[int] = []
 
 
 class _FakeKernel:
@@ -178,7 +179,7 @@ def check_table(table: tuning.TuningTable, compile_sample: int | None) -> None:
 
 
 @pytest.mark.skipif(
-    not SHIPPED.exists(), reason="no shipped tuning table yet (the lead generates it on the GPU)"
+    not SHIPPED.exists(), reason="no shipped tuning table (scripts/gpu_tune.sh generates it on the GPU)"
 )
 def test_shipped_table_is_valid_and_compiles():
     tuning.clear_cache()

@@ -24,10 +24,15 @@ Environment: ``TRITON_DISABLE_LINE_INFO`` defaults to 1 here (smaller cubins); `
 ``CUDA_TRITON_PROGRESS`` set the compile pool's workers and progress bar (`cuda_triton.conv.compile_pool`);
 ``CUDA_TRITON_PREFETCH=0`` stops the partitioner from starting compiles early.
 
-Where each step lives (``cuda_triton.preprocess``): ``program`` and ``conv`` draft the ops (steps 1-3),
-``schedule`` picks schedules, ``kernels`` is the compile seam (keys, jobs, the partitioner's early start),
-``assemble`` writes the blob and the named data (step 5), ``stats`` keeps what each call did, ``named_data``
-reads a lowered module back. This module holds the ExecuTorch entry points and runs the steps in order.
+The other op families' nodes go through the same steps with their own drafters: a spec, the family's op record,
+its launches (`cuda_triton.ops.registry`) and their compile jobs, in the same pool and the same blob.
+
+Where each step lives (``cuda_triton.preprocess``): ``program`` walks the graph and hands each node to its
+family's drafter (``families``; ``conv`` for convolutions, steps 1-3, ``elementwise`` for fused chains, one
+module per other family), ``draft`` and ``op_draft`` hold the draft being built, ``schedule`` picks schedules,
+``kernels`` is the compile seam (keys, jobs, the partitioner's early start), ``assemble`` writes the blob and the
+named data (step 5), ``stats`` keeps what each call did, ``named_data`` reads a lowered module back. This module
+holds the ExecuTorch entry points and runs the steps in order.
 """
 
 from __future__ import annotations

@@ -6,20 +6,7 @@
 // constant tables, parse_blob), records.{h,cpp} (the common op-record layout and the kind table),
 // records/<kind>.cpp (each kind's params and shape rule), validation.cpp (the checks every blob passes),
 // cubin_check.cpp (the ELF check of a cubin).
-//
-// Changes from version 2 for code that consumed the parsed structures:
-// - OpRecord is any op family's record: `kind`, generic `inputs` (Operand: a value, a constant or none),
-//   `outputs` (value indices), fused `steps`, `launches` as before, and the kind's fields in its own member
-//   (`conv`, `reduction`, `pooling`, `gemm`, `norm`, `data_movement`). A convolution's former fields are
-//   `op.conv.stride` ... `op.conv.weight_strides`; its input is `op.inputs[0].index`, weight `op.inputs[1].index`,
-//   bias `op.inputs[2]` (kind kNone when absent; kNoBias is gone), output `op.outputs[0]`.
-// - op_output_layout(op, ...) is replaced by check_op_output_layout(blob, op_index), which re-runs the kind's
-//   shape rule on the recorded values (every kind).
-// - ValueRecord has kind kView (index = the base value) and `offset` (an intermediate's byte offset in the
-//   arena, a view's from its base); `root` is the input / output / intermediate whose bytes a value lies in.
-//   Blob has `arena_size` and `arena_alignment`: allocate one arena, intermediates live at arena + offset.
-// - ConstantRecord has `sha256`, the digest of exactly the nbytes bytes stored under its key.
-// - DType has kI32, kI64, kBool.
+
 #pragma once
 
 #include <array>

@@ -1,6 +1,7 @@
 // Op records (docs/blob_format.md, "OPS_"): the common layout every kind shares, and the table of kinds. Each
-// kind lives in records/<kind>.cpp: it reads its params and checks its shape rule (the generated header of its
-// family's layout.py). Adding a kind: a file there, an entry in kKinds (records.cpp), its OpKind in blob.h.
+// kind lives in records/<kind>.cpp: it reads its params and checks its shape rule (a generated header:
+// conv_layout.h, or the <kind>_checks.h of backends/cuda_triton/serialization/checks/<kind>.py). Adding a kind: a
+// file there, an entry in kKinds (records.cpp), its OpKind in blob.h.
 // Internal to runtime/blob/.
 #pragma once
 

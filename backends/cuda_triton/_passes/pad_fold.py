@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch.fx import Node
 
-from ..conv.binding import ConvArgs, aten_overload
+from ..conv.binding import ConvArgs, aten_overload, bind_conv, is_conv_node
 from ..conv.params import ConvParams
 from ..utils.conv import conv_problem, rule_layout
 from ..utils.graph import same_layout, static_ints, tensor_val
@@ -123,4 +123,29 @@ def pad_users_ok(pad: Node, folds: dict[Node, PadFold]) -> bool:
     return all(u in folds and folds[u].pad is pad for u in pad.users)
 
 
-__all__ = ["PAD_OVERLOADS", "PadFold", "is_pad_node", "pad_fold", "pad_users_ok", "spatial_pad_amounts"]
+def folds_into_users(pad: Node, allow_tf32: bool = True) -> bool:
+    """Whether every reader of ``pad`` is a convolution that folds it (`pad_fold`; a pad the program outputs has
+    the output node as a reader): then the pad costs nothing. Any other pad in a delegate is a pad kernel."""
+    if not is_pad_node(pad) or not pad.users:
+        return False
+    for user in pad.users:
+        if not is_conv_node(user):
+            return False
+        try:
+            fold, _ = pad_fold(user, bind_conv(user), allow_tf32)
+        except ValueError:
+            return False
+        if fold is None or fold.pad is not pad:
+            return False
+    return True
+
+
+__all__ = [
+    "PAD_OVERLOADS",
+    "PadFold",
+    "folds_into_users",
+    "is_pad_node",
+    "pad_fold",
+    "pad_users_ok",
+    "spatial_pad_amounts",
+]

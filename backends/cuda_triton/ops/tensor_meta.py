@@ -3,7 +3,7 @@ and the stride arithmetic the op families share.
 
 Specs describe an op instance from static metadata only, so they never hold tensors: the partitioner builds them
 from a node's recorded values (``TensorMeta.of(node.meta["val"])``), tests from real tensors. The stride helpers
-are pure Python (the output shape/stride rules built on them are mirrored into the C++ runtime); strides are in
+are pure Python and torch-free, like the output shape/stride rules built on them; strides are in
 elements, as ``torch.Tensor.stride()`` gives them.
 """
 

@@ -27,6 +27,9 @@ constants of the program (the delegate owns them; `tag_constant_data` tags them)
   the same fold is already made on the ATen program (``transform_for_pre_decomposition``,
   `cuda_triton._passes.fold_batch_norms_in_program`), so the batch norms never reach ExecuTorch's
   decomposition and lowering (~3 s of a warm ResNet-50 export). ``fold_batch_norm=False`` turns both off.
+  Inference batch norms that do not fold are the normalisation family's (a norm op of the delegate).
+* Ops computed from constants join when all their users are delegated (the preprocess folds them into
+  constants); one with a CPU user stays on the CPU even when its family takes it.
 * Connected delegated nodes form one partition (`CapabilityBasedPartitioner`), so intermediates stay on the
   GPU; it also merges independent ones where no cycle results.
 * ``strict`` (the default) fails the export with `DeclinedOpsError` when a family declines one of its ops
@@ -283,12 +286,18 @@ class CudaTritonPartitioner(Partitioner):
                 elif why:
                     decisions[node].bn_note = why
 
-        # Constant computations join when every user is delegated (the preprocess folds them into constants).
-        for node in reversed(foldable_nodes(gm.graph, constants)):
+        # Constant computations join when every user is delegated (the preprocess folds them into constants);
+        # one with a CPU user stays on the CPU even when its family takes it (a delegate cannot output a constant).
+        computed = foldable_nodes(gm.graph, constants)
+        for node in reversed(computed):
+            d = op_decisions[node]
             if node.users and all(u in taken for u in node.users):
                 taken.add(node)
-                d = op_decisions[node]
                 d.delegated, d.family, d.reason = True, "constant", "computed from constants at export"
+            elif node in taken:
+                taken.discard(node)
+                d.delegated, d.family = False, None
+                d.reason = "computed from constants for an op on the CPU, which computes it"
 
         def bn_nodes() -> set[Node]:
             return {n for f in bn_folds.values() for n in (f.bn, f.output)}
@@ -319,7 +328,10 @@ class CudaTritonPartitioner(Partitioner):
             if node in op_decisions:
                 d = op_decisions[node]
                 d.delegated, d.family, d.reason = True, "conv", "folded into the convolution next to it"
-        declined = [(n, why) for n, why in declined if not op_decisions[n].delegated and n not in folded]
+        # A constant computation its family declines (an int64 cast of a lifted number) is no op the delegate
+        # fails to run: it joins as a constant or stays with its CPU users.
+        settled = folded | set(computed)
+        declined = [(n, why) for n, why in declined if not op_decisions[n].delegated and n not in settled]
         if self.options.strict and declined:
             raise DeclinedOpsError(declined)
 

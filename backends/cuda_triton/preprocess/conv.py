@@ -7,7 +7,7 @@ from typing import Any
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from .._passes.batch_norm_fold import BatchNormFold, batch_norm_fold, conv_constants, is_batch_norm_node
+from .._passes.batch_norm_fold import BatchNormFold, batch_norm_fold, conv_constants
 from .._passes.pad_fold import is_pad_node, pad_fold
 from ..conv.binding import ConvArgs, bind_conv
 from ..conv.compile_pool import CompileJob
@@ -48,7 +48,7 @@ def draft_conv(
         raise CudaTritonPreprocessError(str(e)) from e
     params: ConvParams = args.params
     source = args.input
-    if is_pad_node(source):
+    if is_pad_node(source) and source not in value_of:  # a pad not every reader folds is a kernel of its own
         fold, why = pad_fold(node, args, options.allow_tf32)
         if fold is None:
             raise CudaTritonPreprocessError(f"{describe(node)}: its input pad cannot be folded: {why}")
@@ -64,11 +64,9 @@ def draft_conv(
                 f"{describe(node)}: its {what} '{n.name}' is not a constant owned by the delegate (the "
                 "partitioner tags weights with tag_constant_data)"
             )
-    # A batch norm the partitioner put after this convolution: fold it (the conv then always has a bias).
-    bn_fold, why = batch_norm_fold(node, args, consts)
-    users = list(node.users)
-    if bn_fold is None and len(users) == 1 and is_batch_norm_node(users[0]):
-        raise CudaTritonPreprocessError(f"{describe(node)}: the batch norm after it cannot be folded: {why}")
+    # A batch norm right after this convolution: fold it (the conv then always has a bias), as the partitioner
+    # does with the same option. One that cannot fold is drafted as a norm op of its own (`preprocess.norm`).
+    bn_fold = batch_norm_fold(node, args, consts)[0] if options.fold_batch_norm else None
     result = node if bn_fold is None else bn_fold.output  # the node whose value this op writes
 
     x, w = tensor_val(source), tensor_val(args.weight)
@@ -97,7 +95,7 @@ def draft_conv(
     draft.values.append(record)
     in_value, out_value = value_of[source], value_of[result]
 
-    pad = args.input if is_pad_node(args.input) else None
+    pad = args.input if source is not args.input else None  # the folded pad
     op = ConvRecord(
         name=profiling_name(node, [pad, node, None if bn_fold is None else bn_fold.bn]),
         stride=list(params.stride),

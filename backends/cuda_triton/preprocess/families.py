@@ -18,7 +18,19 @@ Drafter = Callable[["Node", "ProgramDraft"], None]
 
 
 def _drafters() -> dict[str, Drafter]:
-    return {}
+    from .data_movement import draft_data_movement
+    from .gemm import draft_gemm
+    from .norm import draft_norm
+    from .pooling import draft_pooling
+    from .reduction import draft_reduction
+
+    return {
+        "data_movement": draft_data_movement,
+        "gemm": draft_gemm,
+        "norm": draft_norm,
+        "pooling": draft_pooling,
+        "reduction": draft_reduction,
+    }
 
 
 DRAFTERS: dict[str, Drafter] = _drafters()

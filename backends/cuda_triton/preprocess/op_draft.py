@@ -124,13 +124,17 @@ class ProgramDraft:
     ) -> int:
         """``node``'s tensor as a view of value ``base`` (no kernel); the caller checks it is not an output."""
         assert node not in self.out_index, "a delegate output owns its buffer; copy into it instead"
+        self.value_of[node] = self.view(base, sizes, strides, offset_bytes)
+        return self.value_of[node]
+
+    def view(self, base: int, sizes: list[int], strides: list[int], offset_bytes: int = 0) -> int:
+        """A new value viewing value ``base``'s bytes (an op's operand or result described in another shape)."""
         root = self.draft.values[base]
         if root.kind == "view":  # views name their root, with the offsets added
             offset_bytes += root.offset
             base = root.index
-        self.value_of[node] = len(self.draft.values)
         self.draft.values.append(ValueRecord.view(base, root.dtype, sizes, strides, offset_bytes))
-        return self.value_of[node]
+        return len(self.draft.values) - 1
 
     # -- ops --------------------------------------------------------------------------------------------------
     def add_op(

@@ -15,7 +15,7 @@ from torch.fx import Node
 
 from .._passes.batch_norm_fold import is_batch_norm_node
 from .._passes.constant_fold import foldable_nodes
-from .._passes.pad_fold import is_pad_node
+from .._passes.pad_fold import folds_into_users
 from ..conv.binding import is_conv_node
 from ..conv.compile_pool import CompileJob
 from ..ops.registry import OpCompileJob
@@ -81,9 +81,8 @@ def draft_program(
                 raise CudaTritonPreprocessError(
                     f"{describe(node)}: a constant computation cannot be an output"
                 )
-        elif is_pad_node(node) and node.users and all(is_conv_node(u) for u in node.users):
-            if node in pd.out_index:
-                raise CudaTritonPreprocessError(f"{describe(node)}: a folded pad cannot be a delegate output")
+        elif folds_into_users(node, options.allow_tf32):
+            continue  # each convolution reading it folds it into its padding (any other pad is a pad kernel)
         elif is_conv_node(node):
             fold = draft_conv(node, ep, draft, pd.value_of, pd.out_index, pd.tuning, jobs)
             if fold is not None:

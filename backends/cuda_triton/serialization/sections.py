@@ -36,7 +36,7 @@ def is_cubin_key(key: str, arch: int) -> bool:
 
 @dataclass
 class KernelRecord:
-    """One compiled kernel for one arch (mirrors `cuda_triton.conv.aot.CompiledKernel`).
+    """One compiled kernel for one arch (mirrors `cuda_triton.kernel.aot.CompiledKernel`).
 
     The blob stores ``cubin_key`` and ``cubin_size``; the ELF bytes (``cubin``) live in ExecuTorch's named data
     under that key. ``cubin`` is None in a record read back without the named data. Left empty/0, the key and

@@ -356,23 +356,26 @@ class ProgramRun:
 
 def _check_op_against_aten(lowered: Any, call_args: list[torch.Tensor]) -> list[tuple[str, float, float]]:
     """Compare each emulated op with ATen on the emulated input and the ORIGINAL weights of the submodule
-    (with a batch norm the partitioner put after the convolution folded in, as the graph module says)."""
+    (with a batch norm the partitioner put after the convolution folded in, as the graph module says, unless
+    the delegate's options turn the fold off: then the batch norm is an op of its own)."""
     from cuda_triton._passes.batch_norm_fold import batch_norm_fold, conv_constants
-    from cuda_triton._passes.pad_fold import is_pad_node, pad_fold
+    from cuda_triton._passes.pad_fold import folds_into_users, pad_fold
     from cuda_triton.conv.binding import bind_conv, is_conv_node
+    from cuda_triton.partition.options import CudaTritonOptions
     from cuda_triton.utils.graph import constant_names
 
     ep = lowered.original_module
+    folds = CudaTritonOptions.from_compile_specs(lowered.compile_specs).fold_batch_norm
     convs = [n for n in ep.graph_module.graph.nodes if is_conv_node(n)]
     errs = []
     for node, (op, _problem, x_in, out) in zip(convs, _LAST_OP_IO, strict=True):
         a = bind_conv(node)
         params = a.params
-        if is_pad_node(a.input):
+        if folds_into_users(a.input):  # else the pad is a kernel of the delegate, whose output the conv reads
             fold, _ = pad_fold(node, a, True)
             assert fold is not None
             params = fold.params
-        bn_fold, _ = batch_norm_fold(node, a, constant_names(ep))
+        bn_fold = batch_norm_fold(node, a, constant_names(ep))[0] if folds else None
         w, b = conv_constants(ep, a, bn_fold)
         if params != op_params(op):
             errs.append(

@@ -2,7 +2,7 @@
 
 Tensor cores read fp32 ``tl.dot`` operands as TF32 by dropping the 13 low mantissa bits (truncation). The bias
 that leaves compounds through deep stacks: the WaveNet zoo model reached 2.7e-3 relative error on the GPU
-against 1e-3 allowed; an emulation of every variant (scripts/tf32_error_study.py) gives 1.5e-3 with rounded
+against 1e-3 allowed; an emulation of every variant on the CPU gives 1.5e-3 with rounded
 weights alone and 5.8e-4 with both operands rounded to nearest, as cuDNN does (``cvt.rna.tf32.f32``). So:
 
 * weights are rounded once at export, in ``prepare_weight`` (`prepare_tf32_weight`): free at run time;

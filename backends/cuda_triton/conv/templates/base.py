@@ -46,8 +46,9 @@ class ConvTemplate(ABC):
         """Whether this family computes ``problem`` exactly (dims, layouts, dtypes, index ranges)."""
 
     def worth_routing(self, problem: ConvProblem) -> bool:
-        """Whether routing ``problem`` here is expected to beat the platform's own convolution: every family
-        so far says yes wherever it is exact (transposed convs, for one, Inductor cannot compile at all)."""
+        """Whether routing ``problem`` here is expected to beat the platform's own convolution. The default,
+        which every family keeps, is yes wherever it is exact (transposed convs, for one, Inductor cannot compile
+        at all)."""
         return bool(self.supports(problem))
 
     def heuristic_claims(self, problem: ConvProblem) -> bool:

@@ -5,7 +5,8 @@ tensors and so ``node.meta["val"]`` report) broadcast the tensor operands to one
 densely in the dim order the operands' strides suggest. Python scalars take no part. Eager CPU/CUDA ops follow
 the same order except for size-1 dims, whose strides do not move any element.
 
-Pure Python and torch-free (mirrored into the C++ runtime). Strides in elements.
+Pure Python and torch-free (the C++ reader checks the broadcast sizes with ``serialization/checks/elementwise.py``).
+Strides in elements.
 """
 
 from __future__ import annotations

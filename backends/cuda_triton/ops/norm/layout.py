@@ -1,5 +1,6 @@
 """Output shapes and strides of the normalisation ops: what ATen's CPU kernels (and so fake tensors and the
-graph torch.export records) allocate. Pure Python and torch-free (mirrored into the C++ runtime).
+graph torch.export records) allocate. Pure Python and torch-free (the C++ reader checks the output sizes with
+``serialization/checks/norm.py``).
 
 - batch norm (``_native_batch_norm_legit_no_training``): traced through PyTorch's decomposition, the output is
   ``(x - mean) * invstd [* weight] [+ bias]`` with the statistics broadcast along dim 1, so it takes the layout

@@ -1,8 +1,8 @@
 """Output shape and strides of a reduction (sum.dim_IntList, mean.dim, amax, amin) over ``dims``.
 
 ATen allocates a reduction's output contiguous whatever the input's layout: the reduced dims dropped, or kept
-with size 1 under ``keepdim``. An empty ``dims`` reduces every dim. Pure Python and torch-free (mirrored into
-the C++ runtime).
+with size 1 under ``keepdim``. An empty ``dims`` reduces every dim. Pure Python and torch-free (the C++
+reader checks the output sizes with ``serialization/checks/reduction.py``).
 """
 
 from __future__ import annotations

@@ -17,13 +17,17 @@ from .conv import ConvConfig
 from .data_movement import DataMovementConfig
 from .elementwise import ElementwiseConfig
 from .gemm import GemmConfig
+from .norm import NormConfig
 from .pooling import PoolingConfig
+from .reduction import ReductionConfig
 
 ALL_CONFIGS: tuple[type[OpConfig], ...] = (
     ConvConfig,
     ElementwiseConfig,
     PoolingConfig,
+    ReductionConfig,
     GemmConfig,
+    NormConfig,
     DataMovementConfig,
 )
 
@@ -70,9 +74,11 @@ __all__ = [
     "DataMovementConfig",
     "ElementwiseConfig",
     "GemmConfig",
+    "NormConfig",
     "OpConfig",
     "PartitionContext",
     "PoolingConfig",
+    "ReductionConfig",
     "Verdict",
     "configs_for",
 ]

@@ -1,12 +1,15 @@
 """The data-movement family's partition config: views and dim-order copies, cat, split, pad, upsample.
 
-`data_movement_spec` binds a node to the family's spec (the preprocess builds the same one). A view whose result
-the next kernel can read in place (`ops.data_movement.view_is_free`) costs no kernel in the delegate; the config
-takes it either way. Multi-output ops (``split_with_sizes_copy``) bring their ``getitem`` readers along.
+`data_movement_spec` binds a node to the family's spec on the layouts it records; the preprocess builds the same
+spec with `spec_on` over its operands as the delegate stores them. A view whose result the next kernel can read in
+place (`ops.data_movement.view_is_free`) costs no kernel in the delegate; the config takes it either way. What
+the blob's records cannot describe is declined (`blob_limits`). Multi-output ops (``split_with_sizes_copy``) bring
+their ``getitem`` readers along.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -18,6 +21,7 @@ from torch.fx import Node
 from ...conv.binding import aten_overload
 from ...ops.data_movement import CatSpec, PadSpec, SplitSpec, StridedCopySpec, UpsampleSpec
 from ...ops.tensor_meta import TensorMeta, dtype_name
+from ...serialization.encoding import VIEW_ALIGNMENT
 from .base import FLOAT_DTYPES, OpConfig, PartitionContext, Verdict, bound_arguments, static_tensor
 
 aten = torch.ops.aten
@@ -79,29 +83,31 @@ def data_movement_outputs(node: Node) -> list[Node]:
 
 def data_movement_spec(node: Node) -> DataMovementSpec:
     """The node's spec with the output layouts it records; ValueError naming the argument if malformed."""
+    cat = aten_overload(node.target) is aten.cat.default
+    inputs = [_meta(f"part {i}" if cat else "input", t) for i, t in enumerate(data_movement_inputs(node))]
+    return with_recorded_layout(spec_on(node, inputs), node)
+
+
+def spec_on(node: Node, inputs: list[TensorMeta]) -> DataMovementSpec:
+    """The node's spec reading ``inputs`` (the tensors behind `data_movement_inputs`, in their layouts: the
+    recorded ones, or how a delegate stores them) and writing the layouts the family's rules give."""
     op = aten_overload(node.target)
     args = bound_arguments(node)
     if op is aten.cat.default:
-        spec: DataMovementSpec = CatSpec.of(
-            [_meta(f"part {i}", t) for i, t in enumerate(args["tensors"])], args.get("dim", 0)
-        )
-    elif op is aten.split_with_sizes_copy.default:
-        spec = SplitSpec.of(
-            _meta("input", args["self"]), [int(s) for s in args["split_sizes"]], args.get("dim", 0)
-        )
-    elif op is aten.constant_pad_nd.default:
-        spec = PadSpec.of(_meta("input", args["self"]), [int(p) for p in args["pad"]], args.get("value", 0.0))
-    elif op in UPSAMPLES:
-        spec = UpsampleSpec.of(
-            UPSAMPLES[op], _meta("input", args["input"]), args.get("output_size"), args.get("scale_factors"),
+        return CatSpec.of(list(inputs), args.get("dim", 0))
+    x = inputs[0]
+    if op is aten.split_with_sizes_copy.default:
+        return SplitSpec.of(x, [int(s) for s in args["split_sizes"]], args.get("dim", 0))
+    if op is aten.constant_pad_nd.default:
+        return PadSpec.of(x, [int(p) for p in args["pad"]], args.get("value", 0.0))
+    if op in UPSAMPLES:
+        return UpsampleSpec.of(
+            UPSAMPLES[op], x, args.get("output_size"), args.get("scale_factors"),
             bool(args.get("align_corners", False)),
         )  # fmt: skip
-    elif op in STRIDED_COPIES:
-        spec = _strided_copy(op, _meta("input", args["self"]), args)
-    else:
-        raise ValueError(f"{op} is not a data-movement op of this family")
-    outs = [_meta(f"output {i}", n) for i, n in enumerate(data_movement_outputs(node))]
-    return _with_recorded_layout(spec, outs)
+    if op in STRIDED_COPIES:
+        return _strided_copy(op, x, args)
+    raise ValueError(f"{op} is not a data-movement op of this family")
 
 
 def _strided_copy(op: Any, x: TensorMeta, args: dict[str, Any]) -> StridedCopySpec:
@@ -137,13 +143,32 @@ def _strided_copy(op: Any, x: TensorMeta, args: dict[str, Any]) -> StridedCopySp
     )
 
 
-def _with_recorded_layout(spec: DataMovementSpec, outs: list[TensorMeta]) -> DataMovementSpec:
+def with_recorded_layout(spec: DataMovementSpec, node: Node) -> DataMovementSpec:
     """The spec writing the layouts the node records (what ExecuTorch plans), where the family lets a plan choose."""
+    outs = [_meta(f"output {i}", n) for i, n in enumerate(data_movement_outputs(node))]
     if isinstance(spec, StridedCopySpec):
         return spec.with_out_strides(outs[0].strides) if not spec.reshapes else spec
     if isinstance(spec, (CatSpec, PadSpec, UpsampleSpec)):
         return replace(spec, out_strides=outs[0].strides)
     return spec
+
+
+def blob_limits(spec: DataMovementSpec) -> Verdict:
+    """What the blob's data-movement records cannot say (docs/blob_format.md, kind 6), which the kernels could do:
+    a pad value that is not finite, and an ``as_strided_copy`` reading from an offset that is not a multiple of the
+    16 bytes a view of a value starts at (its record copies from such a view of the input)."""
+    if isinstance(spec, PadSpec) and not math.isfinite(spec.value):
+        return Verdict.no(
+            f"constant_pad_nd: the pad value {spec.value} is not finite; the blob records finite ones"
+        )
+    if isinstance(spec, StridedCopySpec) and spec.op == "as_strided_copy":
+        offset_bytes = spec.view_offset * getattr(torch, spec.input.dtype).itemsize
+        if offset_bytes % VIEW_ALIGNMENT:
+            return Verdict.no(
+                f"as_strided_copy: it reads from element {spec.view_offset} of its input ({offset_bytes} bytes "
+                f"in); the blob describes reads from multiples of {VIEW_ALIGNMENT} bytes only"
+            )
+    return Verdict.yes()
 
 
 class DataMovementConfig(OpConfig):
@@ -166,7 +191,7 @@ class DataMovementConfig(OpConfig):
                     f"the family writes strides {list(out.strides)}, the node records {list(v.stride())}"
                 )
         support = spec.supports()
-        return Verdict.yes() if support else Verdict.no(support.reason)
+        return blob_limits(spec) if support else Verdict.no(support.reason)
 
     def companions(self, node: Node) -> list[Node]:
         return [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
@@ -177,7 +202,10 @@ __all__ = [
     "STRIDED_COPIES",
     "UPSAMPLES",
     "DataMovementConfig",
+    "blob_limits",
     "data_movement_inputs",
     "data_movement_outputs",
     "data_movement_spec",
+    "spec_on",
+    "with_recorded_layout",
 ]

@@ -1,11 +1,15 @@
 """The GEMM family's partition config: addmm, mm, bmm and linear.
 
 `gemm_spec` binds a node to the family's `GemmSpec` (TF32 as the options allow, the output strides the node
-records). Operands may be program constants (a linear layer's weight, owned by the delegate) or tensors.
+records); the preprocess builds the same spec from the operands as the delegate stores them (``metas``). The
+second matrix and the bias may be program constants (a linear layer's weight, owned by the delegate) or tensors;
+the first matrix is a tensor the delegate receives or computes, of 2 or 3 dims (what the blob's GEMM record
+takes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
@@ -14,7 +18,15 @@ from torch.fx import Node
 from ...conv.binding import aten_overload
 from ...ops.gemm import GemmSpec
 from ...ops.tensor_meta import TensorMeta
-from .base import OpConfig, PartitionContext, Verdict, bound_arguments, float_inputs, static_tensor
+from .base import (
+    OpConfig,
+    PartitionContext,
+    Verdict,
+    bound_arguments,
+    float_inputs,
+    static_tensor,
+    tensor_meta,
+)
 
 aten = torch.ops.aten
 GEMM_OPS = (aten.addmm.default, aten.mm.default, aten.bmm.default, aten.linear.default)
@@ -31,10 +43,15 @@ def gemm_operands(node: Node) -> list[Node | None]:
     return [args["self"], args["mat2"]]
 
 
-def gemm_spec(node: Node, allow_tf32: bool) -> GemmSpec:
-    """The node's `GemmSpec`; ValueError naming the operand when one is not a static tensor."""
-    op = aten_overload(node.target)
-    args = bound_arguments(node)
+def first_matrix(node: Node) -> Node:
+    """The operand the GEMM record reads as its ``a`` (a linear's input, an addmm's ``mat1``)."""
+    operands = gemm_operands(node)
+    a = operands[1] if aten_overload(node.target) is aten.addmm.default else operands[0]
+    assert a is not None
+    return a
+
+
+def _node_metas(node: Node) -> list[TensorMeta | None]:
     metas: list[TensorMeta | None] = []
     for i, operand in enumerate(gemm_operands(node)):
         if operand is None:
@@ -44,6 +61,17 @@ def gemm_spec(node: Node, allow_tf32: bool) -> GemmSpec:
         if v is None:
             raise ValueError(why)
         metas.append(TensorMeta.of(v))
+    return metas
+
+
+def gemm_spec(node: Node, allow_tf32: bool, metas: Sequence[TensorMeta | None] | None = None) -> GemmSpec:
+    """The node's `GemmSpec`; ValueError naming the operand when one is not a static tensor.
+
+    ``metas`` (in `gemm_operands` order) default to the operands' recorded values.
+    """
+    op = aten_overload(node.target)
+    args = bound_arguments(node)
+    metas = list(_node_metas(node) if metas is None else metas)
     if op is aten.addmm.default:
         bias, a, w = metas
         assert bias is not None and a is not None and w is not None
@@ -74,6 +102,15 @@ class GemmConfig(OpConfig):
         ok = float_inputs(node, [*operands, ("output", node)])
         if not ok:
             return ok
+        a = first_matrix(node)
+        if ctx.is_constant(a):
+            return Verdict.no(
+                f"its first matrix is a constant of the program ('{a.name}'); the delegate reads it as a tensor"
+            )
+        v = tensor_meta(a)
+        assert v is not None  # float_inputs checked every operand
+        if (rank := v.dim()) not in (2, 3):
+            return Verdict.no(f"its first matrix has {rank} dims; the delegate's GEMM takes 2 or 3")
         try:
             spec = gemm_spec(node, ctx.options.allow_tf32)
         except ValueError as e:
@@ -82,4 +119,4 @@ class GemmConfig(OpConfig):
         return Verdict.yes() if support else Verdict.no(support.reason)
 
 
-__all__ = ["GEMM_OPS", "GemmConfig", "gemm_operands", "gemm_spec"]
+__all__ = ["GEMM_OPS", "GemmConfig", "first_matrix", "gemm_operands", "gemm_spec"]

@@ -1,0 +1,72 @@
+"""Drafting normalisation ops: one `NormRecord` computed by the norm kernels (`ops.norm`) per node.
+
+Inference batch norm, layer norm, group norm, softmax and log_softmax. The spec is the partition config's
+(`norm_spec`) built from the operands as the delegate stores them (the kernels read any input strides; the
+parameters must be contiguous, which constants are); the output takes the layout the graph records. The result of
+a multi-output op is its ``getitem(.., 0)``: the drafter gives that node the value (the graph walk skips getitems).
+Batch norms a convolution folds never get here (`program.draft_program` skips them).
+"""
+
+from __future__ import annotations
+
+from torch.fx import Node
+
+from ..ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, SoftmaxSpec, supports
+from ..ops.norm.spec import NormSpec
+from ..ops.tensor_meta import TensorMeta
+from ..partition.config.norm import norm_operands, norm_output, norm_spec
+from ..serialization import ConstantRef, NormRecord, ValueRef
+from .draft import CudaTritonPreprocessError, describe
+from .op_draft import ProgramDraft
+
+
+def norm_record(spec: NormSpec, x: int, out: int, params: dict[str, ValueRef | ConstantRef]) -> NormRecord:
+    """The blob's record of ``spec``: the op, the dim it normalises from (the record check's rule), groups, eps."""
+    if isinstance(spec, BatchNormSpec):
+        op, dim, groups, eps = "batch_norm", 1, 0, spec.eps
+    elif isinstance(spec, LayerNormSpec):
+        op, dim, groups, eps = "layer_norm", spec.x.rank - spec.normalized_ndim, 0, spec.eps
+    elif isinstance(spec, GroupNormSpec):
+        op, dim, groups, eps = "group_norm", 1, spec.groups, spec.eps
+    elif isinstance(spec, SoftmaxSpec):
+        op, dim, groups, eps = ("log_softmax" if spec.log else "softmax"), spec.dim, 0, 0.0
+    else:
+        raise TypeError(f"{type(spec).__name__} is not a normalisation spec")
+    return NormRecord(
+        op=op, input=x, output=out, dim=dim, groups=groups, eps=eps, weight=params.get("weight"),
+        bias=params.get("bias"), mean=params.get("mean"), var=params.get("var"),
+    )  # fmt: skip
+
+
+def draft_norm(node: Node, pd: ProgramDraft) -> None:
+    """Draft one batch norm, layer norm, group norm, softmax or log_softmax node."""
+    try:
+        operands = norm_operands(node)
+        out_node = norm_output(node)
+    except ValueError as e:
+        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
+    refs: dict[str, ValueRef | ConstantRef] = {}
+    metas: dict[str, TensorMeta | None] = {}
+    for role, operand in operands.items():
+        if operand is None:
+            metas[role] = None
+            continue
+        refs[role] = pd.operand(operand, node, role if role != "in0" else "input")
+        metas[role] = pd.meta(refs[role])
+    x = refs["in0"]
+    if not isinstance(x, ValueRef):  # the record reads its input as a value (the config declines this)
+        raise CudaTritonPreprocessError(f"{describe(node)}: its input is a constant of the program")
+    try:
+        spec = norm_spec(node, metas)
+    except ValueError as e:
+        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
+    support = supports(spec)
+    if not support:
+        raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")
+    out = pd.result(out_node)  # with the strides the graph records, which the spec's output strides are
+    params = {role: ref for role, ref in refs.items() if role != "in0"}
+    record = norm_record(spec, x.value, out, params)
+    pd.add_op(node, [node], record, "norm", spec, {**refs, "out": ValueRef(out)})
+
+
+__all__ = ["draft_norm", "norm_record"]
