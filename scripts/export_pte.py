@@ -249,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.model and not args.module:
         ap.error("give --model (see --list) or --module file.py:Class")
-    if args.model and args.model not in ZOO:
-        ap.error(f"unknown zoo model {args.model!r}; choose from {', '.join(ZOO)}")
+    if args.model and args.model not in ZOO and not args.model.startswith("tv:"):
+        ap.error(f"unknown zoo model {args.model!r}; choose from {', '.join(ZOO)} or tv:<torchvision model>")
 
     import cuda_triton.backend as backend
     from cuda_triton import CudaTritonOptions, CudaTritonPartitioner

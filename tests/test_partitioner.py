@@ -17,6 +17,7 @@ from cuda_triton.conv.templates import get_template
 from cuda_triton.kernel.aot import CompiledKernel, abi_types
 from cuda_triton.models.zoo import ZOO, build
 from cuda_triton.ops.registry import OpCompileJob
+from cuda_triton.partition.config import configs_for
 from cuda_triton.partition.partitioner import DeclinedOpsError
 from cuda_triton.preprocess import kernels
 from cuda_triton.serialization import PadRecord
@@ -295,11 +296,13 @@ class Chain(nn.Module):
     def forward(self, x):
         y = self.a(x)
         z = self.c(self.b(y))  # a -> b -> c connected
-        return y + z, self.d(torch.relu(z))  # d after a CPU relu
+        return y + z, self.d(torch.relu(z))  # d after a relu
 
 
 def test_connected_convs_share_a_partition(fake_compile):
-    edge, report = _lower(Chain(), (torch.randn(1, 3, 10, 10),), "to_backend")
+    # With only the convolution config the add and relu run on the CPU: a delegated value they read is an output.
+    configs = configs_for(["conv"])
+    edge, report = _lower(Chain(), (torch.randn(1, 3, 10, 10),), "to_backend", configs=configs)
     assert len(report.partitions) == 2
     tags = {d.node: d.tag for d in report.decisions}
     assert len({tags[n] for n in list(tags)[:3]}) == 1
