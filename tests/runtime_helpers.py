@@ -39,12 +39,14 @@ def export_tiny(
     archs: tuple[int, ...] = (80,),
     external_tag: str | None = None,
     extra_specs: tuple[tuple[str, bytes], ...] = (),
+    families: tuple[str, ...] | None = None,
 ) -> tuple[Path, list[bytes], dict[str, bytes]]:
     """A conv -> relu -> 1x1 conv model lowered with the real CudaTritonPartitioner; returns the .pte, the
     delegate blobs in execution order and the delegates' named data (key -> bytes: weights and cubins). With
     ``external_tag`` the weights go to ``<tag>.ptd`` beside the .pte; ``extra_specs`` are added to the compile
-    specs. Cached per process (exports take a while on 2 cores)."""
-    key = (device_memory, archs, external_tag, extra_specs)
+    specs. ``families`` limits the partitioner to those op families (``("conv",)``: the relu runs on the CPU
+    between two delegates). Cached per process (exports take a while on 2 cores)."""
+    key = (device_memory, archs, external_tag, extra_specs, families)
     if key in _tiny_cache:
         return _tiny_cache[key]
     import torch
@@ -70,7 +72,10 @@ def export_tiny(
         external_tag=external_tag,
         extra=extra_specs,
     )
-    lowered = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner(options)])
+    from cuda_triton.partition.config import configs_for
+
+    configs = None if families is None else configs_for(families)
+    lowered = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner(options, configs=configs)])
     gm = lowered.exported_program().graph_module
     blobs = []
     named: dict[str, bytes] = {}
@@ -83,6 +88,7 @@ def export_tiny(
     assert blobs, "nothing was delegated"
     stem = f"tiny{'_device' if device_memory else ''}_{'_'.join(map(str, archs))}{'_' + external_tag if external_tag else ''}"
     stem += "".join(f"_{k}{v.decode()}" for k, v in extra_specs)
+    stem += "" if families is None else "_" + "_".join(families)
     path = Path(directory) / f"{stem}.pte"
     program = lowered.to_executorch()
     path.write_bytes(program.buffer)
@@ -90,3 +96,18 @@ def export_tiny(
         program.write_tensor_data_to_file(str(directory))
     _tiny_cache[key] = (path, blobs, named)
     return path, blobs, named
+
+
+def reseal_blobs(pte: bytes) -> bytes:
+    """``pte`` with every delegate blob inside it re-sealed (its header digest recomputed), for tests that edit
+    a blob's fields in place and want the runtime's checks behind the digest to see the edit."""
+    from cuda_triton.serialization.blob import seal
+
+    out = bytearray(pte)
+    at = out.find(b"CTRB")
+    while at >= 0:
+        total = struct.unpack_from("<Q", out, at + 8)[0]
+        if struct.unpack_from("<I", out, at + 4)[0] == 3 and at + total <= len(out):
+            out[at : at + total] = seal(bytes(out[at : at + total]))
+        at = out.find(b"CTRB", at + 4)
+    return bytes(out)

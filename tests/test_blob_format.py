@@ -34,7 +34,8 @@ from cuda_triton.serialization import (
     plan_arena,
     serialize,
 )
-from cuda_triton.serialization.blob import _encode
+from cuda_triton.serialization.blob import _encode, seal
+from cuda_triton.serialization.encoding import HEADER_BYTES
 from cuda_triton.serialization.validation import live_ranges
 from runtime_helpers import blob_stream, ensure_built
 
@@ -71,6 +72,8 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
             b[at : at + 8] = (16 * rng.randrange(64)).to_bytes(8, "little")  # offsets
     if len(b) >= 16 and rng.random() < 0.5:
         b[8:16] = len(b).to_bytes(8, "little")  # keep the total-size field consistent
+        if len(b) >= HEADER_BYTES and rng.random() < 0.9:
+            return seal(bytes(b))  # and the digest, so the mutation reaches the tables behind it
     return bytes(b)
 
 
@@ -374,6 +377,23 @@ def test_cpp_reader_rejects_each_corruption() -> None:
     lines = _harness(["check"], blobs).splitlines()
     missed = [(i, CORRUPTIONS[i][1]) for i, line in enumerate(lines) if not line.startswith("err ")]
     assert not missed, f"the C++ reader accepted corrupted plans: {missed}"
+
+
+def test_both_readers_refuse_a_blob_that_does_not_hash_to_its_digest() -> None:
+    """One changed byte anywhere after the header (a launch argument, a grid, a weight key) is refused by the
+    digest before any field is read, by the Python and the C++ reader alike; re-sealed, the same blob reads."""
+    rng = random.Random(7)
+    data = serialize(conv_chain_blob(rng))
+    corrupted = []
+    for at in [HEADER_BYTES, len(data) - 1, *rng.sample(range(HEADER_BYTES, len(data)), 30)]:
+        b = bytearray(data)
+        b[at] ^= 0x10
+        corrupted.append(bytes(b))
+        with pytest.raises(BlobError, match="SHA-256"):
+            deserialize(bytes(b))
+    lines = _harness(["check"], [*corrupted, seal(data)]).splitlines()
+    assert all(line.startswith("err ") and "SHA-256" in line for line in lines[:-1]), lines[:3]
+    assert lines[-1].startswith("ok ")
 
 
 def _huge_sizes(blob: DelegateBlob, rng: random.Random) -> DelegateBlob:

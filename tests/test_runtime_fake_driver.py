@@ -19,7 +19,7 @@ import textwrap
 import numpy as np
 import pytest
 from cuda_triton.serialization.blob import ConstantRef, NullPtr, Scalar, ValueRef, deserialize
-from runtime_helpers import ensure_built, export_tiny
+from runtime_helpers import ensure_built, export_tiny, reseal_blobs
 
 # The first runtime test builds the C++ runtime from a clean tree: 7+ minutes on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(1200)
@@ -257,7 +257,7 @@ def test_missing_cubin_is_a_clean_error(build, tmp_path, host_planned) -> None:
     end = k + len(kernel.cubin_key)
     bad[end - 1] = ord("0") if bad[end - 1] != ord("0") else ord("1")  # another (absent) content address
     path = tmp_path / "missing_cubin.pte"
-    path.write_bytes(bytes(bad))
+    path.write_bytes(reseal_blobs(bytes(bad)))
     r, log = _run(build, tmp_path, path, _expected(blobs, 80)[1], cc="8.0",
                   args=("--num_executions", "1", "--warmup", "0"))  # fmt: skip
     assert r.returncode == 1, r.stderr[-2000:]

@@ -29,7 +29,7 @@ def build():
 
 @pytest.fixture(scope="module")
 def host_planned(tmp_path_factory):
-    return export_tiny(tmp_path_factory.mktemp("pte"))
+    return export_tiny(tmp_path_factory.mktemp("pte"), families=("conv",))
 
 
 def _execute_three_times(build, pte, counts: dict[str, int], **fake_env: str) -> list[str]:

@@ -1,4 +1,5 @@
 // The blob's header and its kernel / value / constant tables (docs/blob_format.md, "Layout"), and parse_blob.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -6,6 +7,7 @@
 #include "blob/blob.h"
 #include "blob/encoding.h"
 #include "blob/records.h"
+#include "common/sha256.h"
 
 namespace cuda_triton {
 
@@ -138,6 +140,17 @@ Status parse_blob(const void* data, size_t size, Blob* out) {
   CT_RETURN_IF_ERROR(c.read(&total, "total size"));
   if (total != size) {
     return bad("the blob says it has " + std::to_string(total) + " bytes, got " + std::to_string(size));
+  }
+  // Every byte after the header hashes to the recorded digest, or nothing of the blob is read: a corrupted
+  // launch argument (a stride, a grid) would otherwise pass the checks and fault on the GPU.
+  const uint8_t* digest = nullptr;
+  CT_RETURN_IF_ERROR(c.take(32, &digest, "blob sha256"));
+  const size_t header = 4 + 4 + 8 + 32;
+  const Sha256::Digest found = Sha256::of(base + header, size - header);
+  if (!std::equal(found.begin(), found.end(), digest)) {
+    return Status(Code::kInvalidArgument,
+                  "the blob's bytes hash to " + Sha256::hex(found) +
+                      " (SHA-256), not to the digest its header records: the blob is corrupted");
   }
   CT_RETURN_IF_ERROR(c.string(&b.triton_version, "triton version"));
   CT_RETURN_IF_ERROR(c.read(&b.flags, "flags"));

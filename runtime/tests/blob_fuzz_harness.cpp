@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "blob/blob.h"
+#include "common/sha256.h"
 
 namespace {
 
@@ -125,10 +126,16 @@ std::vector<uint8_t> mutate(const std::vector<uint8_t>& src, std::mt19937_64& rn
       }
     }
   }
-  // Keep the recorded total size consistent half of the time, so mutations get past the first check.
+  // Keep the recorded total size consistent half of the time, and re-seal most of those (the digest recomputed
+  // over the mutated bytes), so mutations get past the header checks to the tables and records behind them.
   if (b.size() >= 16 && (rng() & 1)) {
     uint64_t n = b.size();
     std::memcpy(b.data() + 8, &n, 8);
+    constexpr size_t kHeader = 4 + 4 + 8 + 32;
+    if (b.size() >= kHeader && rng() % 8 != 0) {
+      const cuda_triton::Sha256::Digest d = cuda_triton::Sha256::of(b.data() + kHeader, b.size() - kHeader);
+      std::memcpy(b.data() + 16, d.data(), d.size());
+    }
   }
   return b;
 }

@@ -7,11 +7,13 @@ readers make in `validation`, the arena planner in `arena`.
 
 from __future__ import annotations
 
+import hashlib
+
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .encoding import FORMAT_VERSION, MAGIC, MAX_ARCHS, BlobError, Reader, Writer, check
+from .encoding import FORMAT_VERSION, HEADER_BYTES, MAGIC, MAX_ARCHS, BlobError, Reader, Writer, check
 from .records import RECORD_KINDS, ConstantRef, ConvRecord, LaunchRecord, NullPtr, OpRecord, Scalar, ValueRef
 from .records.base import decode_record, encode_record
 from .sections import ConstantRecord, KernelRecord, ValueRecord, cubin_named_key
@@ -20,6 +22,7 @@ from .validation import validate
 # The names a preprocess needs, importable from here as well as from the package.
 __all__ = [
     "FORMAT_VERSION",
+    "seal",
     "BlobError",
     "ConstantRecord",
     "ConstantRef",
@@ -112,7 +115,17 @@ def _encode(blob: DelegateBlob) -> bytes:
     except struct.error as e:
         raise BlobError(f"a field does not fit its encoding: {e}") from e
     rest = head.bytes() + body.bytes()
-    return MAGIC + struct.pack("<IQ", FORMAT_VERSION, 16 + len(rest)) + rest
+    return seal(MAGIC + struct.pack("<IQ", FORMAT_VERSION, HEADER_BYTES + len(rest)) + bytes(32) + rest)
+
+
+def seal(data: bytes) -> bytes:
+    """``data`` with its header's SHA-256 set to the digest of its bytes after the header.
+
+    The writer seals every blob; tests that edit a field of a written blob re-seal it to reach the checks behind
+    the digest.
+    """
+    data = bytes(data)
+    return data[: HEADER_BYTES - 32] + hashlib.sha256(data[HEADER_BYTES:]).digest() + data[HEADER_BYTES:]
 
 
 def deserialize(data: bytes, named_data: Mapping[str, bytes] | None = None) -> DelegateBlob:
@@ -135,6 +148,9 @@ def deserialize(data: bytes, named_data: Mapping[str, bytes] | None = None) -> D
     total = r.u64()
     if total != len(data):
         raise BlobError(f"blob says {total} bytes, got {len(data)}")
+    digest = r.take(32)
+    if hashlib.sha256(data[HEADER_BYTES:]).digest() != digest:
+        raise BlobError("the blob's bytes do not hash to the SHA-256 its header records (a corrupted blob)")
     triton_version = r.string("triton version")
     flags = r.u32()
     archs = [r.u32() for _ in range(r.count("archs", MAX_ARCHS))]

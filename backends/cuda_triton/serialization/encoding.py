@@ -11,6 +11,8 @@ import struct
 
 MAGIC = b"CTRB"
 FORMAT_VERSION = 3
+# magic, version, total size and the SHA-256 of every byte after it (docs/blob_format.md, "Layout").
+HEADER_BYTES = 4 + 4 + 8 + 32
 
 DTYPES = ("fp16", "bf16", "fp32", "fp64", "int32", "int64", "bool")  # code = index
 ELEMENT_SIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "int32": 4, "int64": 8, "bool": 1}
