@@ -8,7 +8,6 @@ readers make in `validation`, the arena planner in `arena`.
 from __future__ import annotations
 
 import hashlib
-
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
