@@ -150,7 +150,8 @@ Status parse_blob(const void* data, size_t size, Blob* out) {
   if (!std::equal(found.begin(), found.end(), digest)) {
     return Status(Code::kInvalidArgument,
                   "the blob's bytes hash to " + Sha256::hex(found) +
-                      " (SHA-256), not to the digest its header records: the blob is corrupted");
+                      " (SHA-256), not to the digest its header records: the blob is corrupted (or was written "
+                      "before blobs carried a digest; re-export it)");
   }
   CT_RETURN_IF_ERROR(c.string(&b.triton_version, "triton version"));
   CT_RETURN_IF_ERROR(c.read(&b.flags, "flags"));
