@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -138,6 +139,18 @@ def only_first_output_used(node: Node) -> Verdict:
     return Verdict.yes()
 
 
+def spec_verdict(build: Callable[[], Any], supports: Callable[[Any], Any]) -> Verdict:
+    """Yes when ``build()`` makes the family's spec and ``supports(spec)`` takes it; else no with the reason
+    (``build`` raises ValueError naming what is malformed; ``supports`` answers with a truthy or falsy verdict
+    that carries ``reason``)."""
+    try:
+        spec = build()
+    except ValueError as e:
+        return Verdict.no(str(e))
+    support = supports(spec)
+    return Verdict.yes() if support else Verdict.no(support.reason)
+
+
 def first_output_readers(node: Node) -> list[Node]:
     return [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
 
@@ -151,6 +164,7 @@ __all__ = [
     "first_output_readers",
     "float_inputs",
     "only_first_output_used",
+    "spec_verdict",
     "static_tensor",
     "tensor_meta",
 ]

@@ -33,6 +33,7 @@ from .base import (
     first_output_readers,
     float_inputs,
     only_first_output_used,
+    spec_verdict,
     static_tensor,
 )
 
@@ -148,12 +149,7 @@ class NormConfig(OpConfig):
         ok = float_inputs(node, [*tensors, ("output", out)])
         if not ok:
             return ok
-        try:
-            spec = norm_spec(node)
-        except ValueError as e:
-            return Verdict.no(str(e))
-        support = supports(spec)
-        return Verdict.yes() if support else Verdict.no(support.reason)
+        return spec_verdict(lambda: norm_spec(node), supports)
 
     def companions(self, node: Node) -> list[Node]:
         return first_output_readers(node) if aten_overload(node.target) in MULTI_OUTPUT else []

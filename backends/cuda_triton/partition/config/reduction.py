@@ -23,6 +23,7 @@ from .base import (
     Verdict,
     bound_arguments,
     float_inputs,
+    spec_verdict,
     static_tensor,
 )
 
@@ -81,12 +82,7 @@ class ReductionConfig(OpConfig):
         ok = float_inputs(node, [("input", args["self"])])
         if not ok:
             return ok
-        try:
-            spec = reduction_node_spec(node)
-        except ValueError as e:
-            return Verdict.no(str(e))
-        support = supports(spec)
-        return Verdict.yes() if support else Verdict.no(support.reason)
+        return spec_verdict(lambda: reduction_node_spec(node), supports)
 
 
 __all__ = ["REDUCTION_OPS", "ReductionConfig", "reduction_node_spec"]
