@@ -43,10 +43,10 @@ EMULATED = [
     ("tv:mobilenet_v3_large", "fp16"),
     ("tv:efficientnet_b0", "fp32"),
     ("tv:convnext_tiny", "fp32"),
-    ("mobilenetv2", "fp16"),
     ("unet", "bf16"),
     ("wavenet", "fp32"),
     ("video", "fp16"),
+    ("resnet18", "fp16"),
     ("wav2vec2", "bf16"),
     ("demo", "fp32"),
 ]
