@@ -162,7 +162,10 @@ def test_unary(name: str, dtype: str) -> None:
 @pytest.mark.parametrize("name", ["relu", "clamp", "hardtanh", "sigmoid", "leaky_relu", "hardswish", "gelu"])
 def test_nan_propagates(name: str) -> None:
     op_name, params, eager = UNARY[name]
-    x = torch.tensor([float("nan"), -1.0, 0.5, float("inf"), -float("inf")], device=DEVICE)
+    values = [float("nan"), -1.0, 0.5, float("inf"), -float("inf")]
+    if name == "gelu":  # ATen's CPU gelu gives inf or NaN at +inf depending on the CPU's vector code path
+        values = values[:3]
+    x = torch.tensor(values, device=DEVICE)
     out = run(unary_spec(op_name, meta(x), **params), {"in0": x})
     torch.testing.assert_close(out.cpu(), eager(x.cpu()), equal_nan=True)
 

@@ -55,7 +55,11 @@ def _export(directory, ws: bool):
 
     ep = torch.export.export(model, (x,))
     options = CudaTritonOptions(archs=(80, 90), tuning_table=str(table))
-    lowered = to_edge_transform_and_lower(ep, partitioner=[CudaTritonPartitioner(options)])
+    from cuda_triton.partition.config import configs_for
+
+    # The convolution alone (the relu stays on the CPU): the blob holds the one box-template op under test.
+    partitioner = CudaTritonPartitioner(options, configs=configs_for(["conv"]))
+    lowered = to_edge_transform_and_lower(ep, partitioner=[partitioner])
     gm = lowered.exported_program().graph_module
     delegates = [
         getattr(gm, n.args[0].target)

@@ -26,12 +26,12 @@ def build():
 
 @pytest.fixture(scope="module")
 def host_planned(tmp_path_factory):
-    return export_tiny(tmp_path_factory.mktemp("pte"))
+    return export_tiny(tmp_path_factory.mktemp("pte"), families=("conv",))  # two delegates
 
 
 @pytest.fixture(scope="module")
 def device_planned(tmp_path_factory):
-    return export_tiny(tmp_path_factory.mktemp("pte_dev"), device_memory=True)
+    return export_tiny(tmp_path_factory.mktemp("pte_dev"), device_memory=True, families=("conv",))
 
 
 @pytest.fixture()
@@ -125,7 +125,9 @@ def test_graphs_turned_off_by_the_environment(build, tmp_path, host_planned, inp
 
 
 def test_graphs_turned_off_by_the_compile_spec(build, tmp_path_factory, tmp_path, input_file) -> None:
-    program = export_tiny(tmp_path_factory.mktemp("pte_nograph"), extra_specs=(("cuda_graph", b"0"),))
+    program = export_tiny(
+        tmp_path_factory.mktemp("pte_nograph"), extra_specs=(("cuda_graph", b"0"),), families=("conv",)
+    )
     path, data = input_file
     r, log, _, _ = _launch_rows(build, tmp_path, program, path)
     assert "0 replay a CUDA graph, 2 launch directly" in r.stdout
