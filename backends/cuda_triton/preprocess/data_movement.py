@@ -59,7 +59,7 @@ from ..serialization import (
 )
 from ..serialization.encoding import VIEW_ALIGNMENT
 from ..utils.graph import tensor_val
-from .draft import CudaTritonPreprocessError, describe
+from .draft import node_errors
 from .elementwise import is_elementwise_node, program_steps
 from .op_draft import Arg, ProgramDraft
 
@@ -78,7 +78,7 @@ _RESHAPES = (
 
 def draft_data_movement(node: Node, pd: ProgramDraft) -> None:
     """Draft one data-movement node: a view value, or the op's record and copy kernels."""
-    try:
+    with node_errors(node):
         refs = [_as_value(node, pd, x, i) for i, x in enumerate(data_movement_inputs(node))]
         spec = with_recorded_layout(spec_on(node, [pd.meta(r) for r in refs]), node)
         support = spec.supports()
@@ -99,8 +99,6 @@ def draft_data_movement(node: Node, pd: ProgramDraft) -> None:
             _draft_pad(node, pd, refs[0], spec)
         else:
             _draft_upsample(node, pd, refs[0], spec)
-    except ValueError as e:
-        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
 
 
 # ---- operands and results ------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ are collected for the whole export (`kernels.compile_all`); `assemble` then writ
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +60,15 @@ def describe(node: Node) -> str:
     from ..conv.node_source import describe_node
 
     return describe_node(node)
+
+
+@contextlib.contextmanager
+def node_errors(node: Node) -> Iterator[None]:
+    """Turns the ValueError a spec constructor or a family's launches raise into the export error naming ``node``."""
+    try:
+        yield
+    except ValueError as e:
+        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
 
 
 def profiling_name(node: Node, covered: list[Node | None]) -> str:
@@ -116,6 +127,7 @@ __all__ = [
     "add_constant",
     "contiguous_strides",
     "describe",
+    "node_errors",
     "tensor_bytes",
     "value_record",
 ]

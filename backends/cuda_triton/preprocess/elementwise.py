@@ -19,7 +19,7 @@ from ..ops.tensor_meta import TensorMeta
 from ..partition.config.elementwise import GLU, ElementwiseConfig, emit_elementwise, output_meta
 from ..serialization import ConstantRef, ElementwiseRecord, ValueRef
 from ..serialization.records.base import FromInput, FromStep, Literal, Step, StepArg
-from .draft import CudaTritonPreprocessError, describe
+from .draft import CudaTritonPreprocessError, describe, node_errors
 from .op_draft import ProgramDraft
 
 _CONFIG = ElementwiseConfig()
@@ -105,12 +105,10 @@ def draft_elementwise(node: Node, pd: ProgramDraft, fused_into: dict[Node, Node]
         covered.append(n)
         return emit_elementwise(b, n, value, tensor)
 
-    try:
+    with node_errors(node):
         result = emit(node)
         meta = output_meta(node)
         spec = b.build(result, out_dtype=meta.dtype, out_strides=meta.strides)
-    except ValueError as e:
-        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
     support = supports(spec)
     if not support:
         raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")

@@ -18,7 +18,7 @@ from ..ops.tensor_meta import TensorMeta
 from ..partition.config.base import bound_arguments
 from ..partition.config.gemm import gemm_operands, gemm_spec
 from ..serialization import ConstantRef, GemmRecord, ValueRef
-from .draft import CudaTritonPreprocessError, describe
+from .draft import CudaTritonPreprocessError, describe, node_errors
 from .op_draft import ProgramDraft
 
 aten = torch.ops.aten
@@ -56,10 +56,8 @@ def draft_gemm(node: Node, pd: ProgramDraft) -> None:
             continue
         refs[f"in{i}"] = pd.operand(operand, node, f"operand {i}")
         metas.append(pd.meta(refs[f"in{i}"]))
-    try:
+    with node_errors(node):
         spec = gemm_spec(node, pd.draft.options.allow_tf32, metas)
-    except ValueError as e:
-        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
     support = spec.supports()
     if not support:
         raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")

@@ -16,7 +16,7 @@ from ..ops.norm.spec import NormSpec
 from ..ops.tensor_meta import TensorMeta
 from ..partition.config.norm import norm_operands, norm_output, norm_spec
 from ..serialization import ConstantRef, NormRecord, ValueRef
-from .draft import CudaTritonPreprocessError, describe
+from .draft import CudaTritonPreprocessError, describe, node_errors
 from .op_draft import ProgramDraft
 
 
@@ -40,11 +40,9 @@ def norm_record(spec: NormSpec, x: int, out: int, params: dict[str, ValueRef | C
 
 def draft_norm(node: Node, pd: ProgramDraft) -> None:
     """Draft one batch norm, layer norm, group norm, softmax or log_softmax node."""
-    try:
+    with node_errors(node):
         operands = norm_operands(node)
         out_node = norm_output(node)
-    except ValueError as e:
-        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
     refs: dict[str, ValueRef | ConstantRef] = {}
     metas: dict[str, TensorMeta | None] = {}
     for role, operand in operands.items():
@@ -56,10 +54,8 @@ def draft_norm(node: Node, pd: ProgramDraft) -> None:
     x = refs["in0"]
     if not isinstance(x, ValueRef):  # the record reads its input as a value (the config declines this)
         raise CudaTritonPreprocessError(f"{describe(node)}: its input is a constant of the program")
-    try:
+    with node_errors(node):
         spec = norm_spec(node, metas)
-    except ValueError as e:
-        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
     support = supports(spec)
     if not support:
         raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")

@@ -33,6 +33,7 @@ from .draft import (
     blob_dtype,
     contiguous_strides,
     describe,
+    node_errors,
     profiling_name,
 )
 from .schedule import TuningLookup
@@ -158,10 +159,8 @@ class ProgramDraft:
             self.draft.values.append(
                 ValueRecord("intermediate", 0, dtype, list(t.sizes), contiguous_strides(t.sizes))
             )
-        try:
+        with node_errors(node):
             launch_list = fam.launches(spec, schedule)
-        except ValueError as e:
-            raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
         launches: list[DraftLaunch] = []
         for li, launch in enumerate(launch_list):
             args: list[Any] = []
@@ -187,6 +186,17 @@ class ProgramDraft:
         self.draft.templates[family] = self.draft.templates.get(family, 0) + 1
 
 
+def stored_input(node: Node, recorded: TensorMeta, stored: TensorMeta) -> TensorMeta:
+    """The input layout a kernel reads: the delegate's (a view may store other strides than the node records),
+    which must have the recorded sizes and dtype."""
+    if stored.sizes != recorded.sizes or stored.dtype != recorded.dtype:
+        raise CudaTritonPreprocessError(
+            f"{describe(node)}: the delegate stores its input as {list(stored.sizes)} {stored.dtype}, the node "
+            f"records {list(recorded.sizes)} {recorded.dtype}"
+        )
+    return stored
+
+
 _TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
 
 
@@ -194,4 +204,4 @@ def _torch_name(blob_dtype_name: str) -> str:
     return _TORCH_NAMES.get(blob_dtype_name, blob_dtype_name)
 
 
-__all__ = ["Arg", "ProgramDraft"]
+__all__ = ["Arg", "ProgramDraft", "stored_input"]

@@ -12,25 +12,14 @@ from dataclasses import replace
 from torch.fx import Node
 
 from ..ops.pooling import ADAPTIVE_AVG_POOL, AVG_POOL, MAX_POOL, PoolSpec
-from ..ops.tensor_meta import TensorMeta
 from ..partition.config.base import bound_arguments
 from ..partition.config.pooling import pool_output, pool_spec
 from ..serialization import PoolingRecord, ValueRef
 from ..utils.graph import tensor_val
-from .draft import CudaTritonPreprocessError, describe
-from .op_draft import ProgramDraft
+from .draft import CudaTritonPreprocessError, describe, node_errors
+from .op_draft import ProgramDraft, stored_input
 
 _OP_NAMES = {MAX_POOL: "max", AVG_POOL: "avg", ADAPTIVE_AVG_POOL: "adaptive_avg"}
-
-
-def stored_input(node: Node, spec_input: TensorMeta, stored: TensorMeta) -> TensorMeta:
-    """The input layout the kernel reads: the delegate's (a view may store other strides than the node records)."""
-    if stored.sizes != spec_input.sizes or stored.dtype != spec_input.dtype:
-        raise CudaTritonPreprocessError(
-            f"{describe(node)}: the delegate stores its input as {list(stored.sizes)} {stored.dtype}, the node "
-            f"records {list(spec_input.sizes)} {spec_input.dtype}"
-        )
-    return stored
 
 
 def pooling_record(spec: PoolSpec, input: int, output: int) -> PoolingRecord:
@@ -55,11 +44,9 @@ def pooling_record(spec: PoolSpec, input: int, output: int) -> PoolingRecord:
 
 def draft_pooling(node: Node, pd: ProgramDraft) -> None:
     """Draft one max, avg or adaptive avg pool node."""
-    try:
+    with node_errors(node):
         spec = pool_spec(node)
         out_node = pool_output(node)
-    except ValueError as e:
-        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
     args = bound_arguments(node)
     x = args["input"] if "input" in args else args["self"]
     ref = pd.operand(x, node)
@@ -80,4 +67,4 @@ def draft_pooling(node: Node, pd: ProgramDraft) -> None:
     pd.add_op(node, [node], record, "pooling", spec, {"in0": ref, "out": ValueRef(out)})
 
 
-__all__ = ["draft_pooling", "pooling_record", "stored_input"]
+__all__ = ["draft_pooling", "pooling_record"]

@@ -15,17 +15,14 @@ from ..ops.reduction import supports
 from ..partition.config.base import bound_arguments
 from ..partition.config.reduction import reduction_node_spec
 from ..serialization import ReductionRecord, ValueRef
-from .draft import CudaTritonPreprocessError, describe
-from .op_draft import ProgramDraft
-from .pooling import stored_input
+from .draft import CudaTritonPreprocessError, describe, node_errors
+from .op_draft import ProgramDraft, stored_input
 
 
 def draft_reduction(node: Node, pd: ProgramDraft) -> None:
     """Draft one sum / mean / amax / amin node."""
-    try:
+    with node_errors(node):
         spec = reduction_node_spec(node)
-    except ValueError as e:
-        raise CudaTritonPreprocessError(f"{describe(node)}: {e}") from e
     ref = pd.operand(bound_arguments(node)["self"], node)
     if not isinstance(
         ref, ValueRef
