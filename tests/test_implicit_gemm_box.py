@@ -372,14 +372,14 @@ def test_box_claims_deep_3x3_channels_last_16bit() -> None:
         _meta(8, 256, 256, (56, 56), 3, stride=2, pad_before=1),  # strided
         _meta(2, 256, 256, (4000,), 9, pad_before=4),  # 1-D
     ]
-    from cuda_triton.conv import routing
+    from cuda_triton.conv.routing_verdicts import evaluate
 
     t = get_template(BOX)
     for problem in claimed:
         assert t.heuristic_claims(problem)
         cand = select_candidate(problem)
         assert cand.template is t and cand.schedule == t.heuristic_schedule(problem)
-        verdict = routing._evaluate(problem)  # the planner reports the template the op runs
+        verdict = evaluate(problem)  # the planner reports the template the op runs
         assert verdict.template == BOX and verdict.schedules[0] == cand.schedule
     for problem in kept:
         assert not t.heuristic_claims(problem)

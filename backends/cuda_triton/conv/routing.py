@@ -22,19 +22,19 @@ of a second (the remaining cost is `bind_conv`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.fx import Graph, GraphModule, Node
 
+from . import routing_gates as gates
 from .binding import ConvArgs, ConvBindingError, bind_conv, is_conv_node
-from .inductor import concrete_int, inductor_cannot_compile
-from .layout import out_shape_and_stride
+from .inductor import inductor_cannot_compile
 from .node_source import describe_node
-from .problem import DTYPE_NAMES, ConvProblem, layout_name
-from .templates import ConvTemplate, Schedule, heuristic_template, registered_templates, support_report
+from .problem import DTYPE_NAMES, ConvProblem
+from .routing_verdicts import Stage, VerdictCache
+from .templates import Schedule
 
 
 class Decision(enum.Enum):
@@ -115,205 +115,8 @@ class ConvRoutingError(RuntimeError):
         return self.failures[0][1]
 
 
-# ---- gates ------------------------------------------------------------------------------------------------------
-
-
-def _symbolic(t: torch.Tensor) -> bool:
-    return not all(concrete_int(s) for s in t.shape) or not all(concrete_int(s) for s in t.stride())
-
-
-def _fmt(xs: Iterable[Any]) -> str:
-    return "[" + ", ".join(str(x) for x in xs) + "]"
-
-
-@dataclass(frozen=True)
-class _Target:
-    """The platform the caller plans for (see `plan`'s ``target_device`` and ``rocm``)."""
-
-    device: torch.device | str | None  # None: each node's input device; "rocm" for a ROCm target
-    rocm: bool | None  # None: ROCm when torch is a HIP build or the device names hip/rocm
-
-
-def _parse_target_device(target_device: str | bytes | torch.device | None) -> torch.device | str | None:
-    if target_device is None:
-        return None
-    if isinstance(target_device, bytes):  # the CompileSpec spelling, b"cuda:0"
-        target_device = target_device.decode()
-    if isinstance(target_device, str) and target_device.split(":")[0].lower() == "rocm":
-        return "rocm"
-    return torch.device(target_device)
-
-
-def _device_gate(x: torch.Tensor, target: _Target) -> tuple[str | None, bool]:
-    """(refusal reason or None, whether the stated device is a ROCm device)."""
-    if target.device is None:
-        dev = x.device
-        stated = f"the input is on '{dev}' (its recorded example value)"
-        hint = (
-            "; an export whose example inputs live on the CPU plans for CUDA with target_device='cuda' "
-            "(or CudaTritonPartitioner's target device)"
-        )
-    else:
-        dev = target.device
-        stated = f"the target device is '{dev}'"
-        hint = ""
-    if isinstance(dev, str) or dev.type == "hip":  # "rocm" / "hip": a ROCm target
-        return None, True
-    if dev.type != "cuda":
-        return f"{stated}, not a CUDA device: the delegate runs only on NVIDIA GPUs{hint}", False
-    return None, False
-
-
-def _rocm_reason(is_rocm_device: bool, rocm: bool | None) -> str | None:
-    if is_rocm_device:
-        return "the target is a ROCm (HIP) device: the delegate ships NVIDIA cubins only"
-    if rocm is True:
-        return "planning for ROCm (rocm=True): the delegate ships NVIDIA cubins only"
-    if rocm is None and getattr(torch.version, "hip", None):
-        return (
-            f"this torch is a ROCm (HIP {torch.version.hip}) build, so 'cuda' means an AMD GPU; the delegate ships "
-            "NVIDIA cubins only (pass rocm=False when exporting on a ROCm machine for an NVIDIA target)"
-        )
-    return None
-
-
-def _layout_reason(
-    args: ConvArgs, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, is_float64: bool
-) -> str | None:
-    sizes, strides = out_shape_and_stride(
-        [int(s) for s in x.shape],
-        [int(s) for s in x.stride()],
-        [int(s) for s in w.shape],
-        [int(s) for s in w.stride()],
-        list(args.stride),
-        list(args.padding_before),
-        list(args.padding_after),
-        list(args.dilation),
-        args.transposed,
-        list(args.output_padding),
-        args.groups,
-        is_float64,
-    )
-    rec_sizes = [int(s) for s in out.shape]
-    rec_strides = [int(s) for s in out.stride()]
-    same = rec_sizes == sizes and all(
-        size <= 1 or a == b for size, a, b in zip(sizes, rec_strides, strides, strict=True)
-    )
-    if same:
-        return None
-
-    def name(sz: list[int], st: list[int]) -> str:
-        if len(sz) == args.spatial_dims + 1:  # unbatched
-            sz, st = [1, *sz], [sz[0] * st[0], *st]
-        return layout_name(tuple(sz), tuple(st))
-
-    return (
-        f"the node records an output of sizes {_fmt(rec_sizes)} strides {_fmt(rec_strides)} "
-        f"({name(rec_sizes, rec_strides)}), but the delegate writes the layout ATen's CUDA convolution returns, "
-        f"sizes {_fmt(sizes)} strides {_fmt(strides)} ({name(sizes, strides)}), and ExecuTorch would read it "
-        "with the recorded layout"
-    )
-
-
-# ---- template choice (cached per problem) ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Verdict:
-    template: str | None
-    worth: bool
-    schedules: tuple[Schedule, ...]
-    unsupported: tuple[tuple[str, str], ...]
-    error: str | None = None
-
-
-def _evaluate(problem: ConvProblem) -> _Verdict:
-    try:
-        report = [(t, v) for t, v in support_report(problem)]
-    except Exception:  # a template raised: judge them one by one so one bug does not hide the others
-        report = []
-        for t in registered_templates():
-            try:
-                report.append((t, t.supports(problem)))
-            except Exception as e:
-                report.append((t, _No(f"supports() raised {type(e).__name__}: {e}")))
-    unsupported = tuple((t.name, v.reason) for t, v in report if not v)
-    supporting = [t for t, v in report if v]
-    try:  # the template the op runs without a table entry: a claiming one first (`heuristic_template`)
-        chosen = heuristic_template(supporting, problem)
-    except Exception as e:
-        return _Verdict(None, False, (), unsupported, f"choosing a template failed while planning: {e!r}")
-    if chosen is None:
-        return _Verdict(None, False, (), unsupported)
-    try:
-        heuristic = chosen.heuristic_schedule(problem)
-        rest = [s for s in chosen.schedules(problem) if s != heuristic]
-        worth = bool(chosen.worth_routing(problem))
-    except Exception as e:
-        return _Verdict(
-            chosen.name, False, (), unsupported, f"template '{chosen.name}' failed while planning: {e!r}"
-        )
-    return _Verdict(chosen.name, worth, (heuristic, *rest), unsupported)
-
-
-@dataclass(frozen=True)
-class _No:
-    reason: str
-
-    def __bool__(self) -> bool:
-        return False
-
-
-@dataclass(frozen=True)
-class _Stage:
-    """Outcome of the layout, dtype and template gates for one concrete call (what `_Cache` stores)."""
-
-    refusal: str | None
-    problem: ConvProblem | None
-    verdict: _Verdict | None
-
-
-class _Cache:
-    """Gate outcomes per concrete call (layouts, dtypes, params), valid for one template registry.
-
-    Templates are stateless and `ConvProblem` holds everything their verdicts depend on, so one process-wide
-    cache serves every `plan` call (the partitioner plans node by node). It is dropped when the registry
-    changes (tests swap it) and when it grows past ``limit`` entries; `clear_cache` drops it by hand.
-    """
-
-    def __init__(self, limit: int = 4096) -> None:
-        self.limit = limit
-        self.registry: tuple[ConvTemplate, ...] = ()
-        self.stages: dict[tuple, _Stage] = {}
-        self.verdicts: dict[ConvProblem, _Verdict] = {}
-
-    def check_registry(self) -> None:
-        registry = tuple(registered_templates())
-        if len(registry) != len(self.registry) or any(
-            a is not b for a, b in zip(registry, self.registry, strict=True)
-        ):
-            self.registry = registry
-            self.clear()
-
-    def clear(self) -> None:
-        self.stages = {}
-        self.verdicts = {}
-
-    def stage(self, key: tuple) -> _Stage | None:
-        return self.stages.get(key)
-
-    def store(self, key: tuple, stage: _Stage) -> _Stage:
-        if len(self.stages) >= self.limit:
-            self.clear()
-        self.stages[key] = stage
-        return stage
-
-    def verdict(self, problem: ConvProblem) -> _Verdict:
-        hit = self.verdicts.get(problem)
-        if hit is None:
-            hit = self.verdicts[problem] = _evaluate(problem)
-        return hit
-
-
-_CACHE = _Cache()
+# The concrete gates' outcomes, one process-wide cache for every `plan` call (see `VerdictCache`).
+_CACHE = VerdictCache()
 
 
 def clear_cache() -> None:
@@ -345,7 +148,7 @@ def plan(
     * ``allow_tf32``: whether fp32 convolutions may use TF32 (becomes ``ConvProblem.allow_tf32``); ``None``:
       ``torch.backends.cudnn.allow_tf32``.
     """
-    target = _Target(_parse_target_device(target_device), rocm)  # type: ignore[arg-type]
+    target = gates.Target(gates.parse_target_device(target_device), rocm)  # type: ignore[arg-type]
     _CACHE.check_registry()
     result = _plan(node, target, allow_tf32, _CACHE)
     if strict and result.failed:
@@ -369,7 +172,7 @@ def plan_graph(
     if hasattr(graph, "graph_module"):  # ExportedProgram
         graph = graph.graph_module
     g: Graph = graph.graph if isinstance(graph, GraphModule) else graph
-    target = _Target(_parse_target_device(target_device), rocm)  # type: ignore[arg-type]
+    target = gates.Target(gates.parse_target_device(target_device), rocm)  # type: ignore[arg-type]
     _CACHE.check_registry()
     plans: dict[Node, RoutingPlan] = {}
     for node in g.nodes:
@@ -389,22 +192,22 @@ def _concrete_gates(
     b: torch.Tensor | None,
     out: torch.Tensor,
     allow_tf32: bool,
-    cache: _Cache,
-) -> _Stage:
+    cache: VerdictCache,
+) -> Stage:
     """Gates 4 (recorded output layout) and 5 (dtype, a supporting template) for a call with static shapes."""
-    layout_reason = _layout_reason(args, x, w, out, x.dtype == torch.float64)
+    layout_reason = gates.layout_reason(args, x, w, out, x.dtype == torch.float64)
     if layout_reason is not None:
-        return _Stage(layout_reason, None, None)
+        return Stage(layout_reason, None, None)
     dtypes = {x.dtype, w.dtype} | ({b.dtype} if b is not None else set())
     if len(dtypes) != 1:
-        return _Stage(
+        return Stage(
             f"its tensors have different dtypes ({', '.join(sorted(str(d) for d in dtypes))}); the convolution "
             "templates need input, weight and bias of one dtype",
             None,
             None,
         )
     if x.dtype not in DTYPE_NAMES:
-        return _Stage(
+        return Stage(
             f"its dtype is {x.dtype}; the convolution templates handle only "
             + ", ".join(str(d) for d in DTYPE_NAMES),
             None,
@@ -422,18 +225,18 @@ def _concrete_gates(
     )
     verdict = cache.verdict(problem)
     if verdict.error is not None:
-        return _Stage(verdict.error, problem, verdict)
+        return Stage(verdict.error, problem, verdict)
     if verdict.template is None:
         why = "; ".join(f"'{name}': {reason}" for name, reason in verdict.unsupported) or "none is registered"
-        return _Stage(f"no registered convolution template supports it ({why})", problem, verdict)
-    return _Stage(None, problem, verdict)
+        return Stage(f"no registered convolution template supports it ({why})", problem, verdict)
+    return Stage(None, problem, verdict)
 
 
 def _refuse(node: Node, reason: str, args: ConvArgs | None = None, **kw: Any) -> RoutingPlan:
     return RoutingPlan(Decision.REFUSED, reason, node.name, args, **kw)
 
 
-def _plan(node: Node, target: _Target, allow_tf32: bool | None, cache: _Cache) -> RoutingPlan:
+def _plan(node: Node, target: gates.Target, allow_tf32: bool | None, cache: VerdictCache) -> RoutingPlan:
     try:
         args = bind_conv(node)
     except ConvBindingError as e:
@@ -452,9 +255,9 @@ def _plan(node: Node, target: _Target, allow_tf32: bool | None, cache: _Cache) -
 
     # Gate 1: symbolic shapes.
     symbolic = [
-        f"{what} sizes {_fmt(t.shape)} strides {_fmt(t.stride())}"
+        f"{what} sizes {gates.fmt_list(t.shape)} strides {gates.fmt_list(t.stride())}"
         for what, t in (("input", x), ("weight", w), ("bias", b), ("output", out))
-        if isinstance(t, torch.Tensor) and _symbolic(t)
+        if isinstance(t, torch.Tensor) and gates.is_symbolic(t)
     ]
     if symbolic:
         return refuse(
@@ -466,10 +269,10 @@ def _plan(node: Node, target: _Target, allow_tf32: bool | None, cache: _Cache) -
         return refuse("the node has no recorded output tensor (meta['val']), so its output layout is unknown")
 
     # Gate 2: a CUDA target; gate 3: not ROCm.
-    device_reason, rocm_device = _device_gate(x, target)
+    device_reason, rocm_device = gates.device_gate(x, target)
     if device_reason is not None:
         return refuse(device_reason)
-    rocm_reason = _rocm_reason(rocm_device, target.rocm)
+    rocm_reason = gates.rocm_reason(rocm_device, target.rocm)
     if rocm_reason is not None:
         return refuse(rocm_reason)
 
