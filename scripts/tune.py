@@ -191,7 +191,7 @@ def plan(
 ) -> tuple[list[tuple[str, Any, list[str]]], set | None]:
     """The convolutions still to measure, (table key, problem, sources) each, and the templates to try."""
     from cuda_triton.conv.templates import get_template, registered_templates
-    from cuda_triton.conv.tuning import table_key
+    from cuda_triton.conv.tuning_keys import table_key
     from cuda_triton.tools.tuning_problems import collect_problems
 
     registered_templates()

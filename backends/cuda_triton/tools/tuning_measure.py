@@ -259,7 +259,7 @@ def measure_problem(
     templates: set[str] | None = None,
 ) -> ProblemResult:
     from cuda_triton.conv.templates import heuristic_template, registered_templates
-    from cuda_triton.conv.tuning import problem_spec, table_key
+    from cuda_triton.conv.tuning_keys import problem_spec, table_key
 
     t_start = time.monotonic()
     result = ProblemResult(list(table_key(problem, env.arch)), problem_spec(problem), sources)
@@ -420,7 +420,7 @@ def schedule_limit(sources: list[str], args_limit: int | None) -> int | None:
 def warmup_jobs(problem, limit: int | None, templates: set[str] | None = None) -> list[ScheduleWarmup]:
     """The compile jobs for every schedule `measure_problem` will try on ``problem``, four schedules a job."""
     from cuda_triton.conv.templates import registered_templates
-    from cuda_triton.conv.tuning import problem_spec
+    from cuda_triton.conv.tuning_keys import problem_spec
 
     spec = problem_spec(problem)
     jobs = []

@@ -41,7 +41,8 @@ def read_logs(paths: list[Path]) -> dict[str, dict[str, Any]]:
 
 def build_table(records: dict[str, dict[str, Any]], arch: int, meta: dict[str, Any]):
     from cuda_triton.conv.templates.base import Schedule
-    from cuda_triton.conv.tuning import TuningEntry, TuningTable, problem_from_spec
+    from cuda_triton.conv.tuning import TuningEntry, TuningTable
+    from cuda_triton.conv.tuning_keys import problem_from_spec
 
     entries = []
     for rec in records.values():
@@ -85,7 +86,7 @@ def table_meta(records: dict[str, dict[str, Any]], command: str) -> dict[str, An
 def generalisation_report(records: dict[str, dict[str, Any]]) -> list[str]:
     """Leave-one-out: for each measured convolution, the time of what lookup would pick were it not in the
     table (its nearest neighbour's schedule, else the heuristic), against the tuned best and the heuristic."""
-    from cuda_triton.conv.tuning import problem_from_spec
+    from cuda_triton.conv.tuning_keys import problem_from_spec
 
     arch_of = {r["key"][0] for r in records.values()}
     if len(arch_of) != 1:
