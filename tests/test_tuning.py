@@ -521,15 +521,17 @@ def test_problem_from_signature():
 
 
 def test_tuning_signatures_cover_the_networks():
+    from cuda_triton.tools import tuning_networks as nets
     from cuda_triton.tools import tuning_signatures as ts
 
     want = {"resnet18", "resnet50", "mobilenetv2", "efficientnet_b0", "convnext_t", "unet", "deeplabv3", "wav2vec2",
             "whisper", "hifigan", "wavenet", "r2plus1d", "x3d"}  # fmt: skip
-    assert want <= set(ts.NETWORKS)
+    assert want <= set(nets.NETWORKS)
     # Spot checks against the published layer tables.
-    assert len(ts.resnet18()) == 20 and len(ts.resnet50()) == 53 and len(ts.mobilenetv2()) == 52
+    assert len(nets.resnet18()) == 20 and len(nets.resnet50()) == 53 and len(nets.mobilenetv2()) == 52
     macs = sum(
-        la.K * math.prod(la.out_spatial()) * la.C // la.groups * math.prod(la.kernel) for la in ts.resnet50()
+        la.K * math.prod(la.out_spatial()) * la.C // la.groups * math.prod(la.kernel)
+        for la in nets.resnet50()
     )
     assert 4.0e9 < macs < 4.2e9  # ResNet-50: 4.1 GMACs
     pairs = ts.problems(["resnet18", "wav2vec2", "hifigan"], batches=(1, 8), dtypes=("fp16",))

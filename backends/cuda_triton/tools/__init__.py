@@ -6,7 +6,8 @@ machine (which has no executorch) can use it:
 * `conv_cases`: random convolution cases, their tensors, the fp32 reference and the error tolerance;
 * `suites`: the benchmark suites of bench/ (public and unseen convolutions) as cases;
 * `timing`: the CUDA-graph timing harness of scripts/tune.py and scripts/bench_conv.py;
-* `tuning_signatures`: convolution layers of common networks, for tuning;
+* `tuning_networks`: convolution layers of common networks, for tuning; `tuning_signatures`: those layers as
+  tuning problems;
 * `emulate_pte`: runs delegate blobs on the CPU in Triton's interpreter the way the C++ runtime runs them
   (needs executorch; CPU only).
 

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from .suites import PUBLIC_SUITE, layer_set, load_suite
-from .tuning_signatures import Layer, layer_problem, parse_dtype, problems
+from .tuning_networks import Layer
+from .tuning_signatures import layer_problem, parse_dtype, problems
 
 
 def public_problems(dtypes: list[str], bias: bool) -> list[tuple[str, Any]]:
