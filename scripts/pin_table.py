@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 
-from cuda_triton.tools.emulate_pte import derive_launches  # noqa: E402
+from cuda_triton.tools.emulate_blob import derive_launches  # noqa: E402
 
 
 def pte_problems(path: Path) -> list:

@@ -42,7 +42,9 @@ from cuda_triton.serialization import (  # noqa: E402
     ReshapeRecord,
     SplitRecord,
 )
+from cuda_triton.serialization.blob import deserialize  # noqa: E402
 from cuda_triton.tools import emulate_pte as E  # noqa: E402
+from cuda_triton.tools.emulate_blob import rel_err  # noqa: E402
 from executorch.exir import to_edge_transform_and_lower  # noqa: E402
 from executorch.exir.lowered_backend_module import LoweredBackendModule  # noqa: E402
 
@@ -236,7 +238,7 @@ def _outside(ep) -> list[str]:
 def _blob(model: nn.Module, example: tuple[torch.Tensor, ...]):
     ep = E.lower(model, example)
     (lowered,) = _lowered(ep)
-    return E.deserialize(lowered.processed_bytes)
+    return deserialize(lowered.processed_bytes)
 
 
 # ---- whole models against eager --------------------------------------------------------------------------------
@@ -376,7 +378,7 @@ def test_without_strict_the_unaligned_as_strided_stays_on_the_cpu() -> None:
     lowered = edge.exported_program()
     assert len(_lowered(lowered)) == 1 and _outside(lowered) == ["aten.as_strided_copy.default"]
     run = E.run_program(lowered, example)
-    assert E._rel_err(run.output, model(*example).detach()) <= TOL["fp32"]
+    assert rel_err(run.output, model(*example).detach()) <= TOL["fp32"]
 
 
 def test_the_drafter_refuses_what_the_blob_cannot_describe(monkeypatch) -> None:

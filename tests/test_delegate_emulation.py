@@ -26,6 +26,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":  # a GPU machine: the emulator nee
     pytest.skip("needs TRITON_INTERPRET=1", allow_module_level=True)
 
 from cuda_triton.models.zoo import build  # noqa: E402
+from cuda_triton.serialization.blob import ValueRef, deserialize  # noqa: E402
 from cuda_triton.tools import emulate_pte as E  # noqa: E402
 
 
@@ -144,13 +145,13 @@ def test_split_k_ops_use_a_workspace_intermediate() -> None:
     ep = E.lower(model, example)
     lowered = [m for _, m in ep.graph_module.named_modules() if isinstance(m, LoweredBackendModule)]
     split_ops = 0
-    for blob in (E.deserialize(m.processed_bytes) for m in lowered):
+    for blob in (deserialize(m.processed_bytes) for m in lowered):
         for op in blob.ops:
             if "SPLIT_K" not in op.schedule:
                 continue
             split_ops += 1
             assert len(op.launches) == 2 + ("CL_COPY" in op.schedule)
-            refs = {a.value for lr in op.launches for a in lr.args if isinstance(a, E.ValueRef)}
+            refs = {a.value for lr in op.launches for a in lr.args if isinstance(a, ValueRef)}
             scratch = [blob.values[v] for v in refs - {op.input, op.output}]
             assert all(rec.kind == "intermediate" for rec in scratch)
             # The split's fp32 partial sums (and, the input being NCHW, maybe its channels-last copy).

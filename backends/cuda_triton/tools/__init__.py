@@ -1,6 +1,6 @@
 """Code shared by the maintainer scripts (scripts/) and the tests, kept out of the product path.
 
-Everything here except `emulate_pte` imports with torch and triton only, so the scripts that run on the GPU
+Everything here except the emulators imports with torch and triton only, so the scripts that run on the GPU
 machine (which has no executorch) can use it:
 
 * `conv_cases`: random convolution cases, their tensors, the fp32 reference and the error tolerance;
@@ -8,8 +8,8 @@ machine (which has no executorch) can use it:
 * `timing`: the CUDA-graph timing harness of scripts/tune.py and scripts/bench_conv.py;
 * `tuning_networks`: convolution layers of common networks, for tuning; `tuning_signatures`: those layers as
   tuning problems;
-* `emulate_pte`: runs delegate blobs on the CPU in Triton's interpreter the way the C++ runtime runs them
-  (needs executorch; CPU only).
+* `emulate_blob`, `emulate_pte`: run delegate blobs (and the edge program around them) on the CPU in Triton's
+  interpreter the way the C++ runtime runs them (needs executorch; CPU only).
 
 Nothing is imported by this file, so ``import cuda_triton.tools.timing`` loads that module alone.
 """

@@ -1,5 +1,5 @@
 """A saved .pte run on the CPU: its memory plan, its CPU kernels through their ATen counterparts, its delegate
-calls through `cuda_triton.tools.emulate_pte.emulate_blob` (the blob emulator; kernels in the Triton interpreter).
+calls through `cuda_triton.tools.emulate_blob.emulate_blob` (the blob emulator; kernels in the Triton interpreter).
 
 Values live in memory-planned arenas at their planned offsets with their dim order, as in ExecuTorch, so a plan's
 aliasing between tensors is reproduced (see `emulate_pte_file`).
@@ -16,7 +16,7 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 
 from cuda_triton.serialization.blob import deserialize  # noqa: E402
-from cuda_triton.tools.emulate_pte import emulate_blob  # noqa: E402
+from cuda_triton.tools.emulate_blob import emulate_blob  # noqa: E402
 
 _ET_DTYPES = {
     5: torch.float16,

@@ -3,7 +3,7 @@
 The interpreter keeps bf16 tensors as numpy uint16 and its ``tl.dot`` multiplies those raw bits as integers, so
 every bf16 matmul it runs is garbage (relative errors ~1e10; Triton 3.7.1). `patch_interpreter_bf16_dot` widens
 bf16 operands to fp32 (exact: bf16 is the top half of an fp32) before the interpreter's dot. The tests and
-`cuda_triton.tools.emulate_pte` call it; kernels compiled for a GPU are unaffected. The kernels that
+`cuda_triton.tools.emulate_blob` call it; kernels compiled for a GPU are unaffected. The kernels that
 take bf16 dot operands also widen them themselves under the interpreter (their DOT_FP32 constexpr,
 `dot_needs_fp32`), so they run right there with or without the patch.
 """
