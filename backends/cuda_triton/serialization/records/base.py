@@ -287,6 +287,12 @@ class RecordContext:
         except (ValueError, IndexError, ZeroDivisionError, OverflowError) as e:
             raise BlobError(f"{where}: {e}") from e
 
+    def input_and_output(self, where: str, input: int, output: int) -> tuple[ValueRecord, ValueRecord]:
+        """The input and output values of a kind whose output has its input's dtype (checked)."""
+        inp, out = self.value(input), self.value(output)
+        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
+        return inp, out
+
     def expect_sizes(self, where: str, what: str, got: list[int], want: list[int]) -> None:
         check(
             list(got) == list(want),
@@ -403,6 +409,14 @@ def constant_operand(op: Operand, what: str, optional: bool = False) -> int | No
     check(isinstance(op, ConstantRef), f"{what} must be a constant, got {op!r}")
     assert isinstance(op, ConstantRef)
     return op.constant
+
+
+def read_code(params: Reader, table: dict[str, int], what: str) -> str:
+    """The name behind a one-byte code of ``table`` (name -> code), read from ``params``."""
+    code = params.u8()
+    names = {c: name for name, c in table.items()}
+    check(code in names, f"bad {what} code {code}")
+    return names[code]
 
 
 def tensor_operands(ops: list[Operand], what: str) -> list[ValueRef | ConstantRef]:

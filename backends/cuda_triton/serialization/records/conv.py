@@ -95,8 +95,7 @@ class ConvRecord(EpilogueRecord):
                 f"{where}: bad {attr}",
             )
         check(1 <= self.groups < ARG_LIMIT, f"{where}: bad groups {self.groups}")
-        inp, out = ctx.value(self.input), ctx.value(self.output)
-        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
+        inp, out = ctx.input_and_output(where, self.input, self.output)
         check(len(self.weight_sizes) == n + 2, f"{where}: weight rank {len(self.weight_sizes)} != {n + 2}")
         check_dims(f"{where} weight", self.weight_sizes, self.weight_strides)
         check(len(inp.sizes) in (n + 1, n + 2), f"{where}: input rank {len(inp.sizes)} for a {n}-D conv")

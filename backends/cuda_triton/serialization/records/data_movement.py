@@ -9,7 +9,16 @@ from typing import Any, ClassVar
 
 from ..checks import data_movement as shape
 from ..encoding import MAX_OPERANDS, Reader, Writer, check, finite
-from .base import Operand, OpRecord, RecordContext, RecordParts, ValueRef, expect_count, value_operand
+from .base import (
+    Operand,
+    OpRecord,
+    RecordContext,
+    RecordParts,
+    ValueRef,
+    expect_count,
+    read_code,
+    value_operand,
+)
 
 PAD_MODES = {
     "constant": shape.PAD_CONSTANT,
@@ -25,12 +34,6 @@ UPSAMPLE_MODES = {
 }
 
 
-def _name_of(table: dict[str, int], code: int, what: str) -> str:
-    names = {c: name for name, c in table.items()}
-    check(code in names, f"bad {what} code {code}")
-    return names[code]
-
-
 @dataclass
 class DataMovementRecord(OpRecord):
     """Base of the data-movement ops: one value in, one value out unless the op says otherwise."""
@@ -40,6 +43,9 @@ class DataMovementRecord(OpRecord):
     FIXED_INPUTS = None
     OP: ClassVar[int]
     SAME_DTYPE: ClassVar[bool] = True
+    # How many values the op may read and write (at least one each).
+    MAX_SOURCES: ClassVar[int] = 1
+    MAX_TARGETS: ClassVar[int] = 1
 
     def sources(self) -> list[int]:
         return [self.input]  # type: ignore[attr-defined]
@@ -74,9 +80,14 @@ class DataMovementRecord(OpRecord):
     def decode_fields(
         cls, params: Reader, sources: list[int], targets: list[int], common: dict[str, Any]
     ) -> DataMovementRecord:
-        expect_count(f"{cls.__name__} inputs", sources, 1)
-        expect_count(f"{cls.__name__} outputs", targets, 1)
-        return cls(input=sources[0], output=targets[0], **cls.read_fields(params), **common)  # type: ignore[call-arg]
+        expect_count(f"{cls.__name__} inputs", sources, 1, cls.MAX_SOURCES)
+        expect_count(f"{cls.__name__} outputs", targets, 1, cls.MAX_TARGETS)
+        return cls(**cls.operand_fields(sources, targets), **cls.read_fields(params), **common)
+
+    @classmethod
+    def operand_fields(cls, sources: list[int], targets: list[int]) -> dict[str, Any]:
+        """The fields that name the values read and written, from the record's inputs and outputs."""
+        return {"input": sources[0], "output": targets[0]}
 
     @classmethod
     def read_fields(cls, params: Reader) -> dict[str, Any]:
@@ -148,9 +159,21 @@ class PermuteRecord(DataMovementRecord):
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
+class JoinRecord(DataMovementRecord):
+    """Cat and split: parts joined along ``dim`` (a field of each), the only parameter."""
+
+    def encode_fields(self, w: Writer) -> None:
+        w.i64(self.dim)  # type: ignore[attr-defined]
+
+    @classmethod
+    def read_fields(cls, params: Reader) -> dict[str, Any]:
+        return {"dim": params.i64()}
+
+
 @dataclass
-class CatRecord(DataMovementRecord):
+class CatRecord(JoinRecord):
     OP = shape.CAT
+    MAX_SOURCES = MAX_OPERANDS
     inputs: list[int]
     output: int
     dim: int
@@ -158,16 +181,9 @@ class CatRecord(DataMovementRecord):
     def sources(self) -> list[int]:
         return list(self.inputs)
 
-    def encode_fields(self, w: Writer) -> None:
-        w.i64(self.dim)
-
     @classmethod
-    def decode_fields(
-        cls, params: Reader, sources: list[int], targets: list[int], common: dict[str, Any]
-    ) -> DataMovementRecord:
-        expect_count("CatRecord inputs", sources, 1, MAX_OPERANDS)
-        expect_count("CatRecord outputs", targets, 1)
-        return CatRecord(inputs=sources, output=targets[0], dim=params.i64(), **common)
+    def operand_fields(cls, sources: list[int], targets: list[int]) -> dict[str, Any]:
+        return {"inputs": sources, "output": targets[0]}
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         sizes = ctx.rule(where, *_cat_args(ctx, self.inputs, self.dim))
@@ -175,10 +191,11 @@ class CatRecord(DataMovementRecord):
 
 
 @dataclass
-class SplitRecord(DataMovementRecord):
+class SplitRecord(JoinRecord):
     """The parts (outputs) concatenate back to the input along ``dim``."""
 
     OP = shape.SPLIT
+    MAX_TARGETS = MAX_OPERANDS
     input: int
     outputs: list[int]
     dim: int
@@ -186,16 +203,9 @@ class SplitRecord(DataMovementRecord):
     def targets(self) -> list[int]:
         return list(self.outputs)
 
-    def encode_fields(self, w: Writer) -> None:
-        w.i64(self.dim)
-
     @classmethod
-    def decode_fields(
-        cls, params: Reader, sources: list[int], targets: list[int], common: dict[str, Any]
-    ) -> DataMovementRecord:
-        expect_count("SplitRecord inputs", sources, 1)
-        expect_count("SplitRecord outputs", targets, 1, MAX_OPERANDS)
-        return SplitRecord(input=sources[0], outputs=targets, dim=params.i64(), **common)
+    def operand_fields(cls, sources: list[int], targets: list[int]) -> dict[str, Any]:
+        return {"input": sources[0], "outputs": targets}
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         sizes = ctx.rule(where, *_cat_args(ctx, self.outputs, self.dim))
@@ -247,7 +257,7 @@ class PadRecord(DataMovementRecord):
 
     @classmethod
     def read_fields(cls, params: Reader) -> dict[str, Any]:
-        mode = _name_of(PAD_MODES, params.u8(), "pad mode")
+        mode = read_code(params, PAD_MODES, "pad mode")
         return {"mode": mode, "pad": params.ints("pad"), "value": params.f64()}
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
@@ -287,7 +297,7 @@ class UpsampleRecord(DataMovementRecord):
 
     @classmethod
     def read_fields(cls, params: Reader) -> dict[str, Any]:
-        mode = _name_of(UPSAMPLE_MODES, params.u8(), "upsample mode")
+        mode = read_code(params, UPSAMPLE_MODES, "upsample mode")
         align_corners = params.flag("align_corners")
         output_size = params.dims("upsample output size")
         scales = params.f64s("upsample scales")

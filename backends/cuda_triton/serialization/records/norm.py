@@ -14,6 +14,7 @@ from .base import (
     RecordContext,
     RecordParts,
     ValueRef,
+    read_code,
     value_operand,
 )
 
@@ -24,7 +25,6 @@ NORM_OPS = {
     "softmax": shape.SOFTMAX,
     "log_softmax": shape.LOG_SOFTMAX,
 }
-_NORM_NAMES = {code: name for name, code in NORM_OPS.items()}
 
 
 @dataclass
@@ -58,12 +58,11 @@ class NormRecord(EpilogueRecord):
 
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> NormRecord:
-        code = params.u8()
-        check(code in _NORM_NAMES, f"bad normalisation op code {code}")
+        op = read_code(params, NORM_OPS, "normalisation op")
         dim, groups, eps = params.i64(), params.i64(), params.f64()
         inputs = parts.inputs
         return NormRecord(
-            op=_NORM_NAMES[code], input=value_operand(inputs[0], "norm input"), output=parts.single_output("norm"),
+            op=op, input=value_operand(inputs[0], "norm input"), output=parts.single_output("norm"),
             dim=dim, groups=groups, eps=eps, weight=inputs[1], bias=inputs[2], mean=inputs[3], var=inputs[4],
             **parts.with_epilogue(5, "norm"),
         )  # fmt: skip
@@ -71,8 +70,7 @@ class NormRecord(EpilogueRecord):
     def check(self, ctx: RecordContext, where: str) -> None:
         check(self.op in NORM_OPS, f"{where}: bad normalisation op {self.op!r}")
         check(finite(self.eps) and self.eps >= 0, f"{where}: eps must be finite and >= 0")
-        inp, out = ctx.value(self.input), ctx.value(self.output)
-        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
+        inp, out = ctx.input_and_output(where, self.input, self.output)
         sizes = ctx.rule(
             where, shape.norm_out_sizes, NORM_OPS[self.op], list(inp.sizes), self.dim, self.groups
         )

@@ -15,11 +15,11 @@ from .base import (
     RecordContext,
     RecordParts,
     ValueRef,
+    read_code,
     value_operand,
 )
 
 POOL_OPS = {"max": shape.MAX_POOL, "avg": shape.AVG_POOL, "adaptive_avg": shape.ADAPTIVE_AVG_POOL}
-_POOL_NAMES = {code: name for name, code in POOL_OPS.items()}
 
 
 @dataclass
@@ -55,14 +55,13 @@ class PoolingRecord(EpilogueRecord):
 
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> PoolingRecord:
-        code = params.u8()
-        check(code in _POOL_NAMES, f"bad pooling op code {code}")
+        op = read_code(params, POOL_OPS, "pooling op")
         kernel, stride, padding, dilation, output_size = (params.dims("pooling argument") for _ in range(5))
         ceil_mode = params.flag("ceil_mode")
         count_include_pad = params.flag("count_include_pad")
         divisor_override = params.i64()
         return PoolingRecord(
-            op=_POOL_NAMES[code], input=value_operand(parts.inputs[0], "pooling input"),
+            op=op, input=value_operand(parts.inputs[0], "pooling input"),
             output=parts.single_output("pooling"), kernel=kernel, stride=stride, padding=padding, dilation=dilation,
             output_size=output_size, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
             divisor_override=divisor_override, **parts.with_epilogue(1, "pooling"),
@@ -70,8 +69,7 @@ class PoolingRecord(EpilogueRecord):
 
     def check(self, ctx: RecordContext, where: str) -> None:
         check(self.op in POOL_OPS, f"{where}: bad pooling op {self.op!r}")
-        inp, out = ctx.value(self.input), ctx.value(self.output)
-        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
+        inp, out = ctx.input_and_output(where, self.input, self.output)
         sizes = ctx.rule(
             where, pool_record_sizes, POOL_OPS[self.op], list(inp.sizes), list(inp.strides), list(self.kernel),
             list(self.stride), list(self.padding), list(self.dilation), list(self.output_size), self.ceil_mode,
