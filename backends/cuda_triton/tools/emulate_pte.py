@@ -149,13 +149,14 @@ def emulate_pte_file(path: str, inputs: list[torch.Tensor], **kwargs: Any) -> li
 
 
 def lower(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = "transform_and_lower",
-          allow_tf32: bool = False) -> Any:  # fmt: skip
-    """Export and lower ``model`` with the CudaTritonPartitioner (fake AOT compile); the edge ExportedProgram."""
+          allow_tf32: bool = False, options: Any = None) -> Any:  # fmt: skip
+    """Export and lower ``model`` with the CudaTritonPartitioner (fake AOT compile); the edge ExportedProgram.
+    ``options`` (a `CudaTritonOptions`) replaces the default options with ``allow_tf32``."""
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
     from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
 
-    options = CudaTritonOptions(allow_tf32=allow_tf32)
+    options = options or CudaTritonOptions(allow_tf32=allow_tf32)
     with fake_compile():
         ep = torch.export.export(model, example)
         part = CudaTritonPartitioner(options)
@@ -198,9 +199,10 @@ def eager_reference(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) ->
 
 
 def check_model(model: torch.nn.Module, example: tuple[torch.Tensor, ...], api: str = "transform_and_lower",
-                verbose: bool = True) -> tuple[float, ProgramRun]:  # fmt: skip
-    """Lower, emulate, and return (relative error of the program output vs eager, the run)."""
-    edge_ep = lower(model, example, api)
+                verbose: bool = True, options: Any = None) -> tuple[float, ProgramRun]:  # fmt: skip
+    """Lower (with ``options``, default ones when None), emulate, and return (relative error of the program output
+    vs eager, the run)."""
+    edge_ep = lower(model, example, api, options=options)
     fresh = tuple(torch.randn_like(x) for x in example)
     ref = eager_reference(model, fresh)
     run = run_program(edge_ep, fresh)
