@@ -24,7 +24,6 @@ import triton.language as tl
 from ...kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
-    ScalarArg,
     Schedule,
     ScratchTensor,
     Support,
@@ -36,8 +35,9 @@ from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_lau
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
 from .base import ConvTemplate
 from .gemm_common import GROUP_M, common_support_problems, dot_precision, weight_k_major
-from .gemm_jit import grouped_tile_ids, store_output, weight_ptrs
+from .gemm_jit import grouped_tile_ids, input_strides, store_output, weight_ptrs, widen_sizes
 from .geometry import NUM_SMS, Geometry, fit_block
+from .launch_args import dim_constexprs, size_args
 
 
 @triton.jit
@@ -53,23 +53,8 @@ def conv_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr,
 ):  # fmt: skip
-    if INT64:
-        BATCH = BATCH.to(tl.int64)
-        D = D.to(tl.int64)
-        H = H.to(tl.int64)
-        W = W.to(tl.int64)
-    if IN_CL:
-        s_c = 1
-        s_w = C_IN
-        s_h = W * C_IN
-        s_d = H * W * C_IN
-        s_n = D * H * W * C_IN
-    else:
-        s_w = 1
-        s_h = W
-        s_d = H * W
-        s_c = D * H * W
-        s_n = C_IN * D * H * W
+    BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
+    s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
     TAPS: tl.constexpr = KD * KH * KW
     K_TOTAL: tl.constexpr = TAPS * C_IN
     out_pixels = OD * OH * OW
@@ -244,13 +229,12 @@ class GemmTemplate(ConvTemplate):
         split = split_k_of(schedule)
         dt = TRITON_PTR_DTYPE[problem.dtype]
         (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
-        sizes = (("BATCH", g.batch), ("D", d), ("H", h), ("W", w), ("OD", od), ("OH", oh), ("OW", ow))
         args = (
             TensorArg("input", dt),
             TensorArg("weight", dt),
             TensorArg("bias", dt),
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
-            *(ScalarArg(name, "i32", v) for name, v in sizes),
+            *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -259,15 +243,7 @@ class GemmTemplate(ConvTemplate):
             ("K_P", cdiv(g.taps * g.cin, schedule["BLOCK_K"]) * schedule["BLOCK_K"]),
             ("COUT_P", cdiv(g.cout, bn) * bn),
             ("W_KMAJOR", weight_k_major(problem)),
-            ("KD", g.kernel[0]),
-            ("KH", g.kernel[1]),
-            ("KW", g.kernel[2]),
-            ("SD", g.stride[0]),
-            ("SH", g.stride[1]),
-            ("SW", g.stride[2]),
-            ("DD", g.dilation[0]),
-            ("DH", g.dilation[1]),
-            ("DW", g.dilation[2]),
+            *dim_constexprs(K=g.kernel, S=g.stride, D=g.dilation),
             ("IN_CL", g.in_cl),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias and split == 1),

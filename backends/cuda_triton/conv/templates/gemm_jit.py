@@ -1,10 +1,40 @@
 """Triton-language helpers the GEMM-shaped kernels share (gemm, implicit_gemm, implicit_gemm_tma,
-implicit_gemm_box's portable twin): program-id order, weight-tile pointers and the output epilogue."""
+implicit_gemm_box's portable twin): the input's sizes and strides, program-id order, weight-tile pointers and the
+output epilogue."""
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def widen_sizes(BATCH, D, H, W, INT64: tl.constexpr):
+    """The input's sizes as int64 where offsets may pass 2^31 (INT64), so everything computed from them is."""
+    if INT64:
+        BATCH = BATCH.to(tl.int64)
+        D = D.to(tl.int64)
+        H = H.to(tl.int64)
+        W = W.to(tl.int64)
+    return BATCH, D, H, W
+
+
+@triton.jit
+def input_strides(D, H, W, C_IN: tl.constexpr, IN_CL: tl.constexpr):
+    """Element strides (n, c, d, h, w) of the dense input in its layout (IN_CL: channels-last)."""
+    if IN_CL:
+        s_c = 1
+        s_w = C_IN
+        s_h = W * C_IN
+        s_d = H * W * C_IN
+        s_n = D * H * W * C_IN
+    else:
+        s_w = 1
+        s_h = W
+        s_d = H * W
+        s_c = D * H * W
+        s_n = C_IN * D * H * W
+    return s_n, s_c, s_d, s_h, s_w
 
 
 @triton.jit

@@ -38,7 +38,6 @@ import triton.language as tl
 from ...kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
-    ScalarArg,
     Schedule,
     ScratchTensor,
     Support,
@@ -53,6 +52,7 @@ from .gemm_common import GROUP_M, common_support_problems, dot_precision, tma_ta
 from .gemm_jit import grouped_tile_ids, store_output
 from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from .implicit_gemm import ImplicitGemmTemplate
+from .launch_args import dim_constexprs, size_args
 
 
 @triton.jit
@@ -212,18 +212,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
             TensorArg("weight", dt),
             TensorArg("bias", dt),
             TensorArg("output", dt),
-            *(
-                ScalarArg(nm, "i32", v)
-                for nm, v in (
-                    ("BATCH", g.batch),
-                    ("OD", od),
-                    ("OH", oh),
-                    ("OW", ow),
-                    ("DP", dp),
-                    ("HP", hp),
-                    ("WP", wp),
-                )
-            ),
+            *size_args(BATCH=g.batch, OD=od, OH=oh, OW=ow, DP=dp, HP=hp, WP=wp),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -232,12 +221,7 @@ class ImplicitGemmTmaTemplate(ConvTemplate):
             ("CIN_P", cin_p),
             ("COUT_P", cout_p),
             ("K_ROWS", taps * cin_p),
-            ("KD", g.kernel[0]),
-            ("KH", g.kernel[1]),
-            ("KW", g.kernel[2]),
-            ("DD", g.dilation[0]),
-            ("DH", g.dilation[1]),
-            ("DW", g.dilation[2]),
+            *dim_constexprs(K=g.kernel, D=g.dilation),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
             ("W_KMAJOR", weight_k_major(problem)),

@@ -10,7 +10,6 @@ import torch
 from ....kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
-    ScalarArg,
     Schedule,
     Support,
     TensorArg,
@@ -20,7 +19,8 @@ from ....kernel.launch import (
 from ...problem import ConvProblem
 from .._interpreter import dot_needs_fp32
 from ..base import ConvTemplate
-from ..geometry import INT32_MAX, is_dense, pad3
+from ..geometry import INT32_MAX, Geometry, is_dense, pad3
+from ..launch_args import dim_constexprs, size_args
 from .geometry import band_geometry, band_is_1d, block_c, channels_last, grid, is_band, output_channels_last
 from .kernels import (
     _depthwise_band1d_kernel,
@@ -74,13 +74,8 @@ class DepthwiseTemplate(ConvTemplate):
         return flat.contiguous()  # (C_out, taps)
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
-        p = problem.params
-        in_d, in_h, in_w = pad3(problem.in_spatial, 1)
-        out_d, out_h, out_w = pad3(problem.out_spatial, 1)
-        kd, kh, kw = pad3(problem.kernel, 1)
-        sd, sh, sw = pad3(p.stride, 1)
-        pd, ph, pw = pad3(p.padding_before, 0)
-        dd, dh, dw = pad3(p.dilation, 1)
+        g = Geometry.of(problem)
+        (in_d, in_h, in_w), (out_d, out_h, out_w) = g.spatial, g.out_spatial
         out_cl = output_channels_last(problem)
         dt = TRITON_PTR_DTYPE[problem.dtype]
         args = (
@@ -88,28 +83,12 @@ class DepthwiseTemplate(ConvTemplate):
             TensorArg("weight", "fp32"),
             TensorArg("bias", dt),
             TensorArg("output", dt),
-            ScalarArg("ID", "i32", in_d),
-            ScalarArg("IH", "i32", in_h),
-            ScalarArg("IW", "i32", in_w),
-            ScalarArg("OD", "i32", out_d),
-            ScalarArg("OH", "i32", out_h),
-            ScalarArg("OW", "i32", out_w),
+            *size_args(ID=in_d, IH=in_h, IW=in_w, OD=out_d, OH=out_h, OW=out_w),
         )
         constexprs: list[tuple[str, object]] = [
             ("C_IN", problem.in_channels),
             ("MULT", problem.out_channels // problem.in_channels),
-            ("KD", kd),
-            ("KH", kh),
-            ("KW", kw),
-            ("SD", sd),
-            ("SH", sh),
-            ("SW", sw),
-            ("PD", pd),
-            ("PH", ph),
-            ("PW", pw),
-            ("DD", dd),
-            ("DH", dh),
-            ("DW", dw),
+            *dim_constexprs(K=g.kernel, S=g.stride, P=g.pad, D=g.dilation),
             ("OUT_CL", out_cl),
             ("HAS_BIAS", problem.has_bias),
         ]

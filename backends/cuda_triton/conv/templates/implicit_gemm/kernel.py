@@ -7,7 +7,7 @@ import triton.language as tl
 
 from .._f16_mma import input_scales, weight_unscale
 from .._tf32 import round_to_tf32
-from ..gemm_jit import grouped_tile_ids, store_output, weight_ptrs
+from ..gemm_jit import grouped_tile_ids, input_strides, store_output, weight_ptrs, widen_sizes
 
 
 @triton.jit
@@ -26,24 +26,8 @@ def conv_implicit_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL_SPLIT: tl.constexpr, TAIL_M_TILES: tl.constexpr,
 ):  # fmt: skip
-    if INT64:
-        BATCH = BATCH.to(tl.int64)
-        D = D.to(tl.int64)
-        H = H.to(tl.int64)
-        W = W.to(tl.int64)
-    # Input strides in elements, from the layout.
-    if IN_CL:
-        s_c = 1
-        s_w = C_IN
-        s_h = W * C_IN
-        s_d = H * W * C_IN
-        s_n = D * H * W * C_IN
-    else:
-        s_w = 1
-        s_h = W
-        s_d = H * W
-        s_c = D * H * W
-        s_n = C_IN * D * H * W
+    BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
+    s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
     out_pixels = OD * OH * OW
     if ROW_TILES:
         # Programs walk output rows: BLOCK_M consecutive pixels of one row, so contiguous (N, C, ...) loads

@@ -10,7 +10,6 @@ import torch
 from ....kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
-    ScalarArg,
     Schedule,
     ScratchTensor,
     Support,
@@ -34,6 +33,7 @@ from .._tf32 import prepare_tf32_weight, tf32_rounding
 from ..base import ConvTemplate
 from ..gemm_common import GROUP_M, common_support_problems, dot_precision, weight_k_major
 from ..geometry import Geometry, fit_block
+from ..launch_args import dim_constexprs, size_args
 from .heuristics import heuristic_schedule
 from .kernel import conv_implicit_gemm_kernel
 from .tiling import BASE_CONFIGS, block_k, group_tile_options, k_iterations, row_tiles, tile_channels
@@ -223,8 +223,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             TensorArg("workspace", "fp32") if tail > 1 else TensorArg("output", dt),
             # the input's partial maxima (F16_MMA); otherwise an unused pointer
             TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
-            *(ScalarArg(nm, "i32", v) for nm, v in (("BATCH", g.batch), ("D", d), ("H", h), ("W", w))),
-            *(ScalarArg(nm, "i32", v) for nm, v in (("OD", od), ("OH", oh), ("OW", ow))),
+            *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -235,18 +234,7 @@ class ImplicitGemmTemplate(ConvTemplate):
             ("CIN_P", cin_p),
             ("COUT_P", cout_p),
             ("K_ROWS", k_rows),
-            ("KD", g.kernel[0]),
-            ("KH", g.kernel[1]),
-            ("KW", g.kernel[2]),
-            ("SD", g.stride[0]),
-            ("SH", g.stride[1]),
-            ("SW", g.stride[2]),
-            ("PD", g.pad[0]),
-            ("PH", g.pad[1]),
-            ("PW", g.pad[2]),
-            ("DD", g.dilation[0]),
-            ("DH", g.dilation[1]),
-            ("DW", g.dilation[2]),
+            *dim_constexprs(K=g.kernel, S=g.stride, P=g.pad, D=g.dilation),
             ("IN_CL", g.in_cl or copy),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias and split == 1),

@@ -10,7 +10,6 @@ import torch
 from ....kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
-    ScalarArg,
     Schedule,
     ScratchTensor,
     Support,
@@ -32,6 +31,7 @@ from ..base import ConvTemplate
 from ..gemm_common import common_support_problems, tma_tap_problems
 from ..geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from ..implicit_gemm import ImplicitGemmTemplate
+from ..launch_args import dim_constexprs, size_args
 from .boxes import (
     box_count,
     box_of,
@@ -237,10 +237,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             TensorArg("bias", dt),
             TensorArg("output", dt),
             TensorArg("amax", "fp32") if f16 else TensorArg("input", dt),  # unused without F16_MMA
-            *(
-                ScalarArg(nm, "i32", v)
-                for nm, v in (("BATCH", g.batch), ("H", h), ("W", w), ("OH", oh), ("OW", ow))
-            ),
+            *size_args(BATCH=g.batch, H=h, W=w, OH=oh, OW=ow),
         )
         box = box_of(schedule)
         bn, bk = schedule["BLOCK_N"], schedule["BLOCK_K"]
@@ -249,14 +246,7 @@ class ImplicitGemmBoxTemplate(ConvTemplate):
             ("C_OUT", g.cout),
             ("CIN_P", cin_p),
             ("COUT_P", cout_p),
-            ("KH", g.kernel[1]),
-            ("KW", g.kernel[2]),
-            ("PH", g.pad[1]),
-            ("PW", g.pad[2]),
-            ("DH", g.dilation[1]),
-            ("DW", g.dilation[2]),
-            ("SH", g.stride[1]),
-            ("SW", g.stride[2]),
+            *dim_constexprs("HW", K=g.kernel[1:], P=g.pad[1:], D=g.dilation[1:], S=g.stride[1:]),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
             ("DOT_FP32", dot_needs_fp32(problem.dtype)),

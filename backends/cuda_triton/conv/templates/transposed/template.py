@@ -10,7 +10,6 @@ import torch
 from ....kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
-    ScalarArg,
     Schedule,
     ScratchTensor,
     Support,
@@ -32,7 +31,8 @@ from .._f16_mma import (
 from .._interpreter import dot_needs_fp32
 from .._tf32 import prepare_tf32_weight, tf32_rounding
 from ..base import ConvTemplate
-from ..geometry import CHANNELS_LAST, CONTIGUOUS, INT32_MAX, dense_layout, is_dense, next_pow2, pad3
+from ..geometry import CHANNELS_LAST, CONTIGUOUS, INT32_MAX, Geometry, dense_layout, is_dense, next_pow2, pad3
+from ..launch_args import dim_constexprs, size_args
 from .kernels import _conv_transpose_phase_kernel
 from .phases import phase_counts, phase_taps, uses_w_fold, w_phases_fold
 
@@ -266,13 +266,11 @@ class TransposedTemplate(ConvTemplate):
         return f16_scratch(problem, uses_f16_mma(schedule))
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
-        p = problem.params
-        in_d, in_h, in_w = pad3(problem.in_spatial, 1)
-        out_d, out_h, out_w = pad3(problem.out_spatial, 1)
-        kd, kh, kw = pad3(problem.kernel, 1)
-        sd, sh, sw = pad3(p.stride, 1)
-        pd, ph, pw = pad3(p.padding_before, 0)
-        dd, dh, dw = pad3(p.dilation, 1)
+        g = Geometry.of(problem)
+        (in_d, in_h, in_w), (out_d, out_h, out_w) = g.spatial, g.out_spatial
+        kd, kh, kw = g.kernel
+        sd, sh, sw = g.stride
+        dd, dh, dw = g.dilation
         groups = problem.groups
         cin_g = problem.in_channels // groups
         cout_g = problem.out_channels // groups
@@ -293,30 +291,13 @@ class TransposedTemplate(ConvTemplate):
             TensorArg("output", dt),
             # the input's partial maxima (F16_MMA); otherwise an unused pointer
             TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
-            ScalarArg("N", "i32", problem.batch),
-            ScalarArg("ID", "i32", in_d),
-            ScalarArg("IH", "i32", in_h),
-            ScalarArg("IW", "i32", in_w),
-            ScalarArg("OD", "i32", out_d),
-            ScalarArg("OH", "i32", out_h),
-            ScalarArg("OW", "i32", out_w),
+            *size_args(N=problem.batch, ID=in_d, IH=in_h, IW=in_w, OD=out_d, OH=out_h, OW=out_w),
         )
         constexprs = (
             ("CIN_G", cin_g),
             ("COUT_G", cout_g),
             ("GROUPS", groups),
-            ("KD", kd),
-            ("KH", kh),
-            ("KW", kw),
-            ("SD", sd),
-            ("SH", sh),
-            ("SW", sw),
-            ("PD", pd),
-            ("PH", ph),
-            ("PW", pw),
-            ("DD", dd),
-            ("DH", dh),
-            ("DW", dw),
+            *dim_constexprs(K=g.kernel, S=g.stride, P=g.pad, D=g.dilation),
             ("GD", math.gcd(sd, dd)),
             ("GH", math.gcd(sh, dh)),
             ("GW", math.gcd(sw, dw)),
