@@ -289,24 +289,28 @@ def test_a_permute_read_by_an_elementwise_op_is_a_view_and_as_an_output_a_copy()
     # (the delegate output owns its bytes): one reshape copy, no permute copy.
     assert [type(op) for op in moves] == [ReshapeRecord], moves
     assert sum(isinstance(op, ElementwiseRecord) for op in blob.ops) == 1
-    # The input of the reshape is the permuted view of the convolution's output.
+    # The input of the reshape is the permuted view of the convolution's output (in whichever layout the
+    # delegate stores that: flatten(2) merges H and W, whose inner stride is W's).
     source = blob.values[moves[0].input]
-    assert source.kind == "view" and source.strides == [200, 1, 25]
+    (conv,) = [op for op in blob.ops if isinstance(op, ConvRecord)]
+    s = blob.values[conv.output].strides
+    assert source.kind == "view" and source.sizes == [2, 25, 8] and source.strides == [s[0], s[3], s[1]]
 
 
 def test_split_parts_are_views_unless_their_readers_need_a_copy() -> None:
     model, example = _build("split", "fp32")
     blob = _blob(model, example)
     moves = [op for op in blob.ops if isinstance(op, DataMovementRecord)]
-    # q (channels 4..9, read by sigmoid, which takes any strides) is a view 4 * 25 floats in; p is read by a
-    # convolution, which assumes the contiguous layout the part records (its batch stride is the stem's), and r is
-    # a delegate output: each a slice copy, and no split record.
+    # q (channels 4..9, read by sigmoid, which takes any strides) is a view; p is read by a convolution, which
+    # takes only dense inputs (a channel slice of the stem's output is not), and r is a delegate output: each a
+    # slice copy, and no split record.
     assert sorted((type(op).__name__, op.start, op.end) for op in moves) == [
         ("SliceRecord", 0, 4),
         ("SliceRecord", 10, 12),
     ]
+    # The stem's output is stored channels-last (strides 300, 1, 60, 12), so q is 4 floats in, with its strides.
     views = [v for v in blob.values if v.kind == "view"]
-    assert [(v.sizes, v.strides, v.offset) for v in views] == [([2, 6, 5, 5], [300, 25, 5, 1], 400)]
+    assert [(v.sizes, v.strides, v.offset) for v in views] == [([2, 6, 5, 5], [300, 1, 60, 12], 16)]
 
 
 class SplitOutputs(nn.Module):
@@ -331,10 +335,13 @@ def test_a_split_into_outputs_is_one_split_record() -> None:
 def test_a_pad_the_conv_cannot_fold_is_a_pad_kernel_it_reads() -> None:
     model, example = _build("pads_before_convs", "fp32")
     blob = _blob(model, example)
-    a, pad, b = blob.ops
+    a, pad, b, copy = blob.ops
     assert isinstance(a, ConvRecord) and a.padding_before == [2, 2] and a.padding_after == [0, 0]
     assert isinstance(pad, PadRecord) and pad.value == 0.25 and pad.input == a.output
     assert isinstance(b, ConvRecord) and b.input == pad.output and b.padding_before == [0, 0]
+    # b reads a channels-last intermediate, so it writes channels-last; the delegate output is contiguous.
+    assert isinstance(copy, ElementwiseRecord) and copy.inputs[0].value == b.output
+    assert blob.values[copy.output].kind == "output"
 
 
 def test_records_of_cat_and_casts() -> None:

@@ -15,6 +15,8 @@ key                 value (UTF-8 bytes)              meaning
                                                      cores, scaled by powers of two (F16_MMA schedules)
 ``fold_batch_norm`` ``"0"`` / ``"1"``                fold an inference batch norm after a delegated forward
                                                      convolution into its weight and bias
+``channels_last``   ``"0"`` / ``"1"``                plan the intermediates of 2-D/3-D convolutions
+                                                     channels-last (default 1); 0 keeps the recorded layouts
 ``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
 ``external_tag``    a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
 ``target_device``   ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
@@ -37,6 +39,7 @@ KEY_STRICT = "strict"
 KEY_TF32 = "allow_tf32"
 KEY_TF32_ON_FP16 = "tf32_on_fp16"
 KEY_FOLD_BN = "fold_batch_norm"
+KEY_CHANNELS_LAST = "channels_last"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
 KEY_TARGET_DEVICE = "target_device"  # exir.passes.propagate_device_pass.TARGET_DEVICE_COMPILE_SPEC_KEY
@@ -92,6 +95,10 @@ class CudaTritonOptions:
             TF32 tensor cores, TF32's range included.
         fold_batch_norm: an eval-mode batch norm right after a delegated forward convolution joins the
             partition and is folded into the convolution's weight and bias (no CPU op between delegates).
+        channels_last: the tensors a 2-D or 3-D convolution writes inside the delegate, and what the ops after
+            it compute from them, are stored channels-last (the layout the convolution kernels read and write
+            fastest, and the one that makes a 1x1 convolution a plain GEMM); the delegate's outputs keep the
+            layouts the program records. Off: every intermediate takes the layout the graph records.
         tuning_table: a tuning table (JSON) consulted before the shipped one.
         external_tag: when set, weights are written to ``<external_tag>.ptd`` beside the .pte.
         target_device: e.g. ``"cuda:0"``: ExecuTorch plans the delegate's inputs and outputs in device memory
@@ -103,6 +110,7 @@ class CudaTritonOptions:
     allow_tf32: bool = True
     tf32_on_fp16: bool = True
     fold_batch_norm: bool = True
+    channels_last: bool = True
     tuning_table: str | None = None
     external_tag: str | None = None
     target_device: str | None = None
@@ -128,6 +136,7 @@ class CudaTritonOptions:
             CompileSpec(KEY_TF32, b"1" if self.allow_tf32 else b"0"),
             CompileSpec(KEY_TF32_ON_FP16, b"1" if self.tf32_on_fp16 else b"0"),
             CompileSpec(KEY_FOLD_BN, b"1" if self.fold_batch_norm else b"0"),
+            CompileSpec(KEY_CHANNELS_LAST, b"1" if self.channels_last else b"0"),
         ]
         if self.tuning_table:
             specs.append(CompileSpec(KEY_TUNING, str(self.tuning_table).encode()))
@@ -155,6 +164,8 @@ class CudaTritonOptions:
                 kw["tf32_on_fp16"] = _bool(value, key)
             elif key == KEY_FOLD_BN:
                 kw["fold_batch_norm"] = _bool(value, key)
+            elif key == KEY_CHANNELS_LAST:
+                kw["channels_last"] = _bool(value, key)
             elif key == KEY_TUNING:
                 kw["tuning_table"] = value.decode() or None
             elif key == KEY_EXTERNAL:

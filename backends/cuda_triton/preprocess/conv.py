@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.export import ExportedProgram
 from torch.fx import Node
 
 from .._passes.batch_norm_fold import BatchNormFold, batch_norm_fold, conv_constants
@@ -12,35 +11,30 @@ from .._passes.pad_fold import is_pad_node, pad_fold
 from ..conv.binding import ConvArgs, bind_conv
 from ..conv.compile_pool import CompileJob
 from ..conv.params import ConvParams
+from ..conv.problem import ConvProblem
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
-from ..utils.conv import conv_problem
 from ..utils.graph import constant_names, tensor_val
 from . import kernels
 from .draft import (
     CudaTritonPreprocessError,
-    Draft,
     DraftLaunch,
     DraftOp,
     add_constant,
+    blob_dtype,
     contiguous_strides,
     describe,
     profiling_name,
-    value_record,
 )
-from .schedule import TuningLookup, choose_schedule
+from .elementwise import copy_value
+from .layout_plan import channels_last_weight, same_addresses
+from .op_draft import ProgramDraft
+from .schedule import choose_schedule
 
 
-def draft_conv(
-    node: Node,
-    ep: ExportedProgram,
-    draft: Draft,
-    value_of: dict[Node, int],
-    out_index: dict[Node, int],
-    tuning: TuningLookup,
-    jobs: dict[str, CompileJob],
-) -> BatchNormFold | None:
+def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
     """Add one convolution to the draft; returns the batch-norm fold it made (None when none)."""
+    ep, draft, value_of, jobs = pd.ep, pd.draft, pd.value_of, pd.jobs
     options = draft.options
     try:
         args: ConvArgs = bind_conv(node)
@@ -69,10 +63,24 @@ def draft_conv(
     bn_fold = batch_norm_fold(node, args, consts)[0] if options.fold_batch_norm else None
     result = node if bn_fold is None else bn_fold.output  # the node whose value this op writes
 
-    x, w = tensor_val(source), tensor_val(args.weight)
+    w = tensor_val(args.weight)
     has_bias = args.bias is not None or bn_fold is not None
-    problem = conv_problem(x, w, has_bias, params, options.allow_tf32)
-    template, schedule, tuned = choose_schedule(problem, tuning)
+    x = pd.meta(ValueRef(value_of[source]))  # the input as the delegate stores it
+    recorded_x = tensor_val(source)
+    if list(x.sizes) != [int(s) for s in recorded_x.shape]:
+        raise CudaTritonPreprocessError(
+            f"{describe(node)}: the delegate stores its input as {list(x.sizes)}, the node records "
+            f"{list(recorded_x.shape)}"
+        )
+    w_sizes = [int(s) for s in w.shape]
+    w_strides = [int(s) for s in w.stride()]
+    batched = len(x.sizes) == len(w_sizes)
+    if options.channels_last and batched and result not in pd.out_index:
+        w_strides = list(channels_last_weight(w_sizes) or w_strides)  # see layout_plan
+    problem = ConvProblem.from_shapes(
+        x.sizes, x.strides, tuple(w_sizes), tuple(w_strides), has_bias, params, x.dtype, options.allow_tf32
+    )
+    template, schedule, tuned = choose_schedule(problem, pd.tuning)
     draft.tuned_ops += tuned
     draft.templates[template.name] = draft.templates.get(template.name, 0) + 1
 
@@ -87,13 +95,19 @@ def draft_conv(
     if bias is not None:
         b_index = add_constant(draft, bias, f"bias of '{node.name}'")
 
-    if result in out_index:
-        record = value_record("output", out_index[result], result)
+    out_sizes, out_strides = list(problem.output_size), list(problem.output_stride)
+    if not batched:  # the rule's unbatched result drops the batch of one
+        out_sizes, out_strides = out_sizes[1:], out_strides[1:]
+    in_value = value_of[source]
+    copy_to_output = result in pd.out_index and not same_addresses(
+        out_sizes, out_strides, [int(s) for s in tensor_val(result).stride()]
+    )
+    if copy_to_output:  # a channels-last input gives a channels-last result; the output is planned otherwise
+        out_value = len(draft.values)
+        draft.values.append(ValueRecord("intermediate", 0, blob_dtype(tensor_val(result), node.name), out_sizes,
+                                        out_strides))  # fmt: skip
     else:
-        record = value_record("intermediate", 0, result)
-    value_of[result] = len(draft.values)
-    draft.values.append(record)
-    in_value, out_value = value_of[source], value_of[result]
+        out_value = pd.result(result, out_sizes, pd.planned_strides(result, out_strides))
 
     pad = args.input if source is not args.input else None  # the folded pad
     op = ConvRecord(
@@ -109,8 +123,8 @@ def draft_conv(
         weight=w_index,
         bias=b_index,
         output=out_value,
-        weight_sizes=[int(s) for s in w.shape],
-        weight_strides=[int(s) for s in w.stride()],
+        weight_sizes=w_sizes,
+        weight_strides=w_strides,
         template=template.name,
         schedule=schedule.key(),
     )
@@ -148,6 +162,8 @@ def draft_conv(
             jobs.setdefault(key, CompileJob(template.name, problem, schedule, li, arch))
         launches.append(DraftLaunch(launch, keys, largs))
     draft.ops.append(DraftOp(op, launches))
+    if copy_to_output:
+        copy_value(node, pd, ValueRef(out_value), pd.result(result))
     return bn_fold
 
 

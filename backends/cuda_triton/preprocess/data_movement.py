@@ -22,17 +22,18 @@ the node's spec declines; the partition config declines the same nodes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch.fx import Node
 
 from .._passes.pad_fold import folds_into_users
-from ..conv.binding import aten_overload
+from ..conv.binding import aten_overload, is_conv_node
 from ..kernel.launch import TRITON_PTR_DTYPE
 from ..ops.data_movement import CatSpec, PadSpec, SplitSpec, StridedCopySpec, UpsampleSpec
 from ..ops.data_movement.shape import slice_start
 from ..ops.data_movement.views import view_strides
-from ..ops.elementwise import ChainBuilder, supports
-from ..ops.tensor_meta import TensorMeta
+from ..ops.tensor_meta import TensorMeta, is_channels_last_contiguous, is_contiguous
 from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import (
     DataMovementConfig,
@@ -46,7 +47,6 @@ from ..serialization import (
     ELEMENT_SIZE,
     CatRecord,
     CopyRecord,
-    ElementwiseRecord,
     OpRecord,
     PadRecord,
     PermuteRecord,
@@ -59,8 +59,9 @@ from ..serialization import (
 )
 from ..serialization.encoding import VIEW_ALIGNMENT
 from ..utils.graph import tensor_val
-from .draft import node_errors
-from .elementwise import is_elementwise_node, program_steps
+from .draft import CudaTritonPreprocessError, node_errors
+from .elementwise import copy_value, is_elementwise_node
+from .layout_plan import channels_last_like, same_addresses
 from .op_draft import Arg, ProgramDraft
 
 aten = torch.ops.aten
@@ -80,7 +81,12 @@ def draft_data_movement(node: Node, pd: ProgramDraft) -> None:
     """Draft one data-movement node: a view value, or the op's record and copy kernels."""
     with node_errors(node):
         refs = [_as_value(node, pd, x, i) for i, x in enumerate(data_movement_inputs(node))]
-        spec = with_recorded_layout(spec_on(node, [pd.meta(r) for r in refs]), node)
+        metas = [pd.meta(r) for r in refs]
+        spec = with_recorded_layout(spec_on(node, metas), node)
+        if isinstance(spec, (CatSpec, PadSpec, UpsampleSpec)):  # these keep their inputs' layout
+            sizes = spec.outputs()[0].sizes
+            preferred = channels_last_like(sizes, [(m.sizes, m.strides) for m in metas])
+            spec = replace(spec, out_strides=tuple(pd.planned_strides(node, preferred)))
         support = spec.supports()
         if not support:
             raise ValueError(support.reason)
@@ -90,7 +96,7 @@ def draft_data_movement(node: Node, pd: ProgramDraft) -> None:
         if isinstance(spec, StridedCopySpec):
             _draft_strided(node, pd, refs[0], spec)
         elif isinstance(spec, CatSpec):
-            out = pd.result(node)
+            out = _result(node, pd, spec)
             record = CatRecord(inputs=[r.value for r in refs], output=out, dim=spec.dim)
             _add(node, pd, record, spec, refs, {"out": out})
         elif isinstance(spec, SplitSpec):
@@ -108,16 +114,11 @@ def _as_value(node: Node, pd: ProgramDraft, x: Node, i: int) -> ValueRef:
     if isinstance(ref, ValueRef):
         return ref
     meta = pd.meta(ref)
-    b = ChainBuilder()
-    spec = b.build(b.input("in0", meta))
-    support = supports(spec)
-    if not support:
-        raise ValueError(
-            f"its constant input '{x.name}' cannot be copied into the delegate: {support.reason}"
-        )
     out = _intermediate(pd, meta)
-    record = ElementwiseRecord(inputs=[ref], steps=program_steps(spec.program), output=out)
-    pd.add_op(node, [node], record, "elementwise", spec, {"in0": ref, "out": ValueRef(out)})
+    try:
+        copy_value(node, pd, ref, out)
+    except CudaTritonPreprocessError as e:
+        raise ValueError(f"its constant input '{x.name}' cannot be copied into the delegate: {e}") from e
     return ValueRef(out)
 
 
@@ -127,24 +128,26 @@ def _intermediate(pd: ProgramDraft, meta: TensorMeta) -> int:
     return len(pd.draft.values) - 1
 
 
+def _result(node: Node, pd: ProgramDraft, spec: CatSpec | PadSpec | UpsampleSpec) -> int:
+    """The value a cat, pad or upsample writes, in the layout its spec writes."""
+    out = spec.outputs()[0]
+    return pd.result(node, list(out.sizes), list(out.strides))
+
+
 def _recorded(node: Node) -> tuple[list[int], list[int]]:
     v = tensor_val(node)
     return [int(s) for s in v.shape], [int(s) for s in v.stride()]
 
 
-def _same_addresses(sizes: list[int], a: list[int], b: list[int]) -> bool:
-    """Whether strides ``a`` and ``b`` address the same elements (they may differ on dims of size 1)."""
-    return len(a) == len(b) == len(sizes) and all(
-        s == 1 or x == y for s, x, y in zip(sizes, a, b, strict=True)
-    )
-
-
-def _reads_stored_layout(user: Node, pd: ProgramDraft) -> bool:
-    """Whether ``user``'s drafter reads its operands as the delegate stores them (`ProgramDraft.meta`): the
-    elementwise and data-movement ones do. The convolution drafter reads the layout its input node records (so
-    does one through a pad it folds); the other families are not relied on to take every strided view."""
+def _reads_stored_layout(user: Node, pd: ProgramDraft, sizes: list[int], strides: list[int]) -> bool:
+    """Whether ``user``'s drafter reads a view of ``sizes``/``strides`` as the delegate stores it
+    (`ProgramDraft.meta`): the elementwise and data-movement ones take any strides, a convolution a dense
+    contiguous or channels-last input (the layouts its kernels are chosen for). Pads a convolution folds, and the
+    other families, are not relied on to take every strided view."""
     if is_elementwise_node(user):
         return True
+    if is_conv_node(user):
+        return is_contiguous(sizes, strides) or is_channels_last_contiguous(sizes, strides)
     return _CONFIG.takes(user) and not folds_into_users(user, pd.draft.options.allow_tf32)
 
 
@@ -162,9 +165,9 @@ def _try_alias(
     rec_sizes, rec_strides = _recorded(node)
     if list(sizes) != rec_sizes:
         raise ValueError(f"the view has sizes {list(sizes)}, the node records {rec_sizes}")
-    if _same_addresses(rec_sizes, list(strides), rec_strides):
+    if same_addresses(rec_sizes, list(strides), rec_strides):
         strides = rec_strides  # exactly the recorded layout, which any reader may assume
-    elif not all(_reads_stored_layout(u, pd) for u in node.users):
+    elif not all(_reads_stored_layout(u, pd, rec_sizes, list(strides)) for u in node.users):
         return False
     pd.alias(node, x.value, rec_sizes, list(strides), offset_bytes)
     return True
@@ -187,7 +190,7 @@ def _draft_strided(node: Node, pd: ProgramDraft, x: ValueRef, spec: StridedCopyS
     out = pd.result(node)
     rec_sizes, rec_strides = _recorded(node)
     out_meta = spec.outputs()[0]
-    if list(out_meta.sizes) != rec_sizes or not _same_addresses(
+    if list(out_meta.sizes) != rec_sizes or not same_addresses(
         rec_sizes, list(out_meta.strides), rec_strides
     ):
         raise ValueError(
@@ -270,13 +273,13 @@ def _draft_split(node: Node, pd: ProgramDraft, x: ValueRef, spec: SplitSpec) -> 
 
 
 def _draft_pad(node: Node, pd: ProgramDraft, x: ValueRef, spec: PadSpec) -> None:
-    out = pd.result(node)
+    out = _result(node, pd, spec)
     record = PadRecord(input=x.value, output=out, pad=list(spec.pad), mode="constant", value=spec.value)
     _add(node, pd, record, spec, [x], {"out": out})
 
 
 def _draft_upsample(node: Node, pd: ProgramDraft, x: ValueRef, spec: UpsampleSpec) -> None:
-    out = pd.result(node)
+    out = _result(node, pd, spec)
     given = all(s is not None for s in spec.scales)  # the op was given scale factors, not output sizes
     record = UpsampleRecord(
         input=x.value,

@@ -20,6 +20,7 @@ from ..partition.config.elementwise import GLU, ElementwiseConfig, emit_elementw
 from ..serialization import ConstantRef, ElementwiseRecord, ValueRef
 from ..serialization.records.base import FromInput, FromStep, Literal, Step, StepArg
 from .draft import CudaTritonPreprocessError, describe, node_errors
+from .layout_plan import channels_last_like
 from .op_draft import ProgramDraft
 
 _CONFIG = ElementwiseConfig()
@@ -108,15 +109,30 @@ def draft_elementwise(node: Node, pd: ProgramDraft, fused_into: dict[Node, Node]
     with node_errors(node):
         result = emit(node)
         meta = output_meta(node)
-        spec = b.build(result, out_dtype=meta.dtype, out_strides=meta.strides)
+        inputs = [(m.sizes, m.strides) for m in (pd.meta(r) for r in refs)]
+        strides = pd.planned_strides(node, channels_last_like(meta.sizes, inputs))
+        spec = b.build(result, out_dtype=meta.dtype, out_strides=tuple(strides))
     support = supports(spec)
     if not support:
         raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")
-    out = pd.result(node)
+    out = pd.result(node, list(meta.sizes), strides)
     roles = {f"in{i}": r for i, r in enumerate(refs)}
     roles["out"] = ValueRef(out)
     record = ElementwiseRecord(inputs=list(refs), steps=program_steps(spec.program), output=out)
     pd.add_op(node, covered[::-1], record, "elementwise", spec, roles)
+
+
+def copy_value(node: Node, pd: ProgramDraft, source: ValueRef | ConstantRef, out: int) -> None:
+    """Copy ``source`` into value ``out`` (same sizes and dtype, any two layouts) with an elementwise copy kernel,
+    on behalf of ``node``."""
+    b = ChainBuilder()
+    target = pd.meta(ValueRef(out))
+    spec = b.build(b.input("in0", pd.meta(source)), out_dtype=target.dtype, out_strides=target.strides)
+    support = supports(spec)
+    if not support:
+        raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")
+    record = ElementwiseRecord(inputs=[source], steps=program_steps(spec.program), output=out)
+    pd.add_op(node, [node], record, "elementwise", spec, {"in0": source, "out": ValueRef(out)})
 
 
 def _chain_end(x: Node, fused_into: dict[Node, Node]) -> Node:
@@ -125,4 +141,4 @@ def _chain_end(x: Node, fused_into: dict[Node, Node]) -> Node:
     return x
 
 
-__all__ = ["draft_elementwise", "is_elementwise_node", "plan_chains", "program_steps"]
+__all__ = ["copy_value", "draft_elementwise", "is_elementwise_node", "plan_chains", "program_steps"]

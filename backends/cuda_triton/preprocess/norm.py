@@ -2,12 +2,15 @@
 
 Inference batch norm, layer norm, group norm, softmax and log_softmax. The spec is the partition config's
 (`norm_spec`) built from the operands as the delegate stores them (the kernels read any input strides; the
-parameters must be contiguous, which constants are); the output takes the layout the graph records. The result of
+parameters must be contiguous, which constants are); the output takes the layout the graph records, or for
+a batch or group norm of a channels-last intermediate channels-last (`layout_plan`). The result of
 a multi-output op is its ``getitem(.., 0)``: the drafter gives that node the value (the graph walk skips getitems).
 Batch norms a convolution folds never get here (`program.draft_program` skips them).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from torch.fx import Node
 
@@ -17,6 +20,7 @@ from ..ops.tensor_meta import TensorMeta
 from ..partition.config.norm import norm_operands, norm_output, norm_spec
 from ..serialization import ConstantRef, NormRecord, ValueRef
 from .draft import CudaTritonPreprocessError, describe, node_errors
+from .layout_plan import channels_last_like
 from .op_draft import ProgramDraft
 
 
@@ -59,7 +63,10 @@ def draft_norm(node: Node, pd: ProgramDraft) -> None:
     support = supports(spec)
     if not support:
         raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")
-    out = pd.result(out_node)  # with the strides the graph records, which the spec's output strides are
+    if isinstance(spec, (BatchNormSpec, GroupNormSpec)):  # per-channel ops keep their input's layout
+        preferred = channels_last_like(spec.out.sizes, [(spec.x.sizes, spec.x.strides)])
+        spec = replace(spec, out=replace(spec.out, strides=tuple(pd.planned_strides(out_node, preferred))))
+    out = pd.result(out_node, list(spec.out.sizes), list(spec.out.strides))
     params = {role: ref for role, ref in refs.items() if role != "in0"}
     record = norm_record(spec, x.value, out, params)
     pd.add_op(node, [node], record, "norm", spec, {**refs, "out": ValueRef(out)})

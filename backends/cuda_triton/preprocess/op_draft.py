@@ -8,7 +8,7 @@ arguments and compile keys, and queues one compile job per distinct kernel and a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,14 @@ class ProgramDraft:
         return TensorMeta(tuple(c.sizes), tuple(contiguous_strides(tuple(c.sizes))), _torch_name(c.dtype))
 
     # -- results ----------------------------------------------------------------------------------------------
+    def planned_strides(self, node: Node, preferred: Sequence[int] | None) -> list[int]:
+        """The strides ``node``'s value is stored with: ``preferred`` (a layout the layout plan chose,
+        `layout_plan`) for an intermediate, the recorded ones for a delegate output, with no preference, or with
+        the ``channels_last`` option off."""
+        if preferred is None or node in self.out_index or not self.draft.options.channels_last:
+            return [int(s) for s in tensor_val(node).stride()]
+        return [int(s) for s in preferred]
+
     def result(self, node: Node, sizes: list[int] | None = None, strides: list[int] | None = None) -> int:
         """A new value for ``node``'s tensor: the delegate output it is, else an intermediate in the arena.
 

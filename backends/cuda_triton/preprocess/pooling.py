@@ -1,7 +1,8 @@
 """Drafting pooling ops: one `PoolingRecord` computed by the pooling kernel (`ops.pooling`) per pool node.
 
 The spec is the partition config's (`pool_spec`), with the input's layout as the delegate stores it (the kernel
-reads any strides) and the output's as the node records it. A max pool's values are its ``getitem(.., 0)``: the
+reads any strides) and the output's as the node records it, or channels-last after a channels-last input
+(`layout_plan`). A max pool's values are its ``getitem(.., 0)``: the
 drafter gives that node the result value (the graph walk skips getitems).
 """
 
@@ -17,6 +18,7 @@ from ..partition.config.pooling import pool_output, pool_spec
 from ..serialization import PoolingRecord, ValueRef
 from ..utils.graph import tensor_val
 from .draft import CudaTritonPreprocessError, describe, node_errors
+from .layout_plan import channels_last_like
 from .op_draft import ProgramDraft, stored_input
 
 _OP_NAMES = {MAX_POOL: "max", AVG_POOL: "avg", ADAPTIVE_AVG_POOL: "adaptive_avg"}
@@ -62,7 +64,10 @@ def draft_pooling(node: Node, pd: ProgramDraft) -> None:
             f"{describe(node)}: the pool's output {list(spec.output().sizes)} is not the {list(recorded)} the "
             "node records"
         )
-    out = pd.result(out_node)  # with the strides the node records, which the spec's out_strides are
+    out_meta = spec.output()
+    preferred = channels_last_like(out_meta.sizes, [(spec.input.sizes, spec.input.strides)])
+    spec = replace(spec, out_strides=tuple(pd.planned_strides(out_node, preferred)))
+    out = pd.result(out_node, list(out_meta.sizes), list(spec.out_strides))
     record = pooling_record(spec, ref.value, out)
     pd.add_op(node, [node], record, "pooling", spec, {"in0": ref, "out": ValueRef(out)})
 

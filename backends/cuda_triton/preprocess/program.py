@@ -84,7 +84,7 @@ def draft_program(
         elif folds_into_users(node, options.allow_tf32):
             continue  # each convolution reading it folds it into its padding (any other pad is a pad kernel)
         elif is_conv_node(node):
-            fold = draft_conv(node, ep, draft, pd.value_of, pd.out_index, pd.tuning, jobs)
+            fold = draft_conv(node, pd)
             if fold is not None:
                 bn_folded.update((fold.bn, fold.output))
         elif node in bn_folded:

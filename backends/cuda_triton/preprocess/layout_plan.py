@@ -1,0 +1,67 @@
+"""Where the delegate stores its intermediates: channels-last through a CNN.
+
+The graph records every tensor in the layout eager PyTorch gives it for the program's own inputs (contiguous
+throughout, for a contiguous image). Inside the delegate the layout of an intermediate is ours to choose, and the
+convolution kernels read and write channels-last fastest (a 1x1 convolution is then one GEMM over
+``[N * H * W, C]``, a depthwise one reads whole channel vectors). With the ``channels_last`` option (on by
+default):
+
+* a 2-D or 3-D convolution whose result stays inside the delegate writes it channels-last. Its record declares
+  the weight channels-last, which makes the convolution layout rule's output channels-last whatever the input's
+  layout; the prepared weight the kernels read is the same either way (`ConvTemplate.prepare_weight`);
+* an op that keeps the layout of its input (elementwise by its family's rule, pooling, batch and group norm,
+  pad, upsample, cat) writes channels-last when its image inputs are channels-last (`channels_last_like`);
+* a view is a view of the stored bytes where one exists, else a copy (`preprocess.data_movement`);
+* a delegate output keeps the layout the program records (ExecuTorch plans its buffer,
+  `ProgramDraft.planned_strides`); a convolution whose rule gives another layout there writes an intermediate
+  and a copy kernel moves it into the output.
+
+Off, every value takes the layout its node records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..ops.tensor_meta import (
+    Shape,
+    channels_last_strides,
+    is_channels_last_contiguous,
+    is_contiguous,
+)
+
+
+def channels_last_like(
+    sizes: Sequence[int], inputs: Sequence[tuple[Sequence[int], Sequence[int]]]
+) -> Shape | None:
+    """Dense channels-last strides for an output of ``sizes`` that keeps its inputs' layout: when it is 4-D or
+    5-D and every input of its rank is channels-last, at least one of them strictly (a tensor whose size-1 dims
+    make it both contiguous and channels-last decides nothing). None otherwise (the caller keeps the recorded
+    layout)."""
+    rank = len(sizes)
+    if rank not in (4, 5):
+        return None
+    images = [(s, st) for s, st in inputs if len(s) == rank]
+    if not images or not all(is_channels_last_contiguous(s, st) for s, st in images):
+        return None
+    if all(is_contiguous(s, st) for s, st in images):
+        return None
+    return channels_last_strides(sizes)
+
+
+def channels_last_weight(sizes: Sequence[int]) -> Shape | None:
+    """The strides a convolution record declares for its weight so that the layout rule gives a channels-last
+    output: dense channels-last for a 2-D or 3-D convolution's 4-D/5-D weight, None for a 1-D one (its rule
+    views the tensors as 4-D, and 1-D kernels are tuned on the recorded layouts)."""
+    return channels_last_strides(sizes) if len(sizes) in (4, 5) else None
+
+
+def same_addresses(sizes: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
+    """Whether strides ``a`` and ``b`` address the same elements of ``sizes`` (they may differ on dims of size 1,
+    which the runtime's layout checks ignore too)."""
+    return len(a) == len(b) == len(sizes) and all(
+        s == 1 or x == y for s, x, y in zip(sizes, a, b, strict=True)
+    )
+
+
+__all__ = ["channels_last_like", "channels_last_weight", "same_addresses"]
