@@ -24,7 +24,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .layout import out_shape_and_stride
 from .params import ConvParams
 
 SCHEMA = (
@@ -69,19 +68,8 @@ def canonical_params(
 
 
 def output_layout(input: torch.Tensor, weight: torch.Tensor, p: ConvParams) -> tuple[list[int], list[int]]:
-    return out_shape_and_stride(
-        list(input.shape),
-        list(input.stride()),
-        list(weight.shape),
-        list(weight.stride()),
-        list(p.stride),
-        list(p.padding_before),
-        list(p.padding_after),
-        list(p.dilation),
-        p.transposed,
-        list(p.output_padding),
-        p.groups,
-        input.dtype == torch.float64,
+    return p.output_layout(
+        input.shape, input.stride(), weight.shape, weight.stride(), input.dtype == torch.float64
     )
 
 

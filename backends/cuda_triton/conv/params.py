@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from .layout import out_shape_and_stride
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,24 @@ class ConvParams:
     @property
     def symmetric_padding(self) -> bool:
         return self.padding_before == self.padding_after
+
+    def output_layout(
+        self,
+        input_size: Sequence[int],
+        input_stride: Sequence[int],
+        weight_size: Sequence[int],
+        weight_stride: Sequence[int],
+        is_float64: bool,
+    ) -> tuple[list[int], list[int]]:
+        """The layout rule's output sizes and strides (`layout.out_shape_and_stride`) for these tensors."""
+        return out_shape_and_stride(
+            list(input_size),
+            list(input_stride),
+            list(weight_size),
+            list(weight_stride),
+            *self.as_op_args(),
+            is_float64,
+        )
 
     def as_op_args(self) -> tuple:
         """Positional arguments 4.. of ``torch.ops.triton.convolution``."""

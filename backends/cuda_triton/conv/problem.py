@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import is_channels_last_strides, out_shape_and_stride
+from .layout import is_channels_last_strides
 from .params import ConvParams
 
 DTYPE_NAMES: dict[torch.dtype, str] = {
@@ -69,19 +69,8 @@ class ConvProblem:
         if len(input_size) == spatial + 1:  # unbatched: view as a batch of one
             input_stride = (input_size[0] * input_stride[0], *input_stride)
             input_size = (1, *input_size)
-        out_size, out_stride = out_shape_and_stride(
-            list(input_size),
-            list(input_stride),
-            list(weight_size),
-            list(weight_stride),
-            list(params.stride),
-            list(params.padding_before),
-            list(params.padding_after),
-            list(params.dilation),
-            params.transposed,
-            list(params.output_padding),
-            params.groups,
-            dtype_name == "float64",
+        out_size, out_stride = params.output_layout(
+            input_size, input_stride, weight_size, weight_stride, dtype_name == "float64"
         )
         if allow_tf32 is None:
             allow_tf32 = torch.backends.cudnn.allow_tf32

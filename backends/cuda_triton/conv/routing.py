@@ -195,7 +195,7 @@ def _concrete_gates(
     cache: VerdictCache,
 ) -> Stage:
     """Gates 4 (recorded output layout) and 5 (dtype, a supporting template) for a call with static shapes."""
-    layout_reason = gates.layout_reason(args, x, w, out, x.dtype == torch.float64)
+    layout_reason = gates.layout_reason(args, x, w, out)
     if layout_reason is not None:
         return Stage(layout_reason, None, None)
     dtypes = {x.dtype, w.dtype} | ({b.dtype} if b is not None else set())

@@ -9,9 +9,9 @@ from typing import Any
 
 import torch
 
+from ..utils.conv import rule_layout
 from .binding import ConvArgs
 from .inductor import concrete_int
-from .layout import out_shape_and_stride
 from .problem import layout_name
 
 
@@ -74,23 +74,9 @@ def rocm_reason(is_rocm_device: bool, rocm: bool | None) -> str | None:
     return None
 
 
-def layout_reason(
-    args: ConvArgs, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, is_float64: bool
-) -> str | None:
-    sizes, strides = out_shape_and_stride(
-        [int(s) for s in x.shape],
-        [int(s) for s in x.stride()],
-        [int(s) for s in w.shape],
-        [int(s) for s in w.stride()],
-        list(args.stride),
-        list(args.padding_before),
-        list(args.padding_after),
-        list(args.dilation),
-        args.transposed,
-        list(args.output_padding),
-        args.groups,
-        is_float64,
-    )
+def layout_reason(args: ConvArgs, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> str | None:
+    """Why the node's recorded output layout is not the one the delegate writes (the layout rule's), or None."""
+    sizes, strides = rule_layout(x, w, args.params)
     rec_sizes = [int(s) for s in out.shape]
     rec_strides = [int(s) for s in out.stride()]
     same = rec_sizes == sizes and all(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from ..conv.layout import out_shape_and_stride
 from ..conv.params import ConvParams
 from ..conv.problem import ConvProblem
 
@@ -32,18 +31,11 @@ def rule_layout(
     input_val: torch.Tensor, weight_val: torch.Tensor, p: ConvParams
 ) -> tuple[list[int], list[int]]:
     """Output sizes and strides of the layout rule for these (possibly unbatched) tensors."""
-    return out_shape_and_stride(
+    return p.output_layout(
         [int(s) for s in input_val.shape],
         [int(s) for s in input_val.stride()],
         [int(s) for s in weight_val.shape],
         [int(s) for s in weight_val.stride()],
-        list(p.stride),
-        list(p.padding_before),
-        list(p.padding_after),
-        list(p.dilation),
-        p.transposed,
-        list(p.output_padding),
-        p.groups,
         input_val.dtype == torch.float64,
     )
 
