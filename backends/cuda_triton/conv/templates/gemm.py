@@ -33,8 +33,7 @@ from ...kernel.launch import (
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
-from .base import ConvTemplate
-from .gemm_common import GROUP_M, common_support_problems, dot_precision, weight_k_major
+from .gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, weight_k_major
 from .gemm_jit import grouped_tile_ids, input_strides, store_output, weight_ptrs, widen_sizes
 from .geometry import NUM_SMS, Geometry, fit_block
 from .launch_args import dim_constexprs, size_args
@@ -133,16 +132,13 @@ _BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
 )
 
 
-class GemmTemplate(ConvTemplate):
+class GemmTemplate(GemmShapedTemplate):
     """Unpadded 1x1 / patchify convolutions as GEMMs with separable addressing (see module docstring)."""
 
     def __init__(self) -> None:
         self.name = "gemm"
 
-    def supports(self, problem: ConvProblem) -> Support:
-        reason = common_support_problems(problem)
-        if reason:
-            return Support.no(reason)
+    def family_support(self, problem: ConvProblem) -> Support:
         p = problem.params
         if p.groups != 1:
             return Support.no("grouped convolutions go to the implicit GEMM")

@@ -1,9 +1,14 @@
 """Host-side rules the GEMM-shaped forward templates share (gemm, implicit_gemm, implicit_gemm_tma,
-implicit_gemm_box): what they support, the ``tl.dot`` precision and the prepared weight's order."""
+implicit_gemm_box): what they support (`GemmShapedTemplate`), the ``tl.dot`` precision and the prepared weight's
+order."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
+from ...kernel.launch import Support
 from ..problem import ConvProblem
+from .base import ConvTemplate
 from .geometry import INT32_MAX, is_dense
 
 # Dtypes the GEMM-shaped kernels accept (fp64 has no tensor-core path worth having).
@@ -31,6 +36,21 @@ def common_support_problems(problem: ConvProblem) -> str | None:
     if any(v > INT32_MAX for v in (*problem.input_size, *problem.output_size)):
         return "a single dimension exceeds 2^31"
     return None
+
+
+class GemmShapedTemplate(ConvTemplate):
+    """A GEMM-shaped forward template: it supports a problem that passes the reasons every such template shares
+    (`common_support_problems`) and its family's own (`family_support`)."""
+
+    def supports(self, problem: ConvProblem) -> Support:
+        reason = common_support_problems(problem)
+        if reason:
+            return Support.no(reason)
+        return self.family_support(problem)
+
+    @abstractmethod
+    def family_support(self, problem: ConvProblem) -> Support:
+        """Whether the family computes ``problem``, which passes the shared reasons."""
 
 
 def tma_tap_problems(problem: ConvProblem, strided: bool = False) -> str | None:

@@ -80,6 +80,18 @@ def dense_layout(sizes: tuple[int, ...], strides: tuple[int, ...], *, prefer: st
     return None
 
 
+def dense_sample_problems(problem: ConvProblem) -> str | None:
+    """Why the direct kernels (depthwise, transposed) cannot address ``problem``'s tensors, or None: both must be
+    dense in one of the two layouts, and a sample's offsets must fit 32 bits."""
+    if not is_dense(problem.input_size, problem.input_stride):
+        return "the input is neither dense channels-last nor dense contiguous"
+    if not is_dense(problem.output_size, problem.output_stride):
+        return "the output layout is neither dense channels-last nor dense contiguous"
+    if math.prod(problem.input_size[1:]) > INT32_MAX or math.prod(problem.output_size[1:]) > INT32_MAX:
+        return "a sample has 2^31 elements or more (32-bit in-sample offsets)"
+    return None
+
+
 def needs_int64(problem: ConvProblem) -> bool:
     """Whether any tensor's element offsets can exceed int32 (then kernels index in 64 bits)."""
     sizes = (problem.input_size, problem.weight_size, problem.output_size)

@@ -47,8 +47,7 @@ from ...kernel.launch import (
 from ..problem import ConvProblem
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32, tf32_rounding
-from .base import ConvTemplate
-from .gemm_common import GROUP_M, common_support_problems, dot_precision, tma_tap_problems, weight_k_major
+from .gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, tma_tap_problems, weight_k_major
 from .gemm_jit import grouped_tile_ids, store_output
 from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from .implicit_gemm import ImplicitGemmTemplate
@@ -135,16 +134,13 @@ def span_rows(g: Geometry) -> int:
     return (od - 1) * hp * wp + (oh - 1) * wp + ow
 
 
-class ImplicitGemmTmaTemplate(ConvTemplate):
+class ImplicitGemmTmaTemplate(GemmShapedTemplate):
     """TMA-fed implicit GEMM for dense stride-1 convolutions (see module docstring)."""
 
     def __init__(self) -> None:
         self.name = "implicit_gemm_tma"
 
-    def supports(self, problem: ConvProblem) -> Support:
-        reason = common_support_problems(problem)
-        if reason:
-            return Support.no(reason)
+    def family_support(self, problem: ConvProblem) -> Support:
         if problem.dtype == "float32":
             # Triton 3.6 on the H200: fp32 TMA tiles (rounded to TF32 in registers) gave wrong results for most
             # schedules of the public suite (errors 3-80x the bound), 128-byte rows included.

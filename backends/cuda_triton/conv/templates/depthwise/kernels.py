@@ -8,6 +8,30 @@ import triton.language as tl
 
 
 @triton.jit
+def _spatial_tile(pid, OD, OH, OW, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
+    """Program id -> (column tile, row tile, output depth, the rest of the id): W tiles fastest, then H, then D."""
+    n_wt = tl.cdiv(OW, BLOCK_W)
+    n_ht = tl.cdiv(OH, BLOCK_H)
+    wt = pid % n_wt
+    rest = pid // n_wt
+    ht = rest % n_ht
+    rest = rest // n_ht
+    od = rest % OD
+    return wt, ht, od, rest // OD
+
+
+@triton.jit
+def _output_offsets(n, co, out_pos, OD, OH, OW, C_OUT: tl.constexpr, OUT_CL: tl.constexpr):
+    """Element offsets in y of the outputs (image n, channel co, position out_pos of the OD x OH x OW map), in
+    y's layout."""
+    if OUT_CL:
+        y_off = n * (OD * OH * OW * C_OUT) + out_pos * C_OUT + co
+    else:
+        y_off = (n * C_OUT + co) * (OD * OH * OW) + out_pos
+    return y_off
+
+
+@triton.jit
 def _tile_is_interior(
     od,
     ht,
@@ -85,14 +109,7 @@ def _depthwise_cl_kernel(
     EVEN_C: tl.constexpr = C_OUT % BLOCK_C == 0
     pid = tl.program_id(0)
     pid_c = tl.program_id(1)
-    n_wt = tl.cdiv(OW, BLOCK_W)
-    n_ht = tl.cdiv(OH, BLOCK_H)
-    wt = pid % n_wt
-    rest = pid // n_wt
-    ht = rest % n_ht
-    rest = rest // n_ht
-    od = rest % OD
-    n = rest // OD
+    wt, ht, od, n = _spatial_tile(pid, OD, OH, OW, BLOCK_H, BLOCK_W)
 
     offs_p = tl.arange(0, BLOCK_H * BLOCK_W)
     oh = ht * BLOCK_H + offs_p // BLOCK_W
@@ -197,15 +214,7 @@ def _depthwise_nc_kernel(
     C_OUT: tl.constexpr = C_IN * MULT
     TAPS: tl.constexpr = KD * KH * KW
     N_CT: tl.constexpr = (C_OUT + BLOCK_C - 1) // BLOCK_C
-    pid = tl.program_id(0)
-    n_wt = tl.cdiv(OW, BLOCK_W)
-    n_ht = tl.cdiv(OH, BLOCK_H)
-    wt = pid % n_wt
-    rest = pid // n_wt
-    ht = rest % n_ht
-    rest = rest // n_ht
-    od = rest % OD
-    rest = rest // OD
+    wt, ht, od, rest = _spatial_tile(tl.program_id(0), OD, OH, OW, BLOCK_H, BLOCK_W)
     c0 = (rest % N_CT) * BLOCK_C
     n = rest // N_CT
 
@@ -268,10 +277,7 @@ def _depthwise_nc_kernel(
         acc += tl.load(b_ptr + co, mask=co < C_OUT, other=0.0).to(tl.float32)
 
     out_pos = (od * OH + oh) * OW + ow
-    if OUT_CL:
-        y_off = n.to(tl.int64) * (OD * OH * OW * C_OUT) + out_pos * C_OUT + co
-    else:
-        y_off = (n.to(tl.int64) * C_OUT + co) * (OD * OH * OW) + out_pos
+    y_off = _output_offsets(n.to(tl.int64), co, out_pos, OD, OH, OW, C_OUT, OUT_CL)
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=p_ok)
 
 
@@ -385,10 +391,7 @@ def _depthwise_band_kernel(
     ow = iw_m + HALO  # output columns of the tile
     out_pos = ((od * OH + oh) * OW)[:, None] + ow
     n = (n0 + r // SEGS).to(tl.int64)[:, None]
-    if OUT_CL:
-        y_off = n * (OD * OH * OW * C_OUT) + out_pos * C_OUT + co
-    else:
-        y_off = (n * C_OUT + co) * (OD * OH * OW) + out_pos
+    y_off = _output_offsets(n, co, out_pos, OD, OH, OW, C_OUT, OUT_CL)
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & (ow < OW))
 
 

@@ -19,7 +19,7 @@ from ....kernel.launch import (
 from ...problem import ConvProblem
 from .._interpreter import dot_needs_fp32
 from ..base import ConvTemplate
-from ..geometry import INT32_MAX, Geometry, is_dense, pad3
+from ..geometry import INT32_MAX, Geometry, dense_sample_problems, pad3
 from ..launch_args import dim_constexprs, size_args
 from .geometry import band_geometry, band_is_1d, block_c, channels_last, grid, is_band, output_channels_last
 from .kernels import (
@@ -47,12 +47,9 @@ class DepthwiseTemplate(ConvTemplate):
             return Support.no(f"{problem.spatial_dims}-D convolutions are not supported")
         if problem.dtype not in ("float16", "bfloat16", "float32"):
             return Support.no(f"dtype {problem.dtype} is not supported (fp16/bf16/fp32 only)")
-        if not is_dense(problem.input_size, problem.input_stride):
-            return Support.no("the input is neither dense channels-last nor dense contiguous")
-        if not is_dense(problem.output_size, problem.output_stride):
-            return Support.no("the output layout is neither dense channels-last nor dense contiguous")
-        if prod(problem.input_size[1:]) > INT32_MAX or prod(problem.output_size[1:]) > INT32_MAX:
-            return Support.no("a sample has 2^31 elements or more (32-bit in-sample offsets)")
+        reason = dense_sample_problems(problem)
+        if reason:
+            return Support.no(reason)
         out_d, out_h, out_w = pad3(problem.out_spatial, 1)
         if problem.batch * problem.out_channels * out_d * out_h * cdiv(out_w, 16) > INT32_MAX:
             return Support.no("the launch grid would exceed 2^31 programs")

@@ -30,8 +30,7 @@ from .._splitk import (
     workspace,
 )
 from .._tf32 import prepare_tf32_weight, tf32_rounding
-from ..base import ConvTemplate
-from ..gemm_common import GROUP_M, common_support_problems, dot_precision, weight_k_major
+from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, weight_k_major
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
 from .heuristics import heuristic_schedule
@@ -39,17 +38,29 @@ from .kernel import conv_implicit_gemm_kernel
 from .tiling import BASE_CONFIGS, block_k, group_tile_options, k_iterations, row_tiles, tile_channels
 
 
-class ImplicitGemmTemplate(ConvTemplate):
+def _tile_schedule(
+    warps: int,
+    stages: int,
+    bm: int,
+    bn: int,
+    bk: int,
+    common: dict[str, int],
+    mma: dict[str, int],
+    **extra: int,
+) -> Schedule:
+    """A schedule of these tiles: the blocks, then ``extra`` (a tail or a K split), the keys every schedule of the
+    group tile has (``common``) and the F16_MMA key (``mma``, empty without it)."""
+    return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **extra, **common, **mma)
+
+
+class ImplicitGemmTemplate(GemmShapedTemplate):
     """Implicit GEMM over channels-last or contiguous dense tensors (see the package docstring)."""
 
     def __init__(self) -> None:
         self.name = "implicit_gemm"
 
     # -- support -------------------------------------------------------------------------------------------
-    def supports(self, problem: ConvProblem) -> Support:
-        reason = common_support_problems(problem)
-        if reason:
-            return Support.no(reason)
+    def family_support(self, problem: ConvProblem) -> Support:
         if problem.groups > 65535:
             return Support.no("more than 65535 groups")
         return Support.yes()
@@ -82,24 +93,22 @@ class ImplicitGemmTemplate(ConvTemplate):
                         fit_block(bn, cout_t),
                         fit_block(block_k(bk0, bm, bn, stages, fp32, f16), k_extent),
                     )
-                    candidates.append(
-                        Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **common, **mma)
-                    )
+                    candidates.append(_tile_schedule(warps, stages, bm, bn, bk, common, mma))
                     if not rows and g.groups == gt and bm * bn >= 64 * 128:
                         iters = k_iterations(g, cin_t, flat, bk)
                         for tail_m, tail in tail_options(g, bm, cdiv(cout_t, bn), iters):
                             candidates.append(
-                                Schedule.make(
+                                _tile_schedule(
                                     warps,
                                     stages,
-                                    BLOCK_M=bm,
-                                    BLOCK_N=bn,
-                                    BLOCK_K=bk,
+                                    bm,
+                                    bn,
+                                    bk,
+                                    common,
+                                    mma,
                                     TAIL_M_TILES=tail_m,
                                     TAIL_SPLIT=tail,
-                                    **common,
-                                    **mma,
-                                )  # fmt: skip
+                                )
                             )
                 for (bm, bn, bk0, warps, stages), f16 in itertools.product(SPLIT_CONFIGS, all_precisions):
                     if rows:  # row tiles walk whole output rows: long rows have enough tiles already
@@ -110,16 +119,7 @@ class ImplicitGemmTemplate(ConvTemplate):
                     programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
                     for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
                         candidates.append(
-                            Schedule.make(
-                                warps,
-                                stages,
-                                BLOCK_M=bm,
-                                BLOCK_N=bn,
-                                BLOCK_K=bk,
-                                SPLIT_K=split,
-                                **common,
-                                **mma,
-                            )  # fmt: skip
+                            _tile_schedule(warps, stages, bm, bn, bk, common, mma, SPLIT_K=split)
                         )
                 out.extend(c for c in dict.fromkeys(candidates) if c not in out)
         # The heuristic's pick is always part of the space, and so is its pick without the channels-last copy

@@ -27,8 +27,7 @@ from .._f16_mma import (
 )
 from .._interpreter import dot_needs_fp32
 from .._tf32 import tf32_rounding
-from ..base import ConvTemplate
-from ..gemm_common import common_support_problems, tma_tap_problems
+from ..gemm_common import GemmShapedTemplate, tma_tap_problems
 from ..geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from ..implicit_gemm import ImplicitGemmTemplate
 from ..launch_args import dim_constexprs, size_args
@@ -80,16 +79,13 @@ _WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
 _BOXES_PER_CONFIG = 2
 
 
-class ImplicitGemmBoxTemplate(ConvTemplate):
+class ImplicitGemmBoxTemplate(GemmShapedTemplate):
     """Gluon implicit GEMM on 4-D TMA boxes of the unpadded input (see the package docstring)."""
 
     def __init__(self) -> None:
         self.name = "implicit_gemm_box"
 
-    def supports(self, problem: ConvProblem) -> Support:
-        reason = common_support_problems(problem)
-        if reason:
-            return Support.no(reason)
+    def family_support(self, problem: ConvProblem) -> Support:
         if problem.dtype not in ("float16", "bfloat16") and not problem.allow_tf32:
             return Support.no(
                 f"dtype {problem.dtype} without TF32 (wgmma has no exact fp32; fp32 runs as TF32 or on its scaled "

@@ -31,7 +31,16 @@ from .._f16_mma import (
 from .._interpreter import dot_needs_fp32
 from .._tf32 import prepare_tf32_weight, tf32_rounding
 from ..base import ConvTemplate
-from ..geometry import CHANNELS_LAST, CONTIGUOUS, INT32_MAX, Geometry, dense_layout, is_dense, next_pow2, pad3
+from ..geometry import (
+    CHANNELS_LAST,
+    CONTIGUOUS,
+    INT32_MAX,
+    Geometry,
+    dense_layout,
+    dense_sample_problems,
+    next_pow2,
+    pad3,
+)
 from ..launch_args import dim_constexprs, size_args
 from .kernels import _conv_transpose_phase_kernel
 from .phases import phase_counts, phase_taps, uses_w_fold, w_phases_fold
@@ -59,12 +68,9 @@ class TransposedTemplate(ConvTemplate):
             return Support.no(f"dtype {problem.dtype} is not supported (fp16/bf16/fp32 only)")
         if problem.in_channels == 0 or problem.batch == 0:
             return Support.no("empty input")
-        if not is_dense(problem.input_size, problem.input_stride):
-            return Support.no("the input is neither dense channels-last nor dense contiguous")
-        if not is_dense(problem.output_size, problem.output_stride):
-            return Support.no("the output layout is neither dense channels-last nor dense contiguous")
-        if prod(problem.input_size[1:]) > INT32_MAX or prod(problem.output_size[1:]) > INT32_MAX:
-            return Support.no("a sample has 2^31 elements or more (32-bit in-sample offsets)")
+        reason = dense_sample_problems(problem)
+        if reason:
+            return Support.no(reason)
         if problem.batch * prod(problem.out_spatial) > INT32_MAX:
             return Support.no("N * output positions must stay below 2^31 (32-bit row indices)")
         if problem.groups > 65535:
