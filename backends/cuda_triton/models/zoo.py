@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import torchvision_models
+from .layer_tables import MOBILENETV2_STAGES
 
 # ---- ResNet -----------------------------------------------------------------------------------------------
 
@@ -144,16 +145,7 @@ class InvertedResidual(nn.Module):
 
 
 class MobileNetV2(nn.Module):
-    # (expansion t, channels c, repeats n, stride s) from the paper's Table 2.
-    SETTINGS = (
-        (1, 16, 1, 1),
-        (6, 24, 2, 2),
-        (6, 32, 3, 2),
-        (6, 64, 4, 2),
-        (6, 96, 3, 1),
-        (6, 160, 3, 2),
-        (6, 320, 1, 1),
-    )
+    SETTINGS = MOBILENETV2_STAGES  # (expansion t, channels c, repeats n, stride s)
 
     def __init__(self, num_classes: int = 1000) -> None:
         super().__init__()

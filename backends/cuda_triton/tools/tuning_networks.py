@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cuda_triton.models.layer_tables import MOBILENETV2_STAGES
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -146,15 +148,7 @@ def mobilenetv2(hw: int = 224) -> list[Layer]:
     net = "mobilenetv2"
     out = [conv(net, 3, (hw, hw), 32, 3, 2)]
     cin, x = 32, (hw // 2, hw // 2)
-    for t, c, n, s in (
-        (1, 16, 1, 1),
-        (6, 24, 2, 2),
-        (6, 32, 3, 2),
-        (6, 64, 4, 2),
-        (6, 96, 3, 1),
-        (6, 160, 3, 2),
-        (6, 320, 1, 1),
-    ):
+    for t, c, n, s in MOBILENETV2_STAGES:
         for i in range(n):
             stride = s if i == 0 else 1
             hidden = cin * t
