@@ -222,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         help="keep eval-mode batch norms on the CPU instead of folding them into the convolution before them",
     )  # fmt: skip
     ap.add_argument(
+        "--no-channels-last", action="store_true",
+        help="keep every intermediate in the layout the graph records (default: channels-last after convolutions)",
+    )  # fmt: skip
+    ap.add_argument(
         "--device-memory", action="store_true",
         help="plan delegate inputs/outputs in CUDA memory (compile spec target_device=cuda:0; the runner then needs "
         "the CUDA DeviceAllocator)",
@@ -264,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         allow_tf32=not args.no_tf32,
         tf32_on_fp16=not args.no_tf32_on_fp16,
         fold_batch_norm=not args.no_fold_bn,
+        channels_last=not args.no_channels_last,
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,
     )

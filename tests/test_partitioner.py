@@ -309,13 +309,15 @@ def test_connected_convs_share_a_partition(fake_compile):
     lowered = _lowered_modules(edge)
     blobs = sorted((deserialize(m.processed_bytes) for m in lowered), key=lambda b: -len(b.ops))
     big = blobs[0]
-    assert len(big.ops) == 3 and big.num_inputs == 1
-    a, b, c = big.ops
-    assert b.input == a.output and c.input == b.output
+    # b's result stays inside, channels-last, so c (reading it) writes channels-last and a copy moves that into the
+    # contiguous delegate output.
+    assert len(big.ops) == 4 and big.num_inputs == 1
+    a, b, c, copy = big.ops
+    assert b.input == a.output and c.input == b.output and copy.inputs[0].value == c.output
     # y (a's output) is read by the CPU add and by b: a delegate output and an op input.
     assert big.values[a.output].kind == "output"
     assert big.values[b.output].kind == "intermediate"
-    assert big.values[c.output].kind == "output"
+    assert big.values[copy.output].kind == "output"
     assert big.num_outputs == 2
     # Weights are constants of the delegate: none is a placeholder of the top-level program any more.
     top = edge.exported_program()

@@ -21,13 +21,16 @@ import pytest
 import torch
 import triton
 from cuda_triton import CudaTritonOptions, CudaTritonPartitioner
+from cuda_triton.conv.compile_pool import CompileJob
 from cuda_triton.conv.params import ConvParams
+from cuda_triton.conv.problem import ConvProblem
 from cuda_triton.conv.templates import get_template
 from cuda_triton.partition.config import configs_for
 from cuda_triton.preprocess import assemble as assemble_mod
 from cuda_triton.preprocess import kernels
 from cuda_triton.preprocess.draft import tensor_bytes
 from cuda_triton.preprocess.schedule import TuningLookup, choose_schedule
+from cuda_triton.serialization import ConvRecord
 from cuda_triton.serialization import blob as blob_mod
 from cuda_triton.utils.conv import conv_problem
 from executorch.exir import to_edge, to_edge_transform_and_lower
@@ -136,7 +139,10 @@ def test_blob_reads_back_equal_to_what_was_written(tiny_fp32):
     assert back == blob
     assert all(k.cubin is None for k in blob_mod.deserialize(lowered.processed_bytes).kernels)
     assert back.triton_version == triton.__version__
-    assert back.num_inputs == 1 and back.num_outputs == 1 and len(back.ops) == 3
+    # Three convolutions, then a copy of c's channels-last result (inside the delegate tensors are channels-last)
+    # into the contiguous delegate output.
+    assert back.num_inputs == 1 and back.num_outputs == 1 and len(back.ops) == 4
+    assert [type(op).__name__ for op in back.ops] == ["ConvRecord"] * 3 + ["ElementwiseRecord"]
     assert p.last_report.num_delegated == 3 and len(p.last_report.partitions) == 1
 
 
@@ -159,7 +165,7 @@ def test_identical_kernels_are_stored_once_per_arch(tiny_fp32):
     blob = backend.read_lowered(lowered)
     seen = {(k.arch, k.cubin) for k in blob.kernels}
     assert len(seen) == len(blob.kernels)
-    _, b, c = blob.ops
+    _, b, c, _ = blob.ops
     for lb, lc in zip(b.launches, c.launches, strict=True):
         assert lb.kernels == lc.kernels  # same convolution: the same kernel records
     used = {i for op in blob.ops for launch in op.launches for i in launch.kernels.values()}
@@ -173,14 +179,19 @@ def test_weights_are_prepared_and_stored_as_named_data(tiny_fp32):
     store = lowered.named_data_store_output
     assert store is not None and not store.external_data
     x = example()[0]
-    for op, conv in zip(blob.ops, (model.a, model.b, model.c), strict=True):
+    convs = [op for op in blob.ops if isinstance(op, ConvRecord)]
+    for op, conv in zip(convs, (model.a, model.b, model.c), strict=True):
         w = conv.weight.detach()
         params = ConvParams(
             tuple(op.stride), tuple(op.padding_before), tuple(op.padding_after), tuple(op.dilation),
             op.transposed, tuple(op.output_padding), op.groups,
         )  # fmt: skip
-        xin = x if conv is model.a else torch.empty(1, 8, 10, 10)
-        problem = conv_problem(xin, w, True, params, True)
+        xin = blob.values[op.input]  # as the delegate stores it: the model's input, then channels-last
+        assert xin.sizes == ([1, 4, 10, 10] if conv is model.a else [1, 8, 10, 10])
+        problem = ConvProblem.from_shapes(
+            tuple(xin.sizes), tuple(xin.strides), tuple(op.weight_sizes), tuple(op.weight_strides), True, params,
+            x.dtype, True,
+        )  # fmt: skip
         template, schedule, _ = choose_schedule(problem, TuningLookup(CudaTritonOptions()))
         assert template.name == op.template and schedule.key() == op.schedule
         expected = tensor_bytes(get_template(op.template).prepare_weight(w, problem, schedule))
@@ -222,13 +233,17 @@ def test_prefetch_submits_exactly_what_preprocess_compiles(tiny_fp32):
     opts = p.options
     assert len(p.last_report.decisions) == 3
     expected: dict = {}
-    for cin in (4, 8):
-        w = torch.empty(8, cin, 3, 3)
-        params = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
-        expected.update(
-            kernels.conv_jobs(conv_problem(torch.empty(1, cin, 10, 10), w, True, params, True), opts)
-        )
-    assert set(jobs) == set(expected)
+    params = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    cl = torch.channels_last  # weights declared channels-last, intermediates stored so (the layout plan)
+    a = conv_problem(
+        torch.empty(1, 4, 10, 10), torch.empty(8, 4, 3, 3).to(memory_format=cl), True, params, True
+    )
+    b = conv_problem(torch.empty(1, 8, 10, 10).to(memory_format=cl), torch.empty(8, 8, 3, 3).to(memory_format=cl),
+                     True, params, True)  # fmt: skip
+    for problem in (a, b):  # c is b's problem
+        expected.update(kernels.conv_jobs(problem, opts))
+    convs = {key for key, job in jobs.items() if isinstance(job, CompileJob)}  # not the output copy's kernel
+    assert convs == set(expected) and len(jobs) > len(convs)
 
 
 def test_external_tag_writes_a_ptd(tmp_path):

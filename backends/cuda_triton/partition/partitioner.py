@@ -63,6 +63,7 @@ from ..conv.binding import aten_overload, is_conv_node
 from ..conv.node_source import describe_node, module_path
 from ..conv.routing import RoutingPlan
 from ..preprocess.families import DRAFTED_FAMILIES
+from ..preprocess.layout_plan import planned_conv_problem
 from ..utils.conv import conv_problem
 from ..utils.graph import constant_names, tensor_val
 from .config import ConfigTable, ConvConfig, OpConfig, PartitionContext, configs_for
@@ -192,6 +193,10 @@ class CudaTritonPartitioner(Partitioner):
                     problem = p.problem
                     if self._folds_batch_norms(p) and batch_norm_follows(node):
                         problem = replace(problem, has_bias=True)  # what the fold will compile
+                    if self.options.channels_last:
+                        x = node.args[0] if isinstance(node.args[0], Node) else None
+                        inside = _inside(x, node)
+                        problem = planned_conv_problem(problem, inside, inside or _stays_inside(node, node))
                     problems.append(problem)
                 if target in preserved and not ok:
                     all_delegated = False
@@ -375,12 +380,21 @@ class CudaTritonPartitioner(Partitioner):
         for node, p in delegated.items():
             fold = folds.get(node)
             has_bias = p.args is not None and (p.args.bias is not None or node in bn_folds)
+            source = node.args[0] if isinstance(node.args[0], Node) else None
             if fold is not None and fold.pad in pads:
                 assert p.args is not None
                 x, w = tensor_val(fold.source), tensor_val(p.args.weight)
-                problems.append(conv_problem(x, w, has_bias, fold.params, self.options.allow_tf32))
+                problem = conv_problem(x, w, has_bias, fold.params, self.options.allow_tf32)
+                source = fold.source
             elif p.problem is not None:
-                problems.append(replace(p.problem, has_bias=has_bias))
+                problem = replace(p.problem, has_bias=has_bias)
+            else:
+                continue
+            if self.options.channels_last:
+                result = bn_folds[node].output if node in bn_folds else node
+                inside = _inside(source, node)
+                problem = planned_conv_problem(problem, inside, inside or _stays_inside(result, node))
+            problems.append(problem)
         self._prefetch_problems(problems)
 
     @staticmethod
@@ -406,6 +420,20 @@ class CudaTritonPartitioner(Partitioner):
                 logger.info("%s: folds batch norm %s into its weight and bias", d.node, d.folded_batch_norm)
             elif d.delegated and d.bn_note:
                 logger.info("%s: batch norm after it not folded: %s", d.node, d.bn_note)
+
+
+def _inside(x: Node | None, conv: Node) -> bool:
+    """Whether ``x`` is computed in ``conv``'s delegate (not one of its inputs); before the partition is tagged,
+    whether it is computed at all (every op is expected to be delegated)."""
+    if x is None or x.op != "call_function":
+        return False
+    tag = conv.meta.get("delegation_tag")
+    return tag is None or x.meta.get("delegation_tag") == tag
+
+
+def _stays_inside(x: Node, conv: Node) -> bool:
+    """Whether ``x`` is read only inside ``conv``'s delegate (so it is not a delegate output)."""
+    return all(_inside(u, conv) and u.op != "output" for u in x.users)
 
 
 __all__ = [

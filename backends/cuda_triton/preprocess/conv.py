@@ -13,6 +13,7 @@ from ..conv.compile_pool import CompileJob
 from ..conv.params import ConvParams
 from ..conv.problem import ConvProblem
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
+from ..ops.tensor_meta import is_channels_last_contiguous
 from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
 from ..utils.graph import constant_names, tensor_val
 from . import kernels
@@ -75,8 +76,14 @@ def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
     w_sizes = [int(s) for s in w.shape]
     w_strides = [int(s) for s in w.stride()]
     batched = len(x.sizes) == len(w_sizes)
-    if options.channels_last and batched and result not in pd.out_index:
-        w_strides = list(channels_last_weight(w_sizes) or w_strides)  # see layout_plan
+    # See layout_plan: a result that stays inside is written channels-last; so is one of a channels-last input
+    # (whatever the weight), and declaring the weight alike then keeps the problem that of its siblings.
+    if (
+        options.channels_last
+        and batched
+        and (result not in pd.out_index or is_channels_last_contiguous(x.sizes, x.strides))
+    ):
+        w_strides = list(channels_last_weight(w_sizes) or w_strides)
     problem = ConvProblem.from_shapes(
         x.sizes, x.strides, tuple(w_sizes), tuple(w_strides), has_bias, params, x.dtype, options.allow_tf32
     )

@@ -8,7 +8,8 @@ default):
 
 * a 2-D or 3-D convolution whose result stays inside the delegate writes it channels-last. Its record declares
   the weight channels-last, which makes the convolution layout rule's output channels-last whatever the input's
-  layout; the prepared weight the kernels read is the same either way (`ConvTemplate.prepare_weight`);
+  layout; the prepared weight the kernels read is the same either way (`ConvTemplate.prepare_weight`). A
+  convolution reading a channels-last input declares it so too (its result is channels-last by the rule anyway);
 * an op that keeps the layout of its input (elementwise by its family's rule, pooling, batch and group norm,
   pad, upsample, cat) writes channels-last when its image inputs are channels-last (`channels_last_like`);
 * a view is a view of the stored bytes where one exists, else a copy (`preprocess.data_movement`);
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..conv.problem import ConvProblem
 from ..ops.tensor_meta import (
     Shape,
     channels_last_strides,
@@ -56,6 +58,24 @@ def channels_last_weight(sizes: Sequence[int]) -> Shape | None:
     return channels_last_strides(sizes) if len(sizes) in (4, 5) else None
 
 
+def planned_conv_problem(problem: ConvProblem, input_inside: bool, output_inside: bool) -> ConvProblem:
+    """The problem the drafter will make of a convolution, predicted from the partitioned graph (the prefetch
+    compiles its kernels early): a 2-D/3-D convolution reading a tensor computed in the delegate reads it
+    channels-last, and one whose result stays inside declares its weight channels-last. A tensor computed in the
+    delegate from its inputs by layout-keeping ops alone stays contiguous; a wrong guess costs only an early compile
+    nobody uses. ``output_inside``: the result stays in the delegate, or the input is channels-last (the result is
+    then channels-last whatever the weight, and the drafter declares the weight alike)."""
+    image = len(problem.weight_size) in (4, 5)
+    x_strides = channels_last_strides(problem.input_size) if image and input_inside else problem.input_stride
+    w_strides = (
+        channels_last_weight(problem.weight_size) if output_inside else None
+    ) or problem.weight_stride
+    return ConvProblem.from_shapes(
+        problem.input_size, tuple(x_strides), problem.weight_size, tuple(w_strides), problem.has_bias,
+        problem.params, problem.dtype, problem.allow_tf32,
+    )  # fmt: skip
+
+
 def same_addresses(sizes: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
     """Whether strides ``a`` and ``b`` address the same elements of ``sizes`` (they may differ on dims of size 1,
     which the runtime's layout checks ignore too)."""
@@ -64,4 +84,4 @@ def same_addresses(sizes: Sequence[int], a: Sequence[int], b: Sequence[int]) -> 
     )
 
 
-__all__ = ["channels_last_like", "channels_last_weight", "same_addresses"]
+__all__ = ["channels_last_like", "channels_last_weight", "planned_conv_problem", "same_addresses"]
