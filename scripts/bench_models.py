@@ -186,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
             "batch": io["inputs"][0]["shape"][0], "ok": bool(check["ok"]), "check": check,
             "runner_ms": lat["median_ms"] if lat else None, "runner": info,
         }  # fmt: skip
+        if args.etdump and info.get("rc") == 0:
+            row["etdump"] = profile_run(runner, entry, io, out_dir)
         row.update(torch_times(entry["model"], io, args.num_executions))
         for ref in ("eager_ms", "compiled_ms"):
             if row.get(ref) and row["runner_ms"]:
@@ -200,13 +202,46 @@ def run(args: argparse.Namespace) -> int:
             print(info.get("stderr_tail", "")[-1500:], flush=True)
         rows.append(row)
     summary = {
-        "date": gv._now(), "gpu": gpu, "torch": torch.__version__, "command": DEVICE_COMMAND,
+        "date": gv._now(), "gpu": gpu, "torch": torch.__version__,
+        "command": DEVICE_COMMAND + (" --etdump" if args.etdump else ""),
         "exported": manifest.get("created"), "num_executions": args.num_executions, "rows": rows,
     }  # fmt: skip
     (out_dir / "bench_models.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out_dir / "bench_models.md").write_text(markdown(summary))
     print(markdown(summary))
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def profile_run(runner: Path, entry: dict[str, Any], io: dict[str, Any], out_dir: Path) -> str | None:
+    """A second, profiled run of the program (`--etdump`): 20 executions with the per-op CUDA events the delegate
+    records in the ETDump (which adds a little host time, so the timed run above is kept apart). Returns the
+    ETDump's file name in ``out_dir`` (read with ExecuTorch's Inspector by `report`), None when the run failed."""
+    etdp = out_dir / f"{entry['name']}.etdp"
+    cmd = [str(runner), "--model_path", str(gv.EXPORTS / entry["pte"]),
+           "--inputs", ",".join(str(gv.EXPORTS / i["file"]) for i in io["inputs"]),
+           "--num_executions", "20", "--warmup", "5", "--etdump_path", str(etdp)]  # fmt: skip
+    for f in entry.get("data_files", []):
+        cmd += ["--data_path", str(gv.EXPORTS / f)]
+    r = gv._sh(cmd, timeout=300)
+    return etdp.name if r.returncode == 0 and etdp.exists() else None
+
+
+def delegate_gpu_ms(etdump_path: Path) -> tuple[float | None, float | None]:
+    """(the delegates' GPU time, ExecuTorch's host-side input copy) per execution in ms, medians over the profiled
+    executions, from an ETDump (`scripts/etdump_ops.py`); Nones where the file or executorch is missing."""
+    try:
+        import etdump_ops
+    except ImportError:
+        return None, None
+    if not etdump_path.exists():
+        return None, None
+    try:
+        delegates, host = etdump_ops.breakdown(str(etdump_path))
+    except ImportError:
+        return None, None
+    gpu = sum(d.delegate.median_us for d in delegates) / 1e3 if delegates else None
+    copies = [t.median_us for t in host if "h2d" in t.name.lower()]
+    return gpu, (sum(copies) / 1e3 if copies else None)
 
 
 # ---- report (either machine) --------------------------------------------------------------------------------
@@ -221,17 +256,25 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
         f"{s['date']}, torch {s['torch']}, medians of {s['num_executions']} forwards (CUDA events; input on the "
         f"GPU; device-planned programs). Command: `{s['command']}` (programs exported {s.get('exported')}).",
         "",
-        "| model | dtype | batch | runner ms | eager ms | compiled ms | vs eager | vs compiled | err/max |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | dtype | batch | runner ms | eager ms | compiled ms | vs eager | vs compiled | delegate GPU ms | "
+        "input copy ms | err/max |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["rows"]:
         ve, vc = r.get("speedup_vs_eager"), r.get("speedup_vs_compiled")
         lines.append(
             f"| {r['model']} | {r['dtype']} | {r['batch']} | {_ms(r['runner_ms'])} | {_ms(r.get('eager_ms'))} | "
             f"{_ms(r.get('compiled_ms'))} | {'-' if ve is None else f'{ve:.2f}x'} | "
-            f"{'-' if vc is None else f'{vc:.2f}x'} | "
+            f"{'-' if vc is None else f'{vc:.2f}x'} | {_ms(r.get('delegate_gpu_ms'))} | "
+            f"{_ms(r.get('input_copy_ms'))} | "
             f"{r['check'].get('rel_to_max', float('nan')):.1e}{'' if r['ok'] else ' WRONG'} |"
         )
+    lines += [
+        "",
+        "delegate GPU ms: the delegate's own GPU time per execution (CUDA events, from a profiled run's ETDump, "
+        "`--etdump`); input copy ms: ExecuTorch's host-to-device copy of the input at the program boundary, which "
+        "the runner's latency includes and the eager and compiled times do not.",
+    ]
     if plot:
         lines += ["", f"![latency per model]({plot})"]
     return "\n".join(lines) + "\n"
@@ -248,6 +291,9 @@ def report(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     rows = s["rows"]
+    for r in rows:
+        if r.get("etdump"):
+            r["delegate_gpu_ms"], r["input_copy_ms"] = delegate_gpu_ms(Path(args.json).parent / r["etdump"])
     labels = [f"{r['model'].replace('tv:', '')}\n{r['dtype']} b{r['batch']}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(rows)), 4))
     width = 0.27
@@ -290,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True)
     r.add_argument("--num-executions", type=int, default=100)
     r.add_argument("--warmup", type=int, default=10)
+    r.add_argument(
+        "--etdump", action="store_true", help="also a profiled run per program, its ETDump written to --out"
+    )
     q = sub.add_parser("report", help="table and plot from a run's JSON")
     q.add_argument("json")
     q.add_argument("--out", default="docs/bench/models", help="path stem of the .md/.png/.json written")
