@@ -195,7 +195,7 @@ class _Launch:
     def run_bound(self, tensors: dict[str, torch.Tensor | None], stream: int, hooks: tuple[Any, Any]) -> None:
         args = self.args.copy()
         for i, role in self.tensor_slots:
-            args[i] = tensors[role]
+            args[i] = tensors.get(role)  # `resolve` has checked the required roles when the plan was bound
         enter, leave = hooks
         metadata = None if enter is None else self.kernel.launch_metadata(self.grid, stream, *args)
         gx, gy, gz = self.grid

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from .layout import is_channels_last_strides
 from .params import ConvParams
+
+if TYPE_CHECKING:
+    from .epilogue import ConvEpilogue
 
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float16: "float16",
@@ -51,6 +55,10 @@ class ConvProblem:
     output_stride: tuple[int, ...]
     has_bias: bool
     allow_tf32: bool = True
+    # A fused elementwise chain after the convolution (conv/epilogue.py); only templates that take one
+    # (`ConvTemplate.takes_epilogue`) are given a problem with it. It does not change which schedule is fastest
+    # (the signature leaves it out).
+    epilogue: ConvEpilogue | None = None
 
     # -- construction ---------------------------------------------------------------------------------
     @staticmethod

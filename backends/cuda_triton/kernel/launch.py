@@ -93,6 +93,7 @@ class TensorArg:
 
     role: str
     dtype: str  # Triton pointer element type: "fp16", "bf16", "fp32", "fp64"
+    optional: bool = False  # a role the caller may leave out (then a null pointer, which the kernel never reads)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,10 @@ class KernelLaunch:
         """Positional JIT arguments: tensors by role, scalars by value."""
         out: list[Any] = []
         for a in self.args:
-            out.append(tensors[a.role] if isinstance(a, TensorArg) else a.value)
+            if isinstance(a, TensorArg):
+                out.append(tensors.get(a.role) if a.optional else tensors[a.role])
+            else:
+                out.append(a.value)
         return out
 
     def run(self, tensors: dict[str, torch.Tensor | None]) -> None:

@@ -17,6 +17,8 @@ key                 value (UTF-8 bytes)              meaning
                                                      convolution into its weight and bias
 ``channels_last``   ``"0"`` / ``"1"``                plan the intermediates of 2-D/3-D convolutions
                                                      channels-last (default 1); 0 keeps the recorded layouts
+``fuse_epilogues``  ``"0"`` / ``"1"``                run an elementwise chain after a convolution in the
+                                                     convolution's epilogue where its kernel takes one (default 1)
 ``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
 ``external_tag``    a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
 ``target_device``   ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
@@ -40,6 +42,7 @@ KEY_TF32 = "allow_tf32"
 KEY_TF32_ON_FP16 = "tf32_on_fp16"
 KEY_FOLD_BN = "fold_batch_norm"
 KEY_CHANNELS_LAST = "channels_last"
+KEY_FUSE_EPILOGUES = "fuse_epilogues"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
 KEY_TARGET_DEVICE = "target_device"  # exir.passes.propagate_device_pass.TARGET_DEVICE_COMPILE_SPEC_KEY
@@ -99,6 +102,9 @@ class CudaTritonOptions:
             it compute from them, are stored channels-last (the layout the convolution kernels read and write
             fastest, and the one that makes a 1x1 convolution a plain GEMM); the delegate's outputs keep the
             layouts the program records. Off: every intermediate takes the layout the graph records.
+        fuse_epilogues: an elementwise chain (activation, residual add, per-channel or per-(N, C) multiply) whose
+            only input from a convolution is that convolution's result runs in the convolution's epilogue, where
+            the chosen kernel takes one (``conv/epilogue.py``); off: every chain is a kernel of its own.
         tuning_table: a tuning table (JSON) consulted before the shipped one.
         external_tag: when set, weights are written to ``<external_tag>.ptd`` beside the .pte.
         target_device: e.g. ``"cuda:0"``: ExecuTorch plans the delegate's inputs and outputs in device memory
@@ -111,6 +117,7 @@ class CudaTritonOptions:
     tf32_on_fp16: bool = True
     fold_batch_norm: bool = True
     channels_last: bool = True
+    fuse_epilogues: bool = True
     tuning_table: str | None = None
     external_tag: str | None = None
     target_device: str | None = None
@@ -137,6 +144,7 @@ class CudaTritonOptions:
             CompileSpec(KEY_TF32_ON_FP16, b"1" if self.tf32_on_fp16 else b"0"),
             CompileSpec(KEY_FOLD_BN, b"1" if self.fold_batch_norm else b"0"),
             CompileSpec(KEY_CHANNELS_LAST, b"1" if self.channels_last else b"0"),
+            CompileSpec(KEY_FUSE_EPILOGUES, b"1" if self.fuse_epilogues else b"0"),
         ]
         if self.tuning_table:
             specs.append(CompileSpec(KEY_TUNING, str(self.tuning_table).encode()))
@@ -166,6 +174,8 @@ class CudaTritonOptions:
                 kw["fold_batch_norm"] = _bool(value, key)
             elif key == KEY_CHANNELS_LAST:
                 kw["channels_last"] = _bool(value, key)
+            elif key == KEY_FUSE_EPILOGUES:
+                kw["fuse_epilogues"] = _bool(value, key)
             elif key == KEY_TUNING:
                 kw["tuning_table"] = value.decode() or None
             elif key == KEY_EXTERNAL:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from torch.fx import Node
@@ -12,8 +13,9 @@ from ..conv.binding import ConvArgs, bind_conv
 from ..conv.compile_pool import CompileJob
 from ..conv.params import ConvParams
 from ..conv.problem import ConvProblem
+from ..conv.templates.epilogue_args import EPILOGUE_ROLES
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
-from ..ops.tensor_meta import is_channels_last_contiguous
+from ..ops.tensor_meta import TensorMeta, is_channels_last_contiguous
 from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
 from ..utils.graph import constant_names, tensor_val
 from . import kernels
@@ -27,14 +29,18 @@ from .draft import (
     describe,
     profiling_name,
 )
-from .elementwise import copy_value
+from .elementwise import conv_epilogue_chain, copy_value
 from .layout_plan import channels_last_weight, same_addresses
 from .op_draft import ProgramDraft
 from .schedule import choose_schedule
 
 
-def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
-    """Add one convolution to the draft; returns the batch-norm fold it made (None when none)."""
+def draft_conv(
+    node: Node, pd: ProgramDraft, chain_end: Node | None = None, fused_into: dict[Node, Node] | None = None
+) -> tuple[BatchNormFold | None, bool]:
+    """Add one convolution to the draft; returns the batch-norm fold it made (None when none) and whether it
+    computes the elementwise chain ending at ``chain_end`` in its epilogue (the chain's only tensor from this
+    convolution is its result; ``fused_into`` is `plan_chains`'s). When not, the caller drafts the chain."""
     ep, draft, value_of, jobs = pd.ep, pd.draft, pd.value_of, pd.jobs
     options = draft.options
     try:
@@ -106,6 +112,15 @@ def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
     if not batched:  # the rule's unbatched result drops the batch of one
         out_sizes, out_strides = out_sizes[1:], out_strides[1:]
     in_value = value_of[source]
+    fused = None
+    if chain_end is not None and batched and template.takes_epilogue(problem, schedule):
+        recorded_end = [int(s) for s in tensor_val(chain_end).stride()]
+        if chain_end not in pd.out_index or same_addresses(out_sizes, out_strides, recorded_end):
+            out_meta = TensorMeta(tuple(out_sizes), tuple(out_strides), x.dtype)
+            fused = conv_epilogue_chain(chain_end, pd, fused_into or {}, result, out_meta)
+    if fused is not None:  # the convolution writes the chain's value (conv/epilogue.py)
+        problem = replace(problem, epilogue=fused.epilogue)
+        result = chain_end
     copy_to_output = result in pd.out_index and not same_addresses(
         out_sizes, out_strides, [int(s) for s in tensor_val(result).stride()]
     )
@@ -117,8 +132,9 @@ def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
         out_value = pd.result(result, out_sizes, pd.planned_strides(result, out_strides))
 
     pad = args.input if source is not args.input else None  # the folded pad
+    covered = [pad, node, None if bn_fold is None else bn_fold.bn, *(fused.covered if fused else [])]
     op = ConvRecord(
-        name=profiling_name(node, [pad, node, None if bn_fold is None else bn_fold.bn]),
+        name=profiling_name(node, covered),
         stride=list(params.stride),
         padding_before=list(params.padding_before),
         padding_after=list(params.padding_after),
@@ -134,7 +150,10 @@ def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
         weight_strides=w_strides,
         template=template.name,
         schedule=schedule.key(),
+        epilogue=fused.steps if fused else [],
+        epilogue_inputs=list(fused.operands) if fused else [],
     )
+    epilogue_refs = dict(zip(EPILOGUE_ROLES, fused.operands if fused else [], strict=False))
     # Scratch tensors (split-K partial sums, a channels-last input copy): intermediates the runtime allocates once.
     scratch_value: dict[str, int] = {}
     for t in template.scratch(problem, schedule):
@@ -156,6 +175,8 @@ def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
                     largs.append(NullPtr() if b_index is None else ConstantRef(b_index))
                 elif a.role in scratch_value:
                     largs.append(ValueRef(scratch_value[a.role]))
+                elif a.role in EPILOGUE_ROLES:
+                    largs.append(epilogue_refs.get(a.role, NullPtr()))
                 else:
                     raise CudaTritonPreprocessError(f"{launch.name}: unknown tensor role {a.role!r}")
             elif isinstance(a, ScalarArg):
@@ -171,7 +192,7 @@ def draft_conv(node: Node, pd: ProgramDraft) -> BatchNormFold | None:
     draft.ops.append(DraftOp(op, launches))
     if copy_to_output:
         copy_value(node, pd, ValueRef(out_value), pd.result(result))
-    return bn_fold
+    return bn_fold, fused is not None
 
 
 __all__ = ["draft_conv"]

@@ -8,17 +8,21 @@ as long as the chain reads at most `MAX_INPUTS` tensors. `draft_elementwise` dra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch.fx import Node
 
 from ..conv.binding import aten_overload
+from ..conv.epilogue import MAX_OPERANDS, ConvEpilogue, EpilogueOperand, epilogue_operand
+from ..kernel.launch import TRITON_PTR_DTYPE
 from ..ops.elementwise import MAX_INPUTS, ChainBuilder, supports
-from ..ops.elementwise.math import OPS_BY_CODE, SCALAR_OPERAND
+from ..ops.elementwise.math import OPS, OPS_BY_CODE, SCALAR_OPERAND
 from ..ops.elementwise.program import Program
 from ..ops.elementwise.spec import Value
 from ..ops.tensor_meta import TensorMeta
 from ..partition.config.elementwise import GLU, ElementwiseConfig, emit_elementwise, output_meta
 from ..serialization import ConstantRef, ElementwiseRecord, ValueRef
-from ..serialization.records.base import FromInput, FromStep, Literal, Step, StepArg
+from ..serialization.records.base import FromInput, FromResult, FromStep, Literal, Step, StepArg
 from .draft import CudaTritonPreprocessError, describe, node_errors
 from .layout_plan import channels_last_like
 from .op_draft import ProgramDraft
@@ -64,11 +68,17 @@ def plan_chains(nodes: list[Node], outputs: set[Node]) -> dict[Node, Node]:
     return fused_into
 
 
-def program_steps(program: Program) -> list[Step]:
-    """The blob's description of a chain program: one step per instruction (the family's op names)."""
+def program_steps(program: Program, first_is_result: bool = False) -> list[Step]:
+    """The blob's description of a chain program: one step per instruction (the family's op names). With
+    ``first_is_result`` (a fused epilogue), chain input 0 is the record's own result and input k its extra input
+    k - 1."""
 
     def operand(x: int) -> StepArg:
-        return FromInput(x) if x < MAX_INPUTS else FromStep(x - MAX_INPUTS)
+        if x >= MAX_INPUTS:
+            return FromStep(x - MAX_INPUTS)
+        if first_is_result:
+            return FromResult() if x == 0 else FromInput(x - 1)
+        return FromInput(x)
 
     steps: list[Step] = []
     for code, a, b, c0, c1 in program:
@@ -83,19 +93,64 @@ def program_steps(program: Program) -> list[Step]:
     return steps
 
 
-def draft_elementwise(node: Node, pd: ProgramDraft, fused_into: dict[Node, Node]) -> None:
-    """Draft the chain that ends at ``node``: one kernel computing it and every node fused into it."""
+def steps_program(steps: list[Step], first_is_result: bool = False) -> Program:
+    """`program_steps` undone: the chain program a record's steps describe (ValueError when they name an op the
+    family does not have or are malformed)."""
+
+    def index(arg: StepArg) -> int:
+        if isinstance(arg, FromStep):
+            return MAX_INPUTS + arg.index
+        if isinstance(arg, FromResult):
+            return 0
+        if isinstance(arg, FromInput):
+            return arg.index + 1 if first_is_result else arg.index
+        raise ValueError(f"a step operand {arg!r} where a tensor was expected")
+
+    program: list[tuple[int, int, int, float, float]] = []
+    for step in steps:
+        op = OPS.get(step.op)
+        if op is None:
+            raise ValueError(f"step op {step.op!r} is not an elementwise op of this family")
+        args = list(step.args)
+        consts = [float(a.value) for a in args[op.arity :] if isinstance(a, Literal)]
+        if len(args) != op.arity + len(op.params) or len(consts) != len(op.params):
+            raise ValueError(f"step {step.op!r} has {len(args)} operands")
+        c = consts + [0.0, 0.0]
+        if op.arity == 2:
+            x, y = args[0], args[1]
+            if isinstance(x, Literal):
+                program.append((op.code, SCALAR_OPERAND, index(y), float(x.value), 0.0))
+            elif isinstance(y, Literal):
+                program.append((op.code, index(x), SCALAR_OPERAND, float(y.value), 0.0))
+            else:
+                program.append((op.code, index(x), index(y), 0.0, 0.0))
+        else:
+            program.append((op.code, index(args[0]), SCALAR_OPERAND, c[0], c[1]))
+    return tuple(program)
+
+
+def _build_chain(
+    node: Node, pd: ProgramDraft, fused_into: dict[Node, Node], seed: tuple[Node, TensorMeta] | None
+) -> tuple[ChainBuilder, Value, list[ValueRef | ConstantRef | None], list[Node | None]]:
+    """The chain ending at ``node``: (its builder, its result, the tensors it reads in "in<i>" order, the nodes it
+    covers, last first). ``seed``: a tensor that is not stored (a convolution's result in registers) is the
+    chain's input 0, its ref None."""
     b = ChainBuilder()
     stored: list[Node] = []  # the tensors the chain reads, in chain-input order
-    refs: list[ValueRef | ConstantRef] = []
+    refs: list[ValueRef | ConstantRef | None] = []
     covered: list[Node | None] = []
+    if seed is not None:
+        stored.append(seed[0])
+        refs.append(None)
+        b.input("in0", seed[1])
 
     def tensor(x: Node) -> tuple[str, TensorMeta]:
         if x not in stored:
             stored.append(x)
             refs.append(pd.operand(x, node, "operand"))
         i = stored.index(x)
-        return f"in{i}", pd.meta(refs[i])
+        ref = refs[i]
+        return f"in{i}", (seed[1] if ref is None and seed is not None else pd.meta(ref))  # type: ignore[arg-type]
 
     def value(x: Node) -> Value:
         if fused_into.get(x) is not None and _chain_end(x, fused_into) is node:
@@ -106,8 +161,15 @@ def draft_elementwise(node: Node, pd: ProgramDraft, fused_into: dict[Node, Node]
         covered.append(n)
         return emit_elementwise(b, n, value, tensor)
 
+    result = emit(node)
+    return b, result, refs, covered
+
+
+def draft_elementwise(node: Node, pd: ProgramDraft, fused_into: dict[Node, Node]) -> None:
+    """Draft the chain that ends at ``node``: one kernel computing it and every node fused into it."""
     with node_errors(node):
-        result = emit(node)
+        b, result, maybe_refs, covered = _build_chain(node, pd, fused_into, None)
+        refs = [r for r in maybe_refs if r is not None]
         meta = output_meta(node)
         inputs = [(m.sizes, m.strides) for m in (pd.meta(r) for r in refs)]
         strides = pd.planned_strides(node, channels_last_like(meta.sizes, inputs))
@@ -120,6 +182,48 @@ def draft_elementwise(node: Node, pd: ProgramDraft, fused_into: dict[Node, Node]
     roles["out"] = ValueRef(out)
     record = ElementwiseRecord(inputs=list(refs), steps=program_steps(spec.program), output=out)
     pd.add_op(node, covered[::-1], record, "elementwise", spec, roles)
+
+
+@dataclass(frozen=True)
+class FusedChain:
+    """An elementwise chain a convolution applies in its epilogue: the chain, the operands' refs (the record's
+    extra inputs, in order) and the nodes it covers."""
+
+    epilogue: ConvEpilogue
+    steps: list[Step]
+    operands: list[ValueRef | ConstantRef]
+    covered: list[Node | None]
+
+
+def conv_epilogue_chain(
+    end: Node, pd: ProgramDraft, fused_into: dict[Node, Node], result: Node, out: TensorMeta
+) -> FusedChain | None:
+    """The chain ending at ``end`` as the epilogue of a convolution whose (unstored) ``result`` has layout
+    ``out``; None when the epilogue cannot compute it (another output shape or dtype, an operand it cannot
+    address, the result read other than whole)."""
+    try:
+        b, value, refs, covered = _build_chain(end, pd, fused_into, (result, out))
+        meta = output_meta(end)
+        spec = b.build(value, out_dtype=meta.dtype, out_strides=out.strides)
+    except (ValueError, CudaTritonPreprocessError):
+        return None
+    if tuple(meta.sizes) != tuple(out.sizes) or meta.dtype != out.dtype or not supports(spec):
+        return None
+    first, *rest = spec.inputs
+    if (first.role, first.offset, first.view) != ("in0", 0, out) or len(rest) > MAX_OPERANDS:
+        return None
+    operands: list[EpilogueOperand] = []
+    ref_list: list[ValueRef | ConstantRef] = []
+    for chain_input in rest:
+        ref = refs[int(chain_input.role[2:])]
+        v = chain_input.view
+        op = epilogue_operand(v.sizes, v.strides, TRITON_PTR_DTYPE[v.dtype], out.sizes, out.strides)
+        if ref is None or chain_input.offset or op is None:
+            return None
+        operands.append(op)
+        ref_list.append(ref)
+    epilogue = ConvEpilogue(spec.program, tuple(operands))
+    return FusedChain(epilogue, program_steps(spec.program, first_is_result=True), ref_list, covered[::-1])
 
 
 def copy_value(node: Node, pd: ProgramDraft, source: ValueRef | ConstantRef, out: int) -> None:
@@ -141,4 +245,13 @@ def _chain_end(x: Node, fused_into: dict[Node, Node]) -> Node:
     return x
 
 
-__all__ = ["copy_value", "draft_elementwise", "is_elementwise_node", "plan_chains", "program_steps"]
+__all__ = [
+    "FusedChain",
+    "conv_epilogue_chain",
+    "copy_value",
+    "draft_elementwise",
+    "steps_program",
+    "is_elementwise_node",
+    "plan_chains",
+    "program_steps",
+]

@@ -13,13 +13,14 @@ import operator
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from .._passes.batch_norm_fold import is_batch_norm_node
+from .._passes.batch_norm_fold import batch_norm_fold, is_batch_norm_node
 from .._passes.constant_fold import foldable_nodes
 from .._passes.pad_fold import folds_into_users
-from ..conv.binding import is_conv_node
+from ..conv.binding import aten_overload, bind_conv, is_conv_node
 from ..conv.compile_pool import CompileJob
 from ..ops.registry import OpCompileJob
 from ..partition.config import ConfigTable, configs_for
+from ..partition.config.elementwise import GLU
 from ..partition.options import CudaTritonOptions
 from ..utils.graph import constant_names
 from .conv import draft_conv
@@ -45,6 +46,40 @@ def _outputs(ep: ExportedProgram) -> dict[Node, int]:
     return out_index
 
 
+def plan_conv_epilogues(
+    calls: list[Node], fused_into: dict[Node, Node], pd: ProgramDraft, bn_folded: set[Node]
+) -> dict[Node, Node]:
+    """{chain end: convolution} for each convolution whose result (after the batch norm it folds) is no delegate
+    output and is read by one elementwise node alone: the chain that node belongs to may run in the
+    convolution's epilogue (`draft_conv` decides, by its kernel and the chain's operands). The batch norms those
+    convolutions fold go into ``bn_folded`` now, as their convolutions are drafted after them."""
+    out: dict[Node, Node] = {}
+    consts = pd.constants
+    for node in calls:
+        if not is_conv_node(node):
+            continue
+        try:
+            args = bind_conv(node)
+        except ValueError:
+            continue
+        fold = batch_norm_fold(node, args, consts)[0] if pd.draft.options.fold_batch_norm else None
+        result = node if fold is None else fold.output
+        if result in pd.out_index or len(result.users) != 1:
+            continue
+        (user,) = result.users
+        if not is_elementwise_node(user) or aten_overload(user.target) is GLU:
+            continue
+        end = user
+        while end in fused_into:
+            end = fused_into[end]
+        if end in out:
+            continue  # one convolution per chain
+        out[end] = node
+        if fold is not None:
+            bn_folded.update((fold.bn, fold.output))
+    return out
+
+
 def draft_program(
     ep: ExportedProgram, options: CudaTritonOptions, jobs: dict[str, CompileJob | OpCompileJob]
 ) -> Draft:
@@ -64,6 +99,10 @@ def draft_program(
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     fused_into = plan_chains(calls, set(pd.out_index))
     bn_folded: set[Node] = set()  # batch norms (and their getitems) a convolution folded
+    # Convolutions whose result only an elementwise chain reads are drafted where the chain ends, so that the
+    # chain's other operands exist when the convolution's epilogue reads them (`plan_conv_epilogues`).
+    epilogue_of = plan_conv_epilogues(calls, fused_into, pd, bn_folded) if options.fuse_epilogues else {}
+    deferred = set(epilogue_of.values())
 
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -84,13 +123,18 @@ def draft_program(
         elif folds_into_users(node, options.allow_tf32):
             continue  # each convolution reading it folds it into its padding (any other pad is a pad kernel)
         elif is_conv_node(node):
-            fold = draft_conv(node, pd)
+            if node in deferred:
+                continue
+            fold, _ = draft_conv(node, pd)
             if fold is not None:
                 bn_folded.update((fold.bn, fold.output))
         elif node in bn_folded:
             continue  # computed by the convolution that folded it
         elif is_elementwise_node(node):
-            if node not in fused_into:
+            if node in fused_into:
+                continue
+            conv = epilogue_of.get(node)
+            if conv is None or not draft_conv(conv, pd, node, fused_into)[1]:
                 draft_elementwise(node, pd, fused_into)
         else:
             config = _TABLE.config_for(node)

@@ -15,17 +15,20 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import contextlib  # noqa: E402
 import re  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
+from cuda_triton.conv.epilogue import ConvEpilogue, epilogue_operand  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
 from cuda_triton.conv.templates.base import SCRATCH_ROLES  # noqa: E402
+from cuda_triton.conv.templates.epilogue_args import EPILOGUE_ROLES  # noqa: E402
 from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, TensorArg, running_arch  # noqa: E402
+from cuda_triton.ops.tensor_meta import contiguous_strides  # noqa: E402
 from cuda_triton.serialization.blob import (  # noqa: E402
     ConstantRef,
     ConvRecord,
@@ -123,11 +126,41 @@ def derive_launches(
         tuple(x.sizes), tuple(x.strides), tuple(op.weight_sizes), tuple(op.weight_strides), op.bias is not None,
         op_params(op), PROBLEM_DTYPES[x.dtype], allow_tf32,
     )  # fmt: skip
+    if op.epilogue:
+        problem = replace(problem, epilogue=recorded_epilogue(blob, op))
     for cand in [sched, *template.schedules(problem), template.heuristic_schedule(problem)]:
         if cand.key() == op.schedule:
             sched = cand
             break
     return problem, template.launches(problem, sched)
+
+
+def recorded_epilogue(blob: DelegateBlob, op: ConvRecord) -> ConvEpilogue:
+    """The fused epilogue a convolution record's steps and extra inputs describe (conv/epilogue.py)."""
+    from cuda_triton.preprocess.elementwise import steps_program
+
+    out = blob.values[op.output]
+    operands = []
+    for ref in op.epilogue_inputs:
+        if isinstance(ref, ValueRef):
+            v = blob.values[ref.value]
+            sizes, strides, dtype = v.sizes, v.strides, v.dtype
+        else:
+            c = blob.constants[ref.constant]
+            sizes, strides, dtype = c.sizes, list(contiguous_strides(tuple(c.sizes))), c.dtype
+        operand = epilogue_operand(sizes, strides, dtype, out.sizes, out.strides)
+        if operand is None:
+            raise EmulationError(f"{op.name}: an epilogue input {ref} the epilogue cannot read")
+        operands.append(operand)
+    return ConvEpilogue(steps_program(op.epilogue, first_is_result=True), tuple(operands))
+
+
+def epilogue_tensor(blob: DelegateBlob, ref: Any, view: Any, consts: list[torch.Tensor]) -> torch.Tensor:
+    """An epilogue input as a tensor of its recorded shape (for the ATen comparison)."""
+    if isinstance(ref, ValueRef):
+        return view(ref.value).clone()
+    c = blob.constants[ref.constant]
+    return consts[ref.constant].reshape(c.sizes).clone()
 
 
 @dataclass
@@ -194,6 +227,8 @@ def _conv_launches(
                     "input": ValueRef(op.input), "output": ValueRef(op.output),
                     "weight": ConstantRef(op.weight),
                     "bias": NullPtr() if op.bias is None else ConstantRef(op.bias),
+                    **{role: NullPtr() for role in EPILOGUE_ROLES},
+                    **dict(zip(EPILOGUE_ROLES, op.epilogue_inputs, strict=False)),
                 }.get(da.role)  # fmt: skip
                 if want is not None and ra != want:
                     raise EmulationError(f"{where} ({da.role}): recorded {ra}, expected {want}")
@@ -305,7 +340,8 @@ def emulate_blob(
             )
         if isinstance(op, ConvRecord):
             # The ATen comparison needs the original weights: `run_program` does it with these.
-            LAST_OP_IO.append((op, problem, x_in, view(op.output).clone()))
+            extras = [epilogue_tensor(blob, r, view, consts) for r in op.epilogue_inputs]
+            LAST_OP_IO.append((op, problem, x_in, view(op.output).clone(), extras))
     outs: list[torch.Tensor | None] = [None] * blob.num_outputs
     for i, v in enumerate(blob.values):
         if v.kind == "output":
@@ -315,4 +351,4 @@ def emulate_blob(
 
 # Each convolution's (record, problem, input, output) in the last `emulate_blob` call, for the program's check
 # against ATen (`emulate_pte.run_program`).
-LAST_OP_IO: list[tuple[OpRecord, ConvProblem, torch.Tensor, torch.Tensor]] = []
+LAST_OP_IO: list[tuple[OpRecord, ConvProblem, torch.Tensor, torch.Tensor, list[torch.Tensor]]] = []

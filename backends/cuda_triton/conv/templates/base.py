@@ -14,13 +14,14 @@ import torch
 
 from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support
 from ..problem import ConvProblem
+from .epilogue_args import EPILOGUE_ROLES
 
 # Tensor roles a convolution's launches can reference (`TensorArg.role`). "weight" is the *prepared* weight
 # (`ConvTemplate.prepare_weight`). "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch tensors
 # (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a zero-padded
 # channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py). The op's
 # CUDA body allocates them per call; the delegate blob records them as intermediate values the C++ runtime
-# allocates once at init.
+# allocates once at init. "epilogue1".."epilogue3" are the operands of a fused epilogue (epilogue_args.py).
 TENSOR_ROLES = (
     "input",
     "weight",
@@ -31,6 +32,7 @@ TENSOR_ROLES = (
     "input_pad",
     "amax",
     "input_f16",
+    *EPILOGUE_ROLES,
 )
 SCRATCH_ROLES = ("workspace", "input_cl", "input_pad", "amax", "input_f16")
 
@@ -65,6 +67,11 @@ class ConvTemplate(ABC):
     @abstractmethod
     def heuristic_schedule(self, problem: ConvProblem) -> Schedule:
         """The schedule to use when no tuning table has ``problem``; one of `schedules(problem)`."""
+
+    def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        """Whether the launches for ``schedule`` apply a fused elementwise chain (``problem.epilogue``,
+        conv/epilogue.py) before storing the output. Default: no (the chain then runs as its own kernel)."""
+        return False
 
     def transfers_to(self, schedule: Schedule, problem: ConvProblem) -> bool:
         """Whether ``schedule``, tuned on a neighbouring convolution, may run ``problem`` (the tuning table's

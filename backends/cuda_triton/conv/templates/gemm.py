@@ -7,7 +7,8 @@ ordered (tap, channel) for channels-last inputs and (channel, tap) for contiguou
 adjacent in memory in both layouts (within a patch row).
 
 Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (leading sizes 1
-for 1-D/2-D). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, SPLIT_K).
+for 1-D/2-D), then the fused epilogue's three operands (pointer, int32 batch and channel strides each;
+epilogue_args.py). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, SPLIT_K).
 Split-K schedules (SPLIT_K > 1): y = the fp32 workspace and no bias, then ``splitk_reduce_kernel`` (_splitk.py).
 
 Prepared weight: [K_P, COUT_P] contiguous, rows in the kernel's K order, zero-padded to BLOCK_K / BLOCK_N.
@@ -33,8 +34,16 @@ from ...kernel.launch import (
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
+from .epilogue_args import epilogue_args, epilogue_constexprs
 from .gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, weight_k_major
-from .gemm_jit import grouped_tile_ids, input_strides, store_output, weight_ptrs, widen_sizes
+from .gemm_jit import (
+    grouped_tile_ids,
+    input_strides,
+    store_output,
+    store_output_with_epilogue,
+    weight_ptrs,
+    widen_sizes,
+)
 from .geometry import NUM_SMS, Geometry, fit_block
 from .launch_args import dim_constexprs, size_args
 
@@ -43,6 +52,7 @@ from .launch_args import dim_constexprs, size_args
 def conv_gemm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
     BATCH, D, H, W, OD, OH, OW,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, K_P: tl.constexpr, COUT_P: tl.constexpr, W_KMAJOR: tl.constexpr,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
@@ -50,7 +60,7 @@ def conv_gemm_kernel(
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, INT64: tl.constexpr,
     PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
     BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
     s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
@@ -109,7 +119,12 @@ def conv_gemm_kernel(
 
     n = offs_m // out_pixels
     pixel = offs_m % out_pixels
-    if SPLIT_K == 1:
+    if len(PROGRAM) > 0:  # a fused elementwise chain (never with split-K)
+        store_output_with_epilogue(
+            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
+        )  # fmt: skip
+    elif SPLIT_K == 1:
         store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
     else:  # y_ptr is the fp32 workspace: this share's partial sums, channels-last, no bias (_splitk.py)
         ws = y_ptr + tl.program_id(2) * (M * C_OUT)
@@ -203,6 +218,9 @@ class GemmTemplate(GemmShapedTemplate):
                 )
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
 
+    def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        return split_k_of(schedule) == 1  # split-K stores fp32 partial sums; their reduce has no epilogue
+
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return workspace(problem, schedule)
 
@@ -231,6 +249,7 @@ class GemmTemplate(GemmShapedTemplate):
             TensorArg("bias", dt),
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
+            *epilogue_args(problem),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -251,6 +270,7 @@ class GemmTemplate(GemmShapedTemplate):
             ("BLOCK_K", schedule["BLOCK_K"]),
             ("GROUP_M", schedule["GROUP_M"]),
             ("SPLIT_K", split),
+            *epilogue_constexprs(problem),
         )
         grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, split)
         main = KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)

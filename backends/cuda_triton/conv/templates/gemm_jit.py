@@ -1,11 +1,13 @@
 """Triton-language helpers the GEMM-shaped kernels share (gemm, implicit_gemm, implicit_gemm_tma,
 implicit_gemm_box's portable twin): the input's sizes and strides, program-id order, weight-tile pointers and the
-output epilogue."""
+output epilogue (with a fused elementwise chain: conv/epilogue.py)."""
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from ...ops.elementwise.math import apply_chain
 
 
 @triton.jit
@@ -58,6 +60,21 @@ def weight_ptrs(w_base, k_rows, offs_n, K_ROWS: tl.constexpr, COUT_P: tl.constex
 
 
 @triton.jit
+def add_bias(acc, b_ptr, co, n_ok, HAS_BIAS: tl.constexpr):
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + co, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+    return acc
+
+
+@triton.jit
+def output_offsets(n, pixel, co, C_OUT: tl.constexpr, out_pixels, OUT_CL: tl.constexpr):
+    """[rows, channels] element offsets of (image n, output pixel) x channels co in the dense output."""
+    if OUT_CL:
+        return ((n * out_pixels + pixel) * C_OUT)[:, None] + co[None, :]
+    return (n * C_OUT * out_pixels + pixel)[:, None] + co[None, :] * out_pixels
+
+
+@triton.jit
 def store_output(
     y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, out_pixels,
     HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr,
@@ -65,10 +82,42 @@ def store_output(
     """Epilogue: add the bias, convert, store rows (image n, output pixel) x channels co_base + offs_n."""
     co = co_base + offs_n
     n_ok = offs_n < COUT_T
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + co, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    if OUT_CL:
-        y_ptrs = y_ptr + ((n * out_pixels + pixel) * C_OUT)[:, None] + co[None, :]
-    else:
-        y_ptrs = y_ptr + (n * C_OUT * out_pixels + pixel)[:, None] + co[None, :] * out_pixels
+    acc = add_bias(acc, b_ptr, co, n_ok, HAS_BIAS)
+    y_ptrs = y_ptr + output_offsets(n, pixel, co, C_OUT, out_pixels, OUT_CL)
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def epilogue_operand(ptr, offs, n, co, s_n, s_c, KIND: tl.constexpr, mask):
+    """One fused-epilogue operand as an fp32 tile (conv/epilogue.py): KIND 1 at the output's own offsets ``offs``,
+    KIND 2 at ``n * s_n + c * s_c``."""
+    if KIND == 1:
+        v = tl.load(ptr + offs, mask=mask, other=0.0)
+    else:
+        v = tl.load(ptr + (n * s_n)[:, None] + (co * s_c)[None, :], mask=mask, other=0.0)
+    return v.to(tl.float32)
+
+
+@triton.jit
+def store_output_with_epilogue(
+    y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT: tl.constexpr, out_pixels,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+    HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+):  # fmt: skip
+    """`store_output` (all C_OUT channels from 0) with a fused elementwise chain applied after the bias: the
+    chain's input 0 is the result, inputs 1-3 the operands E_KINDS says how to read (0: absent)."""
+    n_ok = offs_n < C_OUT
+    mask = m_ok[:, None] & n_ok[None, :]
+    acc = add_bias(acc, b_ptr, offs_n, n_ok, HAS_BIAS)
+    offs = output_offsets(n, pixel, offs_n, C_OUT, out_pixels, OUT_CL)
+    x1 = None
+    if E_KINDS[0] != 0:
+        x1 = epilogue_operand(e1_ptr, offs, n, offs_n, e1_sn, e1_sc, E_KINDS[0], mask)
+    x2 = None
+    if E_KINDS[1] != 0:
+        x2 = epilogue_operand(e2_ptr, offs, n, offs_n, e2_sn, e2_sc, E_KINDS[1], mask)
+    x3 = None
+    if E_KINDS[2] != 0:
+        x3 = epilogue_operand(e3_ptr, offs, n, offs_n, e3_sn, e3_sc, E_KINDS[2], mask)
+    y = apply_chain(acc, x1, x2, x3, PROGRAM)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)

@@ -7,13 +7,21 @@ import triton.language as tl
 
 from .._f16_mma import input_scales, weight_unscale
 from .._tf32 import round_to_tf32
-from ..gemm_jit import grouped_tile_ids, input_strides, store_output, weight_ptrs, widen_sizes
+from ..gemm_jit import (
+    grouped_tile_ids,
+    input_strides,
+    store_output,
+    store_output_with_epilogue,
+    weight_ptrs,
+    widen_sizes,
+)
 
 
 @triton.jit
 def conv_implicit_gemm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, amax_ptr,
     BATCH, D, H, W, OD, OH, OW,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_T: tl.constexpr, COUT_T: tl.constexpr,
     CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
@@ -25,6 +33,7 @@ def conv_implicit_gemm_kernel(
     F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL_SPLIT: tl.constexpr, TAIL_M_TILES: tl.constexpr,
+    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
     BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
     s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
@@ -149,7 +158,12 @@ def conv_implicit_gemm_kernel(
     if F16_MMA:  # undo both scalings (powers of two: exact) before any store
         acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
 
-    if SPLIT_K > 1:
+    if len(PROGRAM) > 0:  # a fused elementwise chain: one group tile, no split (`takes_epilogue`)
+        store_output_with_epilogue(
+            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
+        )  # fmt: skip
+    elif SPLIT_K > 1:
         # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
         # like a channels-last output without bias; `splitk_reduce_kernel` adds the shares up.
         ws = y_ptr + tl.program_id(2) * (BATCH * out_pixels * C_OUT)

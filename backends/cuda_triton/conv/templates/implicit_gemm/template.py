@@ -30,6 +30,7 @@ from .._splitk import (
     workspace,
 )
 from .._tf32 import prepare_tf32_weight, tf32_rounding
+from ..epilogue_args import epilogue_args, epilogue_constexprs
 from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, weight_k_major
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
@@ -189,6 +190,10 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             return padded.reshape(tiles, taps_dim * rows, cout_p).transpose(1, 2).contiguous()
         return padded.contiguous()
 
+    def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        # One tile of every output channel per program, stored once: no groups, no split-K or tail shares.
+        return problem.groups == 1 and split_k_of(schedule) == 1 and tail_split_of(schedule) == 1
+
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         f16 = uses_f16_mma(schedule)
         # F16_MMA=2: one copy, "input_f16", is both the fp16 and (with CL_COPY) the channels-last copy
@@ -224,6 +229,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             # the input's partial maxima (F16_MMA); otherwise an unused pointer
             TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
+            *epilogue_args(problem),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -253,6 +259,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             ("SPLIT_K", split),
             ("TAIL_SPLIT", tail),
             ("TAIL_M_TILES", tail_m),
+            *epilogue_constexprs(problem),
         )
         if schedule["ROW_TILES"]:
             m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)

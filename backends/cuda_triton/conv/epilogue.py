@@ -1,0 +1,89 @@
+"""A convolution's fused epilogue: an elementwise chain applied to its result in registers, before the store.
+
+The chain is the elementwise family's (`ops.elementwise.program`): value 0 is the convolution's result (bias
+added), values 1-3 are the epilogue's operands, each read in one of two ways that every output tile can address
+from the (image, output pixel, channel) it already knows:
+
+* `LIKE_OUTPUT`: a tensor of the output's sizes stored in the output's layout (a residual the delegate keeps in
+  the same layout), read at the output element's own offset;
+* `PER_NC`: a tensor that broadcasts to the output with every spatial dim of size 1 (a squeeze-excitation scale
+  ``[N, C, 1, 1]``, a per-channel vector ``[C, 1, 1]``), read at ``n * s_n + c * s_c`` (a stride 0 where it
+  broadcasts).
+
+The kernels that take an epilogue (`ConvTemplate.takes_epilogue`) load the operands as fp32 and call the
+family's `apply_chain`, so each op's math is the one the standalone elementwise kernel and the CPU reference use.
+Torch-free, like the layout rule: the GPU machine imports it without executorch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..ops.elementwise.program import MAX_INPUTS, Program
+
+LIKE_OUTPUT = 1
+PER_NC = 2
+# Epilogue operands (chain inputs 1-3): the chain's input 0 is the convolution's result.
+MAX_OPERANDS = MAX_INPUTS - 1
+_INT32_LIMIT = 2**31
+
+
+@dataclass(frozen=True)
+class EpilogueOperand:
+    """How the epilogue reads one operand: `LIKE_OUTPUT`, or `PER_NC` with its batch and channel strides
+    (elements); ``dtype`` is its Triton pointer dtype name (``fp16``, ``bf16``, ``fp32``)."""
+
+    kind: int
+    dtype: str
+    s_n: int = 0
+    s_c: int = 0
+
+
+@dataclass(frozen=True)
+class ConvEpilogue:
+    """The chain (value 0: the convolution's result) and how to read each of its other inputs, in order."""
+
+    program: Program
+    operands: tuple[EpilogueOperand, ...]
+
+    @property
+    def kinds(self) -> tuple[int, ...]:
+        """The operand kinds padded with 0 (absent) to `MAX_OPERANDS`: the kernels' ``E_KINDS`` constexpr."""
+        return tuple(o.kind for o in self.operands) + (0,) * (MAX_OPERANDS - len(self.operands))
+
+
+def epilogue_operand(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    dtype: str,
+    out_sizes: Sequence[int],
+    out_strides: Sequence[int],
+) -> EpilogueOperand | None:
+    """How an epilogue reads a tensor of ``sizes``/``strides`` against a convolution output of ``out_sizes``/
+    ``out_strides`` (batched, ``[N, C, *spatial]``); None when neither way reads it right."""
+    rank = len(out_sizes)
+    if len(sizes) > rank or any(s < 0 for s in strides):
+        return None
+    span = sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True) if s > 0)
+    if span >= _INT32_LIMIT:
+        return None
+    if list(sizes) == list(out_sizes) and all(
+        s == 1 or a == b for s, a, b in zip(sizes, strides, out_strides, strict=True)
+    ):
+        return EpilogueOperand(LIKE_OUTPUT, dtype)
+    # Right-align (NumPy broadcasting), then each dim must be 1 or the output's, spatial dims all 1.
+    pad = rank - len(sizes)
+    full = [1] * pad + list(sizes)
+    full_strides = [0] * pad + list(strides)
+    for d in range(rank):
+        if full[d] not in (1, out_sizes[d]):
+            return None
+        if d >= 2 and full[d] != 1:
+            return None
+    s_n = full_strides[0] if full[0] > 1 else 0
+    s_c = full_strides[1] if full[1] > 1 else 0
+    return EpilogueOperand(PER_NC, dtype, s_n, s_c)
+
+
+__all__ = ["LIKE_OUTPUT", "MAX_OPERANDS", "PER_NC", "ConvEpilogue", "EpilogueOperand", "epilogue_operand"]
