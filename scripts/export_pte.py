@@ -226,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
         help="keep every intermediate in the layout the graph records (default: channels-last after convolutions)",
     )  # fmt: skip
     ap.add_argument(
+        "--no-fuse-epilogues", action="store_true",
+        help="run every elementwise chain as its own kernel (default: in the convolution before it, where it can)",
+    )  # fmt: skip
+    ap.add_argument(
         "--device-memory", action="store_true",
         help="plan delegate inputs/outputs in CUDA memory (compile spec target_device=cuda:0; the runner then needs "
         "the CUDA DeviceAllocator)",
@@ -269,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         tf32_on_fp16=not args.no_tf32_on_fp16,
         fold_batch_norm=not args.no_fold_bn,
         channels_last=not args.no_channels_last,
+        fuse_epilogues=not args.no_fuse_epilogues,
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,
     )
