@@ -215,3 +215,17 @@ def test_emulated_blob_matches_eager(dtype: str, fuse: bool) -> None:
     assert len(run.delegates) == 1
     assert [(what, e, tol) for what, e, tol in run.op_errors if not e <= tol] == []
     assert err <= {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}[dtype] * 5, err
+
+
+@pytest.mark.timeout(600)
+def test_benchmark_script_checks_its_cases() -> None:
+    """scripts/bench_conv_epilogue.py --check: its fused contender agrees with ATen on every case (fp16)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "bench_conv_epilogue.py"
+    spec = importlib.util.spec_from_file_location("bench_conv_epilogue", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--check", "--dtypes", "fp16"]) == 0
