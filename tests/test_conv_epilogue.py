@@ -65,27 +65,34 @@ def test_steps_round_trip(program) -> None:
 
 
 def _problem(
-    dtype: str, epilogue: ConvEpilogue | None, kernel: int = 1
+    dtype: str, epilogue: ConvEpilogue | None, kernel: int = 1, groups: int = 1
 ) -> tuple[ConvProblem, torch.Tensor, torch.Tensor]:
     x = torch.randn(2, 16, 5, 6, dtype=DTYPES[dtype]).to(memory_format=torch.channels_last)
-    w = torch.randn(24, 16, kernel, kernel, dtype=DTYPES[dtype]).to(memory_format=torch.channels_last) * 0.25
+    cout = 24 if groups == 1 else 16
+    w = torch.randn(cout, 16 // groups, kernel, kernel, dtype=DTYPES[dtype]).to(
+        memory_format=torch.channels_last
+    )
+    w = w * 0.25
     pad = kernel // 2
-    p = ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 1)
-    problem = ConvProblem.from_tensors(x, w, torch.empty(24), p, allow_tf32=False)
+    p = ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), groups)
+    problem = ConvProblem.from_tensors(x, w, torch.empty(cout), p, allow_tf32=False)
     return (problem if epilogue is None else replace(problem, epilogue=epilogue)), x, w
 
 
+TAKERS = [("gemm", 1, 1), ("implicit_gemm", 3, 1), ("depthwise", 3, 16)]
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize(("template_name", "kernel"), [("gemm", 1), ("implicit_gemm", 3)])
+@pytest.mark.parametrize(("template_name", "kernel", "groups"), TAKERS)
 @pytest.mark.parametrize("dtype", list(DTYPES))
-def test_kernel_applies_the_chain(dtype: str, template_name: str, kernel: int) -> None:
+def test_kernel_applies_the_chain(dtype: str, template_name: str, kernel: int, groups: int) -> None:
     """hardswish(conv + bias) + residual, times a per-(N, C) scale, in one launch, NaN-poisoned output."""
     torch.manual_seed(0)
     patch_interpreter_bf16_dot()
-    probe, x, w = _problem(dtype, None, kernel)
+    probe, x, w = _problem(dtype, None, kernel, groups)
     sizes, strides = output_layout(x, w, probe.params)
     residual = torch.empty_strided(sizes, strides, dtype=x.dtype).normal_()
-    scale = torch.rand(2, 24, 1, 1, dtype=x.dtype) + 0.5
+    scale = torch.rand(2, probe.out_channels, 1, 1, dtype=x.dtype) + 0.5
     operands = (
         epilogue_operand(list(residual.shape), list(residual.stride()), PTR[dtype], sizes, strides),
         epilogue_operand(list(scale.shape), list(scale.stride()), PTR[dtype], sizes, strides),
@@ -93,7 +100,7 @@ def test_kernel_applies_the_chain(dtype: str, template_name: str, kernel: int) -
     assert all(o is not None for o in operands)
     epilogue = ConvEpilogue(PROGRAMS[1], operands)  # type: ignore[arg-type]
     problem = replace(probe, epilogue=epilogue)
-    bias = torch.randn(24, dtype=x.dtype)
+    bias = torch.randn(probe.out_channels, dtype=x.dtype)
     template = get_template(template_name)
     schedule = template.heuristic_schedule(problem)
     assert template.supports(problem) and template.takes_epilogue(problem, schedule)
@@ -118,18 +125,24 @@ def test_templates_without_an_epilogue_decline_it() -> None:
     gemm = get_template("gemm")
     split = Schedule.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, SPLIT_K=2)
     assert split_k_of(split) == 2 and not gemm.takes_epilogue(problem, split)
-    for name in ("depthwise", "implicit_gemm_box"):
-        template = get_template(name)
-        assert not template.takes_epilogue(problem, template.heuristic_schedule(problem))
+    box = get_template("implicit_gemm_box")
+    assert not box.takes_epilogue(problem, box.heuristic_schedule(problem))
+    dw_problem, _, _ = _problem("fp16", None, 3, 16)
+    depthwise = get_template("depthwise")
+    bands = [s for s in depthwise.schedules(dw_problem) if "SEG" in dict(s.params)]
+    assert not any(depthwise.takes_epilogue(dw_problem, s) for s in bands)
 
 
 @pytest.mark.timeout(600)
 def test_epilogue_kernel_compiles_for_every_arch() -> None:
     from cuda_triton.kernel.aot import compile_launch
 
-    operands = (EpilogueOperand(LIKE_OUTPUT, "fp16"), EpilogueOperand(PER_NC, "fp16", 24, 1))
-    for name, kernel in (("gemm", 1), ("implicit_gemm", 3)):
-        base, _, _ = _problem("fp16", None, kernel)
+    for name, kernel, groups in TAKERS:
+        base, _, _ = _problem("fp16", None, kernel, groups)
+        operands = (
+            EpilogueOperand(LIKE_OUTPUT, "fp16"),
+            EpilogueOperand(PER_NC, "fp16", base.out_channels, 1),
+        )
         problem = replace(base, epilogue=ConvEpilogue(PROGRAMS[1], operands))
         template = get_template(name)
         launch = template.launches(problem, template.heuristic_schedule(problem))[-1]
@@ -140,7 +153,7 @@ def test_epilogue_kernel_compiles_for_every_arch() -> None:
 # ---- whole networks ------------------------------------------------------------------------------------------
 class Block(nn.Module):
     """A 3x3 stem + relu (fused), then an inverted-residual-like block: 1x1 + BN + hardswish (fused), depthwise +
-    relu (depthwise takes no epilogue), a squeeze-excitation scale, 1x1 projection + BN + residual add (fused: both channels-last), then a
+    relu (fused), a squeeze-excitation scale, 1x1 projection + BN + residual add (fused: both channels-last), then a
     1x1 whose result two ops read (not fused)."""
 
     def __init__(self) -> None:
@@ -192,12 +205,12 @@ def test_which_chains_are_fused() -> None:
         if not fuse:
             assert fused == {}
             continue
-        # stem (an implicit GEMM): its relu; expand: hardswish; project: the residual add with the stem's
-        # channels-last output. Not se's sigmoid: it is fused into the multiply by z, whose output is z's shape,
-        # not the 1x1's [N, C, 1, 1]; not the head (two ops read its result).
+        # stem (an implicit GEMM) and dw (depthwise): their relus; expand: hardswish; project: the residual add
+        # with the stem's channels-last output. Not se's sigmoid: it is fused into the multiply by z, whose output
+        # is z's shape, not the 1x1's [N, C, 1, 1]; not the head (two ops read its result).
         templates = {name: op.template for name, op in convs.items()}
-        assert {templates[n] for n in fused} == {"gemm", "implicit_gemm"}
-        assert sorted(fused.values()) == [["add"], ["hardswish"], ["relu"]], fused
+        assert {templates[n] for n in fused} == {"gemm", "implicit_gemm", "depthwise"}
+        assert sorted(fused.values()) == [["add"], ["hardswish"], ["relu"], ["relu"]], fused
         (project,) = [op for op in convs.values() if [s.op for s in op.epilogue] == ["add"]]
         assert len(project.epilogue_inputs) == 1
 

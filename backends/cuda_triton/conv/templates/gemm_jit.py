@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...ops.elementwise.math import apply_chain
+from .epilogue_jit import apply_epilogue
 
 
 @triton.jit
@@ -88,17 +88,6 @@ def store_output(
 
 
 @triton.jit
-def epilogue_operand(ptr, offs, n, co, s_n, s_c, KIND: tl.constexpr, mask):
-    """One fused-epilogue operand as an fp32 tile (conv/epilogue.py): KIND 1 at the output's own offsets ``offs``,
-    KIND 2 at ``n * s_n + c * s_c``."""
-    if KIND == 1:
-        v = tl.load(ptr + offs, mask=mask, other=0.0)
-    else:
-        v = tl.load(ptr + (n * s_n)[:, None] + (co * s_c)[None, :], mask=mask, other=0.0)
-    return v.to(tl.float32)
-
-
-@triton.jit
 def store_output_with_epilogue(
     y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT: tl.constexpr, out_pixels,
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
@@ -110,14 +99,22 @@ def store_output_with_epilogue(
     mask = m_ok[:, None] & n_ok[None, :]
     acc = add_bias(acc, b_ptr, offs_n, n_ok, HAS_BIAS)
     offs = output_offsets(n, pixel, offs_n, C_OUT, out_pixels, OUT_CL)
-    x1 = None
-    if E_KINDS[0] != 0:
-        x1 = epilogue_operand(e1_ptr, offs, n, offs_n, e1_sn, e1_sc, E_KINDS[0], mask)
-    x2 = None
-    if E_KINDS[1] != 0:
-        x2 = epilogue_operand(e2_ptr, offs, n, offs_n, e2_sn, e2_sc, E_KINDS[1], mask)
-    x3 = None
-    if E_KINDS[2] != 0:
-        x3 = epilogue_operand(e3_ptr, offs, n, offs_n, e3_sn, e3_sc, E_KINDS[2], mask)
-    y = apply_chain(acc, x1, x2, x3, PROGRAM)
+    y = apply_epilogue(
+        acc,
+        offs,
+        n,
+        offs_n,
+        mask,
+        e1_ptr,
+        e1_sn,
+        e1_sc,
+        e2_ptr,
+        e2_sn,
+        e2_sc,
+        e3_ptr,
+        e3_sn,
+        e3_sc,
+        PROGRAM,
+        E_KINDS,
+    )
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)

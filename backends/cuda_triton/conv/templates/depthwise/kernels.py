@@ -6,6 +6,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..epilogue_jit import apply_epilogue
+
 
 @triton.jit
 def _spatial_tile(pid, OD, OH, OW, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
@@ -85,6 +87,15 @@ def _depthwise_cl_kernel(
     OD,
     OH,
     OW,
+    e1_ptr,
+    e1_sn,
+    e1_sc,
+    e2_ptr,
+    e2_sn,
+    e2_sc,
+    e3_ptr,
+    e3_sn,
+    e3_sc,
     C_IN: tl.constexpr,
     MULT: tl.constexpr,
     KD: tl.constexpr,
@@ -104,6 +115,8 @@ def _depthwise_cl_kernel(
     BLOCK_H: tl.constexpr,
     BLOCK_W: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    PROGRAM: tl.constexpr,
+    E_KINDS: tl.constexpr,
 ):
     C_OUT: tl.constexpr = C_IN * MULT
     EVEN_C: tl.constexpr = C_OUT % BLOCK_C == 0
@@ -176,6 +189,14 @@ def _depthwise_cl_kernel(
         y_off = out_pos[:, None] * C_OUT + co[None, :]
     else:
         y_off = co[None, :] * (OD * OH * OW) + out_pos[:, None]
+    if len(PROGRAM) > 0:  # a fused elementwise chain (conv/epilogue.py); the tile is one image's
+        rows_n = n.to(tl.int64) + tl.zeros_like(offs_p).to(tl.int64)
+        offs = n.to(tl.int64) * (OD * OH * OW * C_OUT) + y_off
+        mask = p_ok[:, None] & c_ok[None, :]
+        acc = apply_epilogue(
+            acc, offs, rows_n, co, mask, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+            PROGRAM, E_KINDS,
+        )  # fmt: skip
     tl.store(y_base + y_off, acc.to(y_ptr.dtype.element_ty), mask=p_ok[:, None] & c_ok[None, :])
 
 

@@ -19,6 +19,7 @@ from ....kernel.launch import (
 from ...problem import ConvProblem
 from .._interpreter import dot_needs_fp32
 from ..base import ConvTemplate
+from ..epilogue_args import epilogue_args, epilogue_constexprs
 from ..geometry import INT32_MAX, Geometry, dense_sample_problems, pad3
 from ..launch_args import dim_constexprs, size_args
 from .geometry import band_geometry, band_is_1d, block_c, channels_last, grid, is_band, output_channels_last
@@ -70,6 +71,9 @@ class DepthwiseTemplate(ConvTemplate):
             return flat.t().contiguous()  # (taps, C_out)
         return flat.contiguous()  # (C_out, taps)
 
+    def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        return channels_last(problem) and not is_band(schedule)  # the channels-last tile kernel's
+
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
         (in_d, in_h, in_w), (out_d, out_h, out_w) = g.spatial, g.out_spatial
@@ -106,7 +110,11 @@ class DepthwiseTemplate(ConvTemplate):
             ("BLOCK_W", schedule["BLOCK_W"]),
             ("BLOCK_C", block_c(schedule)),
         ]
-        fn = _depthwise_cl_kernel if channels_last(problem) else _depthwise_nc_kernel
+        if channels_last(problem):
+            fn, args = _depthwise_cl_kernel, (*args, *epilogue_args(problem))
+            constexprs += epilogue_constexprs(problem)
+        else:
+            fn = _depthwise_nc_kernel
         return [
             KernelLaunch(fn, args, tuple(constexprs), launch_grid, schedule.num_warps, schedule.num_stages)
         ]
