@@ -21,8 +21,7 @@ from cuda_triton.conv.epilogue import LIKE_OUTPUT, PER_NC, ConvEpilogue, Epilogu
 from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
-from cuda_triton.conv.templates._splitk import split_k_of  # noqa: E402
-from cuda_triton.kernel.launch import Schedule  # noqa: E402
+from cuda_triton.conv.templates._splitk import split_k_of, splitk_reduce_launch  # noqa: E402
 from cuda_triton.ops.elementwise.program import instruction  # noqa: E402
 from cuda_triton.ops.elementwise.reference import run_program  # noqa: E402
 from torch import nn  # noqa: E402
@@ -122,15 +121,47 @@ def test_kernel_applies_the_chain(dtype: str, template_name: str, kernel: int, g
 
 def test_templates_without_an_epilogue_decline_it() -> None:
     problem, _, _ = _problem("fp16", None)
-    gemm = get_template("gemm")
-    split = Schedule.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, SPLIT_K=2)
-    assert split_k_of(split) == 2 and not gemm.takes_epilogue(problem, split)
     box = get_template("implicit_gemm_box")
     assert not box.takes_epilogue(problem, box.heuristic_schedule(problem))
     dw_problem, _, _ = _problem("fp16", None, 3, 16)
     depthwise = get_template("depthwise")
     bands = [s for s in depthwise.schedules(dw_problem) if "SEG" in dict(s.params)]
     assert not any(depthwise.takes_epilogue(dw_problem, s) for s in bands)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("template_name", ["gemm", "implicit_gemm"])
+def test_split_k_reduction_applies_the_chain(template_name: str) -> None:
+    """A split-K schedule: the shares store partial sums, the reduction adds the bias and runs the chain."""
+    torch.manual_seed(0)
+    kernel = 1 if template_name == "gemm" else 3
+    cl = torch.channels_last
+    x = torch.randn(1, 256, 4, 4).to(memory_format=cl)
+    w = (torch.randn(32, 256, kernel, kernel) / 16).to(memory_format=cl)
+    pad = kernel // 2
+    p = ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 1)
+    sizes, strides = output_layout(x, w, p)
+    residual = torch.empty_strided(sizes, strides).normal_()
+    operand = epilogue_operand(list(residual.shape), list(residual.stride()), "fp32", sizes, strides)
+    assert operand is not None
+    base = ConvProblem.from_tensors(x, w, torch.empty(32), p, allow_tf32=False)
+    problem = replace(base, epilogue=ConvEpilogue(PROGRAMS[1][:2], (operand,)))  # hardswish(conv) + residual
+    template = get_template(template_name)
+    split = [s for s in template.schedules(base) if split_k_of(s) > 1]
+    assert split and template.takes_epilogue(problem, split[0])
+    bias = torch.randn(32)
+    out = torch.empty_strided(sizes, strides).fill_(float("nan"))
+    tensors = {
+        "input": x, "weight": template.prepare_weight(w, problem, split[0]), "bias": bias, "output": out,
+        "epilogue1": residual, **template.allocate_scratch(problem, split[0], "cpu"),
+    }  # fmt: skip
+    launches = template.launches(problem, split[0])
+    assert [dict(launch.constexprs)["PROGRAM"] != () for launch in launches][-2:] == [False, True]
+    for launch in launches:
+        launch.run(tensors)
+    conv = reference_convolution(x.double(), w.double(), bias.double(), p)
+    ref = run_program(PROGRAMS[1][:2], [conv, residual]).double()
+    assert not out.isnan().any() and (out.double() - ref).abs().max() / ref.abs().max() <= 1e-4
 
 
 @pytest.mark.timeout(600)
@@ -148,6 +179,9 @@ def test_epilogue_kernel_compiles_for_every_arch() -> None:
         launch = template.launches(problem, template.heuristic_schedule(problem))[-1]
         for arch in (80, 90):
             assert compile_launch(launch, arch).cubin
+    reduce = splitk_reduce_launch(problem, 4, epilogue=True)  # the split-K reduction's epilogue
+    for arch in (80, 90):
+        assert compile_launch(reduce, arch).cubin
 
 
 # ---- whole networks ------------------------------------------------------------------------------------------

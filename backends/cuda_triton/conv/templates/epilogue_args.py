@@ -16,8 +16,10 @@ from ..problem import ConvProblem
 EPILOGUE_ROLES = tuple(f"epilogue{k + 1}" for k in range(MAX_OPERANDS))
 
 
-def epilogue_args(problem: ConvProblem) -> tuple[TensorArg | ScalarArg, ...]:
-    operands = problem.epilogue.operands if problem.epilogue is not None else ()
+def epilogue_args(problem: ConvProblem, active: bool = True) -> tuple[TensorArg | ScalarArg, ...]:
+    """The three operand slots; with ``active`` False (a launch of the op that does not apply the epilogue,
+    e.g. a split-K share) all absent."""
+    operands = problem.epilogue.operands if problem.epilogue is not None and active else ()
     out: list[TensorArg | ScalarArg] = []
     for k, role in enumerate(EPILOGUE_ROLES):
         op = operands[k] if k < len(operands) else None
@@ -30,9 +32,9 @@ def epilogue_args(problem: ConvProblem) -> tuple[TensorArg | ScalarArg, ...]:
     return tuple(out)
 
 
-def epilogue_constexprs(problem: ConvProblem) -> tuple[tuple[str, Any], ...]:
+def epilogue_constexprs(problem: ConvProblem, active: bool = True) -> tuple[tuple[str, Any], ...]:
     ep = problem.epilogue
-    if ep is None:
+    if ep is None or not active:
         return (("PROGRAM", ()), ("E_KINDS", (0,) * MAX_OPERANDS))
     return (("PROGRAM", ep.program), ("E_KINDS", ep.kinds))
 

@@ -119,7 +119,7 @@ def conv_gemm_kernel(
 
     n = offs_m // out_pixels
     pixel = offs_m % out_pixels
-    if len(PROGRAM) > 0:  # a fused elementwise chain (never with split-K)
+    if len(PROGRAM) > 0:  # a fused elementwise chain (with split-K the reduction applies it instead)
         store_output_with_epilogue(
             y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
             e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
@@ -219,7 +219,7 @@ class GemmTemplate(GemmShapedTemplate):
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
 
     def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        return split_k_of(schedule) == 1  # split-K stores fp32 partial sums; their reduce has no epilogue
+        return True  # in the kernel's store, or with split-K in the reduction's
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return workspace(problem, schedule)
@@ -249,7 +249,7 @@ class GemmTemplate(GemmShapedTemplate):
             TensorArg("bias", dt),
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
-            *epilogue_args(problem),
+            *epilogue_args(problem, split == 1),  # a split's reduction applies the epilogue
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -270,11 +270,11 @@ class GemmTemplate(GemmShapedTemplate):
             ("BLOCK_K", schedule["BLOCK_K"]),
             ("GROUP_M", schedule["GROUP_M"]),
             ("SPLIT_K", split),
-            *epilogue_constexprs(problem),
+            *epilogue_constexprs(problem, split == 1),
         )
         grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, split)
         main = KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
-        return [main] if split == 1 else [main, splitk_reduce_launch(problem, split)]
+        return [main] if split == 1 else [main, splitk_reduce_launch(problem, split, epilogue=True)]
 
 
 TEMPLATES = [GemmTemplate()]

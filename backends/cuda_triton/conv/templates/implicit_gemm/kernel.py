@@ -158,7 +158,7 @@ def conv_implicit_gemm_kernel(
     if F16_MMA:  # undo both scalings (powers of two: exact) before any store
         acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
 
-    if len(PROGRAM) > 0:  # a fused elementwise chain: one group tile, no split (`takes_epilogue`)
+    if len(PROGRAM) > 0:  # a fused elementwise chain: one group tile, no split (its reduction applies it)
         store_output_with_epilogue(
             y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
             e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,

@@ -191,8 +191,9 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         return padded.contiguous()
 
     def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        # One tile of every output channel per program, stored once: no groups, no split-K or tail shares.
-        return problem.groups == 1 and split_k_of(schedule) == 1 and tail_split_of(schedule) == 1
+        # Every output channel of a tile stored by one program (no groups) or, with split-K, by the reduction;
+        # not tail splits (whose rows two launches write).
+        return problem.groups == 1 and tail_split_of(schedule) == 1
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         f16 = uses_f16_mma(schedule)
@@ -229,7 +230,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             # the input's partial maxima (F16_MMA); otherwise an unused pointer
             TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
-            *epilogue_args(problem),
+            *epilogue_args(problem, split == 1),  # a split's reduction applies the epilogue
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -259,7 +260,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             ("SPLIT_K", split),
             ("TAIL_SPLIT", tail),
             ("TAIL_M_TILES", tail_m),
-            *epilogue_constexprs(problem),
+            *epilogue_constexprs(problem, split == 1),
         )
         if schedule["ROW_TILES"]:
             m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
@@ -276,7 +277,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             launches.append(copy_launch(problem, scale_f16=f16 == 2))
         launches.append(main)
         if split > 1:
-            launches.append(splitk_reduce_launch(problem, split))
+            launches.append(splitk_reduce_launch(problem, split, epilogue=True))
         if tail > 1:
             row0, rows = tail_rows(g, bm, tail_m)
             launches.append(splitk_reduce_launch(problem, tail, row0, rows))
