@@ -193,11 +193,8 @@ class CudaTritonPartitioner(Partitioner):
                     problem = p.problem
                     if self._folds_batch_norms(p) and batch_norm_follows(node):
                         problem = replace(problem, has_bias=True)  # what the fold will compile
-                    if self.options.channels_last:
-                        x = node.args[0] if isinstance(node.args[0], Node) else None
-                        inside = _inside(x, node)
-                        problem = planned_conv_problem(problem, inside, inside or _stays_inside(node, node))
-                    problems.append(problem)
+                    x = node.args[0] if isinstance(node.args[0], Node) else None
+                    problems.append(self._planned(problem, node, x, node))
                 if target in preserved and not ok:
                     all_delegated = False
             elif target in preserved and not will_delegate(node):
@@ -390,12 +387,16 @@ class CudaTritonPartitioner(Partitioner):
                 problem = replace(p.problem, has_bias=has_bias)
             else:
                 continue
-            if self.options.channels_last:
-                result = bn_folds[node].output if node in bn_folds else node
-                inside = _inside(source, node)
-                problem = planned_conv_problem(problem, inside, inside or _stays_inside(result, node))
-            problems.append(problem)
+            result = bn_folds[node].output if node in bn_folds else node
+            problems.append(self._planned(problem, node, source, result))
         self._prefetch_problems(problems)
+
+    def _planned(self, problem: Any, conv: Node, source: Node | None, result: Node) -> Any:
+        """``problem`` as the preprocess's layout plan will draft it (`planned_conv_problem`)."""
+        if not self.options.channels_last:
+            return problem
+        inside = _inside(source, conv)
+        return planned_conv_problem(problem, inside, inside or _stays_inside(result, conv))
 
     @staticmethod
     def _propose(gm: torch.fx.GraphModule, supported: set[Node]) -> list[list[Node]]:

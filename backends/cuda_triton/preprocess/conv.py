@@ -24,7 +24,6 @@ from .draft import (
     DraftLaunch,
     DraftOp,
     add_constant,
-    blob_dtype,
     contiguous_strides,
     describe,
     profiling_name,
@@ -125,9 +124,7 @@ def draft_conv(
         out_sizes, out_strides, [int(s) for s in tensor_val(result).stride()]
     )
     if copy_to_output:  # a channels-last input gives a channels-last result; the output is planned otherwise
-        out_value = len(draft.values)
-        draft.values.append(ValueRecord("intermediate", 0, blob_dtype(tensor_val(result), node.name), out_sizes,
-                                        out_strides))  # fmt: skip
+        out_value = pd.intermediate(TensorMeta(tuple(out_sizes), tuple(out_strides), x.dtype))
     else:
         out_value = pd.result(result, out_sizes, pd.planned_strides(result, out_strides))
 

@@ -33,7 +33,7 @@ from ..kernel.launch import TRITON_PTR_DTYPE
 from ..ops.data_movement import CatSpec, PadSpec, SplitSpec, StridedCopySpec, UpsampleSpec
 from ..ops.data_movement.shape import slice_start
 from ..ops.data_movement.views import view_strides
-from ..ops.tensor_meta import TensorMeta, is_channels_last_contiguous, is_contiguous
+from ..ops.tensor_meta import is_channels_last_contiguous, is_contiguous
 from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import (
     DataMovementConfig,
@@ -54,7 +54,6 @@ from ..serialization import (
     SliceRecord,
     SplitRecord,
     UpsampleRecord,
-    ValueRecord,
     ValueRef,
 )
 from ..serialization.encoding import VIEW_ALIGNMENT
@@ -114,18 +113,12 @@ def _as_value(node: Node, pd: ProgramDraft, x: Node, i: int) -> ValueRef:
     if isinstance(ref, ValueRef):
         return ref
     meta = pd.meta(ref)
-    out = _intermediate(pd, meta)
+    out = pd.intermediate(meta)
     try:
         copy_value(node, pd, ref, out)
     except CudaTritonPreprocessError as e:
         raise ValueError(f"its constant input '{x.name}' cannot be copied into the delegate: {e}") from e
     return ValueRef(out)
-
-
-def _intermediate(pd: ProgramDraft, meta: TensorMeta) -> int:
-    dtype = TRITON_PTR_DTYPE[meta.dtype]  # the blob's dtype names are Triton's pointer types
-    pd.draft.values.append(ValueRecord("intermediate", 0, dtype, list(meta.sizes), list(meta.strides)))
-    return len(pd.draft.values) - 1
 
 
 def _result(node: Node, pd: ProgramDraft, spec: CatSpec | PadSpec | UpsampleSpec) -> int:

@@ -128,6 +128,12 @@ class ProgramDraft:
         self.draft.values.append(record)
         return self.value_of[node]
 
+    def intermediate(self, meta: TensorMeta) -> int:
+        """A new intermediate value (in the arena) of ``meta``'s sizes, strides and dtype, for no node."""
+        dtype = TRITON_PTR_DTYPE[meta.dtype]  # the blob's dtype names are Triton's pointer types
+        self.draft.values.append(ValueRecord("intermediate", 0, dtype, list(meta.sizes), list(meta.strides)))
+        return len(self.draft.values) - 1
+
     def alias(
         self, node: Node, base: int, sizes: list[int], strides: list[int], offset_bytes: int = 0
     ) -> int:
