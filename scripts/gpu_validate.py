@@ -11,8 +11,9 @@ Two halves, one per machine:
     PYTHONPATH=backends python scripts/gpu_validate.py run --out $OUT
 
 `prepare` writes ``.carry/gpu_validate/``: ``exports/`` (.pte, .ptd, reference inputs/outputs and io.json from
-scripts/export_pte.py; exports are cached in build/gpu_validate_exports/), ``executorch/`` (the wheel's include/, the runtime libraries the runner links, share/),
-``cuda_include/cuda.h`` (from the triton wheel) and ``manifest.json``, and prints the device command. The
+scripts/export_pte.py; exports are cached in build/gpu_validate_exports/), ``build_deps.tar.xz`` (the ExecuTorch
+wheel's include/, share/ and the runtime libraries the runner links, as ``executorch/``; cuda.h from the triton
+wheel, as ``cuda_include/``; `run` unpacks it) and ``manifest.json``, and prints the device command. The
 carried folder must stay under the device tool's 64 MiB limit, hence the sets (ResNet weights are large).
 
 `run` builds into ``build/gpu/`` (CMake + Ninja of the GPU machine), then for every manifest entry runs
@@ -42,6 +43,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,9 @@ CARRY = ROOT / ".carry" / "gpu_validate"
 EXPORTS = CARRY / "exports"
 ET_PREFIX = CARRY / "executorch"
 CUDA_INCLUDE = CARRY / "cuda_include"
+# ExecuTorch's headers and libraries and cuda.h travel xz-packed (13 MB -> 3 MB of the 64 MiB carry); `run` unpacks
+# them beside the archive.
+BUILD_DEPS = CARRY / "build_deps.tar.xz"
 MANIFEST = CARRY / "manifest.json"
 EXPORT_CACHE = ROOT / "build" / "gpu_validate_exports"  # ignored; reused by later `prepare` runs
 BUILD_DIR = ROOT / "build" / "gpu"
@@ -157,6 +162,7 @@ def prepare(args: argparse.Namespace) -> int:
 
     CUDA_INCLUDE.mkdir(parents=True)
     shutil.copy2(Path(triton.__file__).parent / "backends" / "nvidia" / "include" / "cuda.h", CUDA_INCLUDE)
+    pack_build_deps()
 
     manifest: dict[str, Any] = {"set": args.set, "created": _now(), "host": platform.node(), "entries": []}
     env = dict(os.environ, PYTHONPATH=str(ROOT / "backends") + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -254,7 +260,23 @@ def _sh(cmd: list[str], timeout: float = 600, **kw: Any) -> subprocess.Completed
     return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout, **kw)
 
 
+def pack_build_deps() -> None:
+    """Replace the copied ExecuTorch prefix and cuda.h with one xz archive (`unpack_build_deps` reverses it)."""
+    with tarfile.open(BUILD_DEPS, "w:xz", preset=6) as tar:
+        for d in (ET_PREFIX, CUDA_INCLUDE):
+            tar.add(d, arcname=d.name)
+    for d in (ET_PREFIX, CUDA_INCLUDE):
+        shutil.rmtree(d)
+
+
+def unpack_build_deps() -> None:
+    if BUILD_DEPS.exists() and not ET_PREFIX.exists():
+        with tarfile.open(BUILD_DEPS) as tar:
+            tar.extractall(CARRY, filter="data")
+
+
 def build_runner(log: list[str]) -> Path:
+    unpack_build_deps()
     cmake = shutil.which("cmake") or "cmake"
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     if not (BUILD_DIR / "CMakeCache.txt").exists():
