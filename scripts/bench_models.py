@@ -257,8 +257,8 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
         f"GPU; device-planned programs). Command: `{s['command']}` (programs exported {s.get('exported')}).",
         "",
         "| model | dtype | batch | runner ms | eager ms | compiled ms | vs eager | vs compiled | delegate GPU ms | "
-        "input copy ms | err/max |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "input copy ms | execute host us | err/max |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["rows"]:
         ve, vc = r.get("speedup_vs_eager"), r.get("speedup_vs_compiled")
@@ -266,14 +266,15 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
             f"| {r['model']} | {r['dtype']} | {r['batch']} | {_ms(r['runner_ms'])} | {_ms(r.get('eager_ms'))} | "
             f"{_ms(r.get('compiled_ms'))} | {'-' if ve is None else f'{ve:.2f}x'} | "
             f"{'-' if vc is None else f'{vc:.2f}x'} | {_ms(r.get('delegate_gpu_ms'))} | "
-            f"{_ms(r.get('input_copy_ms'))} | "
+            f"{_ms(r.get('input_copy_ms'))} | {r.get('runner', {}).get('execute_host_us', '-')} | "
             f"{r['check'].get('rel_to_max', float('nan')):.1e}{'' if r['ok'] else ' WRONG'} |"
         )
     lines += [
         "",
         "delegate GPU ms: the delegate's own GPU time per execution (CUDA events, from a profiled run's ETDump, "
         "`--etdump`); input copy ms: ExecuTorch's host-to-device copy of the input at the program boundary, which "
-        "the runner's latency includes and the eager and compiled times do not.",
+        "the runner's latency includes and the eager and compiled times do not; execute host us: the host time of one "
+        "delegate execute (median; the CUDA graph's replay, no wait for the GPU).",
     ]
     if plot:
         lines += ["", f"![latency per model]({plot})"]

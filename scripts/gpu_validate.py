@@ -295,6 +295,8 @@ def build_runner(log: list[str]) -> Path:
 
 
 LATENCY = re.compile(r"min ([\d.]+) ms, median ([\d.]+) ms, p90 ([\d.]+) ms")
+EXECUTE_HOST = re.compile(r"execute host time: median ([\d.]+) us")
+SUMMARY = re.compile(r"CudaTritonBackend: (\d+ delegates: .*)")
 
 
 def _torch_dtype(name: str):
@@ -357,6 +359,12 @@ def run_runner(runner: Path, entry: dict[str, Any], io: dict[str, Any], out_dir:
         if m
         else None
     )
+    # The backend's host time per delegate execute (the target of a captured delegate: under 20 us) and how its
+    # delegates ran (graph replay or direct launches).
+    if h := EXECUTE_HOST.search(r.stdout):
+        info["execute_host_us"] = float(h.group(1))
+    if g := SUMMARY.search(r.stdout):
+        info["execution"] = g.group(1).strip()
     return lat, out_file, info
 
 
