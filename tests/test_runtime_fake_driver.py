@@ -178,6 +178,33 @@ def test_device_planned_program_runs_on_fake_driver(build, tmp_path, device_plan
     _check_launches(r, log, blobs, 80, 2, x.tobytes(), device_planned=True)
 
 
+@pytest.mark.parametrize("pin", [True, False])
+def test_device_planned_io_is_page_locked(build, tmp_path, device_planned, pin: bool) -> None:
+    """The runner page-locks the host tensors ExecuTorch's host<->device copies use (every copy then comes from
+    pinned memory) and unpins them before the program's memory is freed; --no_pin_io leaves them pageable."""
+    pte, blobs, _ = device_planned
+    _, counts = _expected(blobs, 80)
+    x = np.random.default_rng(2).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    args = ["--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0"]
+    r, log = _run(build, tmp_path, pte, counts, cc="8.0", args=(*args, *(() if pin else ("--no_pin_io",))))
+    _check_launches(r, log, blobs, 80, 2, x.tobytes(), device_planned=True)
+    lines = log.read_text().splitlines()
+    pins = [int(line.split()[1]) for line in lines if line.startswith("PIN ")]
+    unpins = [int(line.split()[1]) for line in lines if line.startswith("UNPIN ")]
+    copies = [line for line in lines if line.startswith("COPY ") and "via=graph" not in line and "DtoD" not in line]
+    assert copies, lines
+    if pin:
+        # The memory plan may place the output over the input's dead bytes: the pins cover at least the larger.
+        io_bytes = 4 * max(int(np.prod(INPUT_SHAPE)), int(np.prod(OUTPUT_SHAPE)))
+        assert sum(pins) >= io_bytes and sorted(unpins) == sorted(pins), (pins, unpins)
+        assert f"page-locked {sum(pins)} bytes of program I/O" in r.stdout
+        assert all(line.endswith(" pinned") for line in copies), copies
+        assert lines.index(f"UNPIN {unpins[-1]}") > max(i for i, ln in enumerate(lines) if ln.startswith("COPY "))
+    else:
+        assert not pins and not unpins and not any(line.endswith(" pinned") for line in copies)
+
+
 def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:
     pte, blobs, _ = host_planned
     r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], cc="9.0")

@@ -277,4 +277,35 @@ int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes
   return 0;
 }
 
+int cuda_triton_backend_pin_host_memory(void* ptr, unsigned long long bytes) {
+  const cuda_triton::Driver& d = cuda_triton::Driver::get();
+  cuda_triton::DeviceRuntime* rt = nullptr;
+  if (ptr == nullptr || bytes == 0 || !d.ok() || d.cuMemHostRegister == nullptr ||
+      !cuda_triton::DeviceRuntime::get(0, &rt).ok()) {
+    return -1;
+  }
+  cuda_triton::ScopedContext scope(rt->context());
+  if (!scope.status().ok()) {
+    return -1;
+  }
+  const CUresult r = d.cuMemHostRegister(ptr, static_cast<size_t>(bytes), CU_MEMHOSTREGISTER_PORTABLE);
+  if (r != CUDA_SUCCESS) {
+    ET_LOG(Info, "CudaTritonBackend: cannot page-lock %llu bytes of host memory (%s); copies from it stay pageable",
+           bytes, d.describe(r).c_str());
+    return -1;
+  }
+  return 0;
+}
+
+int cuda_triton_backend_unpin_host_memory(void* ptr) {
+  const cuda_triton::Driver& d = cuda_triton::Driver::get();
+  cuda_triton::DeviceRuntime* rt = nullptr;
+  if (ptr == nullptr || !d.ok() || d.cuMemHostUnregister == nullptr ||
+      !cuda_triton::DeviceRuntime::get(0, &rt).ok()) {
+    return -1;
+  }
+  cuda_triton::ScopedContext scope(rt->context());
+  return scope.status().ok() && d.cuMemHostUnregister(ptr) == CUDA_SUCCESS ? 0 : -1;
+}
+
 }  // extern "C"

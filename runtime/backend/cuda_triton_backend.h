@@ -37,6 +37,14 @@ void cuda_triton_backend_reset_execute_time(void);
 // How the live delegates run, e.g. "3 delegates: 3 replay a CUDA graph (update), 0 launch directly". Not
 // thread-safe.
 const char* cuda_triton_backend_execution_summary(void);
+// Page-locks the caller's host memory [ptr, ptr + bytes) for device 0's context and every other (portable), so
+// that copies between it and the GPU run as DMA at full bus speed instead of through the driver's pageable staging
+// (a runner pins the planned I/O tensors that ExecuTorch's host<->device copies read and write). 0 on success; -1
+// when it cannot (no driver or one without the function, no device, the range or part of it already registered):
+// the memory then stays pageable, which is slower but correct. Unpin before the memory is freed.
+int cuda_triton_backend_pin_host_memory(void* ptr, unsigned long long bytes);
+// Undoes cuda_triton_backend_pin_host_memory for the range that starts at `ptr`; 0 on success, -1 otherwise.
+int cuda_triton_backend_unpin_host_memory(void* ptr);
 // Free and total memory of CUDA device `device` (cuMemGetInfo in its primary context); 0 on success, -1 when the
 // device cannot be queried.
 int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes);

@@ -51,7 +51,8 @@ namespace cuda_triton {
   X(cuEventRecord)
 
 // Functions the runtime uses when the driver has them: CUDA graphs (stream capture, instantiation, replay, kernel
-// node updates) and event timing (per-op profiling). Without them delegates launch directly and do not profile.
+// node updates), event timing (per-op profiling) and page-locking of caller memory. Without them delegates launch
+// directly, do not profile, and program I/O stays pageable.
 #define CUDA_TRITON_OPTIONAL_DRIVER_FUNCTIONS(X) \
   X(cuStreamBeginCapture)                        \
   X(cuStreamEndCapture)                          \
@@ -63,7 +64,9 @@ namespace cuda_triton {
   X(cuGraphDestroy)                              \
   X(cuGraphKernelNodeGetParams)                  \
   X(cuGraphExecKernelNodeSetParams)              \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)                          \
+  X(cuMemHostRegister)                           \
+  X(cuMemHostUnregister)
 
 // The function table. `ok()` is false when libcuda could not be loaded, a symbol is missing or cuInit
 // failed; `error()` then says why in one sentence.

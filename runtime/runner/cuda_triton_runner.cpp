@@ -27,6 +27,7 @@
 #include "backend/cuda_triton_backend.h"
 #include "runner/flags.h"
 #include "runner/load_cycles.h"
+#include "runner/pinned_io.h"
 #include "runner/program_check.h"
 #include "runner/tensor_io.h"
 
@@ -136,6 +137,8 @@ static int runner_main(int argc, char** argv) {
   flags.define("no_op_profile", "false", "with --etdump_path: record only ExecuTorch's own events, not every op's GPU "
                                          "time (backend option profile_ops=false; delegates then replay their "
                                          "graphs, so DELEGATE_CALL is the host time of a replay)", true);
+  flags.define("no_pin_io", "false", "leave the program's host inputs and outputs pageable instead of page-locking "
+                                     "them for the host<->device copies of a device-planned program", true);
   flags.define("load_cycles", "0", "after the run: load the program, execute once and destroy it this many times, "
                                    "printing device and host memory (a leak per load shows as growth)");
   std::string err;
@@ -289,6 +292,11 @@ static int runner_main(int argc, char** argv) {
   }
   Method* method = *method_result;
   std::printf("CudaTritonBackend: %s\n", cuda_triton_backend_execution_summary());
+  // Declared after the module, so the pins are released before the method's memory is.
+  cuda_triton::runner::PinnedIo pinned_io;
+  if (!flags.boolean("no_pin_io")) {
+    std::printf("page-locked %zu bytes of program I/O\n", pinned_io.pin(*method));
+  }
   // Inputs are set before EVERY execution: ExecuTorch's memory plan places planned inputs in the shared arena
   // and reuses their bytes for later tensors once they are dead (e.g. the demo's final output overwrites its
   // input), so an input set once is clobbered by the first execution and later ones would read garbage.

@@ -25,7 +25,9 @@
 //         each param is N (zero), D<hash> (an address inside a fake device allocation; hash of the first 16 bytes
 //         there) or X<hex of the 8-byte slot>
 //       WAIT                      a stream waits on an event (a fence, e.g. for device-resident inputs)
-//       COPY <HtoD|DtoH|DtoD> <bytes> [via=graph]   an asynchronous copy
+//       COPY <HtoD|DtoH|DtoD> <bytes> [via=graph] [pinned]   an asynchronous copy (pinned: its host side lies in
+//                                 memory page-locked with cuMemHostRegister)
+//       PIN <bytes>, UNPIN <bytes>   cuMemHostRegister, cuMemHostUnregister
 //       SYNC                      cuStreamSynchronize
 //       CAPTURE <ok|failed> <nodes>, GRAPH_LAUNCH, GRAPH_UPDATE <kernel name>
 //       FAIL <function> <CUresult>   any call that returns an error
@@ -214,6 +216,17 @@ CUresult check_dev(CUdeviceptr p, size_t n) {
 }
 
 // An asynchronous copy: done at once, or recorded while the stream captures.
+// Host ranges page-locked with cuMemHostRegister: start -> bytes.
+std::map<uintptr_t, size_t> g_registered;
+
+bool registered(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = g_registered.upper_bound(a);
+  if (it == g_registered.begin()) return false;
+  --it;
+  return a >= it->first && a + n <= it->first + it->second;
+}
+
 CUresult async_copy(const char* direction, void* dst, const void* src, size_t n, CUstream s) {
   if (FakeStream* fs = capturing(s)) {
     auto node = std::make_unique<FakeNode>();
@@ -226,7 +239,9 @@ CUresult async_copy(const char* direction, void* dst, const void* src, size_t n,
     return CUDA_SUCCESS;
   }
   std::memcpy(dst, src, n);
-  append_to_log(std::string("COPY ") + direction + " " + std::to_string(n));
+  const void* host = direction[0] == 'H' ? src : direction[3] == 'H' ? dst : nullptr;
+  append_to_log(std::string("COPY ") + direction + " " + std::to_string(n) +
+                (host != nullptr && registered(host, n) ? " pinned" : ""));
   return CUDA_SUCCESS;
 }
 
@@ -436,6 +451,25 @@ CUresult CUDAAPI cuMemHostAlloc(void** p, size_t n, unsigned int) {
 }
 CUresult CUDAAPI cuMemFreeHost(void* p) {
   std::free(p);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t n, unsigned int) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (p == nullptr || n == 0) RETURN(CUDA_ERROR_INVALID_VALUE);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (const auto& [start, bytes] : g_registered) {
+    if (a < start + bytes && start < a + n) RETURN(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  }
+  g_registered[a] = n;
+  append_to_log("PIN " + std::to_string(n));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemHostUnregister(void* p) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  auto it = g_registered.find(reinterpret_cast<uintptr_t>(p));
+  if (it == g_registered.end()) RETURN(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  append_to_log("UNPIN " + std::to_string(it->second));
+  g_registered.erase(it);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr d, const void* s, size_t n) {
