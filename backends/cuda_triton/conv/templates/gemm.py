@@ -22,15 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding

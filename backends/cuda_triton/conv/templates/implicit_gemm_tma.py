@@ -35,15 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32, tf32_rounding
