@@ -10,7 +10,7 @@ attribute, so this module never imports executorch):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -27,41 +27,24 @@ class ConvBindingError(ValueError):
     """A node is not a convolution, or its arguments are ones ATen would reject."""
 
 
-@dataclass(frozen=True)
-class ConvArgs:
-    """Canonical arguments of one convolution node (docs/convolution.md defines their meaning)."""
+@dataclass(frozen=True, kw_only=True)
+class ConvArgs(ConvParams):
+    """Canonical arguments of one convolution node (docs/convolution.md defines their meaning): its scalar
+    `ConvParams` and the tensor nodes it reads."""
 
     input: Node
     weight: Node
     bias: Node | None
-    stride: tuple[int, ...]
-    padding_before: tuple[int, ...]
-    padding_after: tuple[int, ...]
-    dilation: tuple[int, ...]
-    transposed: bool
-    output_padding: tuple[int, ...]
-    groups: int
     unbatched: bool
 
     @property
-    def spatial_dims(self) -> int:
-        return len(self.stride)
-
-    @property
     def params(self) -> ConvParams:
-        return ConvParams(
-            self.stride,
-            self.padding_before,
-            self.padding_after,
-            self.dilation,
-            self.transposed,
-            self.output_padding,
-            self.groups,
-        )
+        """The scalar arguments alone (hashable without the nodes, so they key caches and tables)."""
+        return ConvParams(**{f.name: getattr(self, f.name) for f in fields(ConvParams)})
 
     def op_args(self) -> tuple:
         """Arguments of ``torch.ops.triton.convolution`` after (input, weight, bias)."""
-        return self.params.as_op_args()
+        return self.as_op_args()
 
 
 # Overload name -> (family, spatial dims or None when taken from the weight).
@@ -279,22 +262,23 @@ def bind_conv(node: Node) -> ConvArgs:
                     f"max(stride, dilation) = {[max(s, d) for s, d in zip(stride, dilation, strict=True)]} per dim"
                 )
 
+    args = ConvArgs(
+        input=x_node,
+        weight=w_node,
+        bias=b_node,
+        stride=stride,
+        padding_before=tuple(padding_before),
+        padding_after=tuple(padding_after),
+        dilation=dilation,
+        transposed=transposed,
+        output_padding=tuple(output_padding),
+        groups=groups,
+        unbatched=unbatched,
+    )
     if not all(is_concrete_int(d) for d in (*x.shape, *w.shape)):
         # Symbolic sizes: the argument checks above hold for every size; shape checks are the planner's job
         # (it refuses symbolic shapes with its own reason).
-        return ConvArgs(
-            x_node,
-            w_node,
-            b_node,
-            stride,
-            tuple(padding_before),
-            tuple(padding_after),
-            dilation,
-            transposed,
-            tuple(output_padding),
-            groups,
-            unbatched,
-        )
+        return args
     c_in = int(x.shape[0 if unbatched else 1])
     w_shape = [int(s) for s in w.shape]
     if w_shape[0] < groups:
@@ -359,16 +343,4 @@ def bind_conv(node: Node) -> ConvArgs:
                     f"the transposed output empty in spatial dim {i} (size {out})"
                 )
 
-    return ConvArgs(
-        input=x_node,
-        weight=w_node,
-        bias=b_node,
-        stride=stride,
-        padding_before=tuple(padding_before),
-        padding_after=tuple(padding_after),
-        dilation=dilation,
-        transposed=transposed,
-        output_padding=tuple(output_padding),
-        groups=groups,
-        unbatched=unbatched,
-    )
+    return args

@@ -46,6 +46,17 @@ KEY_FUSE_EPILOGUES = "fuse_epilogues"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
 KEY_TARGET_DEVICE = "target_device"  # exir.passes.propagate_device_pass.TARGET_DEVICE_COMPILE_SPEC_KEY
+# The on/off options: compile-spec key -> the field it sets (b"1" / b"0"), in the order the specs list them.
+FLAG_KEYS = {
+    KEY_STRICT: "strict",
+    KEY_TF32: "allow_tf32",
+    KEY_TF32_ON_FP16: "tf32_on_fp16",
+    KEY_FOLD_BN: "fold_batch_norm",
+    KEY_CHANNELS_LAST: "channels_last",
+    KEY_FUSE_EPILOGUES: "fuse_epilogues",
+}
+# The optional text options (listed only when set; an empty value decodes to None).
+TEXT_KEYS = {KEY_TUNING: "tuning_table", KEY_EXTERNAL: "external_tag", KEY_TARGET_DEVICE: "target_device"}
 
 SUPPORTED_ARCHS: tuple[int, ...] = (80, 90)
 DEFAULT_ARCHS: tuple[int, ...] = (80, 90)
@@ -139,19 +150,11 @@ class CudaTritonOptions:
     def compile_specs(self) -> list[CompileSpec]:
         specs = [
             CompileSpec(KEY_ARCHS, ",".join(map(str, self.archs)).encode()),
-            CompileSpec(KEY_STRICT, b"1" if self.strict else b"0"),
-            CompileSpec(KEY_TF32, b"1" if self.allow_tf32 else b"0"),
-            CompileSpec(KEY_TF32_ON_FP16, b"1" if self.tf32_on_fp16 else b"0"),
-            CompileSpec(KEY_FOLD_BN, b"1" if self.fold_batch_norm else b"0"),
-            CompileSpec(KEY_CHANNELS_LAST, b"1" if self.channels_last else b"0"),
-            CompileSpec(KEY_FUSE_EPILOGUES, b"1" if self.fuse_epilogues else b"0"),
+            *(CompileSpec(key, b"1" if getattr(self, name) else b"0") for key, name in FLAG_KEYS.items()),
         ]
-        if self.tuning_table:
-            specs.append(CompileSpec(KEY_TUNING, str(self.tuning_table).encode()))
-        if self.external_tag:
-            specs.append(CompileSpec(KEY_EXTERNAL, self.external_tag.encode()))
-        if self.target_device:
-            specs.append(CompileSpec(KEY_TARGET_DEVICE, self.target_device.encode()))
+        for key, name in TEXT_KEYS.items():
+            if getattr(self, name):
+                specs.append(CompileSpec(key, str(getattr(self, name)).encode()))
         specs.extend(CompileSpec(k, v) for k, v in self.extra)
         return specs
 
@@ -164,24 +167,10 @@ class CudaTritonOptions:
             key, value = spec.key, bytes(spec.value)
             if key == KEY_ARCHS:
                 kw["archs"] = parse_archs(value.decode())
-            elif key == KEY_STRICT:
-                kw["strict"] = _bool(value, key)
-            elif key == KEY_TF32:
-                kw["allow_tf32"] = _bool(value, key)
-            elif key == KEY_TF32_ON_FP16:
-                kw["tf32_on_fp16"] = _bool(value, key)
-            elif key == KEY_FOLD_BN:
-                kw["fold_batch_norm"] = _bool(value, key)
-            elif key == KEY_CHANNELS_LAST:
-                kw["channels_last"] = _bool(value, key)
-            elif key == KEY_FUSE_EPILOGUES:
-                kw["fuse_epilogues"] = _bool(value, key)
-            elif key == KEY_TUNING:
-                kw["tuning_table"] = value.decode() or None
-            elif key == KEY_EXTERNAL:
-                kw["external_tag"] = value.decode() or None
-            elif key == KEY_TARGET_DEVICE:
-                kw["target_device"] = value.decode() or None
+            elif key in FLAG_KEYS:
+                kw[FLAG_KEYS[key]] = _bool(value, key)
+            elif key in TEXT_KEYS:
+                kw[TEXT_KEYS[key]] = value.decode() or None
             else:
                 extra.append((key, value))
         return CudaTritonOptions(**kw, extra=tuple(extra))

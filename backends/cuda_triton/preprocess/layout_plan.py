@@ -25,12 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..conv.problem import ConvProblem
-from ..ops.tensor_meta import (
-    Shape,
-    channels_last_strides,
-    is_channels_last_contiguous,
-    is_contiguous,
-)
+from ..ops.tensor_meta import Shape, channels_last_strides, is_channels_last_contiguous, is_contiguous
 
 
 def channels_last_like(

@@ -22,20 +22,12 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
-from ._tf32 import prepare_tf32_weight, round_to_tf32, tf32_rounding
+from ._tf32 import prepare_tf32_weight, round_to_tf32
 from .epilogue_args import epilogue_args, epilogue_constexprs
-from .gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, weight_k_major
+from .gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from .gemm_jit import (
     grouped_tile_ids,
     input_strides,
@@ -263,12 +255,8 @@ class GemmTemplate(GemmShapedTemplate):
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias and split == 1),
             ("INT64", g.int64),
-            ("PRECISION", dot_precision(problem)),
-            ("ROUND_TF32", tf32_rounding(problem)),
-            ("BLOCK_M", bm),
-            ("BLOCK_N", bn),
-            ("BLOCK_K", schedule["BLOCK_K"]),
-            ("GROUP_M", schedule["GROUP_M"]),
+            *dot_constexprs(problem),
+            *tile_constexprs(schedule),
             ("SPLIT_K", split),
             *epilogue_constexprs(problem, split == 1),
         )

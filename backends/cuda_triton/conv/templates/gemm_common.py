@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from ...kernel.launch import Support
+from ...kernel.launch import Schedule, Support
 from ..problem import ConvProblem
+from ._tf32 import tf32_rounding
 from .base import ConvTemplate
 from .geometry import INT32_MAX, is_dense
 
@@ -74,6 +75,19 @@ def dot_precision(problem: ConvProblem) -> str:
     if problem.dtype == "float32" and not problem.allow_tf32:
         return "ieee"
     return "tf32"
+
+
+def dot_constexprs(problem: ConvProblem, f16_mma: bool = False) -> tuple[tuple[str, str | int], ...]:
+    """The kernels' ``PRECISION`` and ``ROUND_TF32`` constexprs: `dot_precision` and the TF32 rounding mode, or
+    exact products of unrounded operands on the fp16 tensor cores (``f16_mma``, _f16_mma.py)."""
+    if f16_mma:
+        return (("PRECISION", "ieee"), ("ROUND_TF32", 0))
+    return (("PRECISION", dot_precision(problem)), ("ROUND_TF32", tf32_rounding(problem)))
+
+
+def tile_constexprs(schedule: Schedule) -> tuple[tuple[str, int], ...]:
+    """The kernels' tile constexprs, in their parameter order: ``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``."""
+    return tuple((name, schedule[name]) for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"))
 
 
 def weight_k_major(problem: ConvProblem) -> bool:

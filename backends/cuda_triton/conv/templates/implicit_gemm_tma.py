@@ -35,19 +35,18 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
-from ._tf32 import round_to_tf32, tf32_rounding
-from .gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, tma_tap_problems, weight_k_major
+from ._tf32 import round_to_tf32
+from .gemm_common import (
+    GROUP_M,
+    GemmShapedTemplate,
+    dot_constexprs,
+    tile_constexprs,
+    tma_tap_problems,
+    weight_k_major,
+)
 from .gemm_jit import grouped_tile_ids, store_output
 from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from .implicit_gemm import ImplicitGemmTemplate
@@ -221,12 +220,8 @@ class ImplicitGemmTmaTemplate(GemmShapedTemplate):
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
             ("W_KMAJOR", weight_k_major(problem)),
-            ("PRECISION", dot_precision(problem)),
-            ("ROUND_TF32", tf32_rounding(problem)),
-            ("BLOCK_M", bm),
-            ("BLOCK_N", bn),
-            ("BLOCK_K", schedule["BLOCK_K"]),
-            ("GROUP_M", schedule["GROUP_M"]),
+            *dot_constexprs(problem),
+            *tile_constexprs(schedule),
         )
         grid = (g.batch * cdiv(span_rows(g), bm) * cdiv(g.cout, bn), 1, 1)
         main = KernelLaunch(

@@ -74,9 +74,24 @@ class OpConfig(ABC):
     def check(self, node: Node, ctx: PartitionContext) -> Verdict:
         """Whether the delegate runs ``node`` (one of ``targets``), with the reason when it does not."""
 
+    # Ops among ``targets`` that return (result, extra outputs): taken only when nothing reads the extras (the
+    # kernels compute the result alone), with the ``getitem(.., 0)`` that reads the result as their companion.
+    multi_output: ClassVar[tuple[torch._ops.OpOverload, ...]] = ()
+    # What the kernels compute of a multi-output op, for the reason given when an extra output is read.
+    multi_output_computes: ClassVar[str] = "the first output only"
+
+    def extra_outputs_unused(self, node: Node) -> Verdict:
+        """Yes unless ``node`` is one of ``multi_output`` and something reads one of its extra outputs."""
+        if aten_overload(node.target) in self.multi_output:
+            used = only_first_output_used(node)
+            if not used:
+                return Verdict.no(f"{used.reason}: the kernel computes {self.multi_output_computes}")
+        return Verdict.yes()
+
     def companions(self, node: Node) -> list[Node]:
-        """Nodes that join the partition with ``node`` when it is taken (none by default)."""
-        return []
+        """Nodes that join the partition with ``node`` when it is taken: a multi-output op's ``getitem`` readers
+        (none by default)."""
+        return first_output_readers(node) if aten_overload(node.target) in self.multi_output else []
 
 
 # ---- binding and checks several families share --------------------------------------------------------------------------

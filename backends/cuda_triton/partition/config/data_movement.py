@@ -10,7 +10,6 @@ their ``getitem`` readers along.
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -22,7 +21,15 @@ from ...conv.binding import aten_overload
 from ...ops.data_movement import CatSpec, PadSpec, SplitSpec, StridedCopySpec, UpsampleSpec
 from ...ops.tensor_meta import TensorMeta, dtype_name
 from ...serialization.encoding import VIEW_ALIGNMENT
-from .base import FLOAT_DTYPES, OpConfig, PartitionContext, Verdict, bound_arguments, static_tensor
+from .base import (
+    FLOAT_DTYPES,
+    OpConfig,
+    PartitionContext,
+    Verdict,
+    bound_arguments,
+    first_output_readers,
+    static_tensor,
+)
 
 aten = torch.ops.aten
 dim_order_ops = torch.ops.dim_order_ops
@@ -74,7 +81,7 @@ def data_movement_outputs(node: Node) -> list[Node]:
     """The nodes holding the spec's outputs "out", "out1", ...: a split's getitem readers by index, else the node."""
     if aten_overload(node.target) is not aten.split_with_sizes_copy.default:
         return [node]
-    readers = {u.args[1]: u for u in node.users if u.op == "call_function" and u.target is operator.getitem}
+    readers = {u.args[1]: u for u in first_output_readers(node)}
     count = len(bound_arguments(node)["split_sizes"])
     if sorted(readers) != list(range(count)):
         raise ValueError(f"the split's outputs are not each read once through getitem ({sorted(readers)})")
@@ -194,7 +201,7 @@ class DataMovementConfig(OpConfig):
         return blob_limits(spec) if support else Verdict.no(support.reason)
 
     def companions(self, node: Node) -> list[Node]:
-        return [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
+        return first_output_readers(node)
 
 
 __all__ = [

@@ -32,7 +32,6 @@ from .base import (
     bound_arguments,
     first_output_readers,
     float_inputs,
-    only_first_output_used,
     spec_verdict,
     static_tensor,
 )
@@ -128,12 +127,13 @@ def _spec(node: Node, m: dict[str, TensorMeta | None], x: TensorMeta, strides: t
 class NormConfig(OpConfig):
     family = "norm"
     targets: ClassVar[tuple[torch._ops.OpOverload, ...]] = NORM_OPS
+    multi_output = MULTI_OUTPUT
+    multi_output_computes = "the normalized output only"
 
     def check(self, node: Node, ctx: PartitionContext) -> Verdict:
-        if aten_overload(node.target) in MULTI_OUTPUT:
-            used = only_first_output_used(node)
-            if not used:
-                return Verdict.no(f"{used.reason}: the kernel computes the normalized output only")
+        used = self.extra_outputs_unused(node)
+        if not used:
+            return used
         try:
             operands = norm_operands(node)
             out = norm_output(node)
@@ -150,9 +150,6 @@ class NormConfig(OpConfig):
         if not ok:
             return ok
         return spec_verdict(lambda: norm_spec(node), supports)
-
-    def companions(self, node: Node) -> list[Node]:
-        return first_output_readers(node) if aten_overload(node.target) in MULTI_OUTPUT else []
 
 
 __all__ = ["NORM_OPS", "ROLES", "NormConfig", "norm_operands", "norm_output", "norm_spec"]

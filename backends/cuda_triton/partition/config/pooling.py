@@ -23,7 +23,6 @@ from .base import (
     bound_arguments,
     first_output_readers,
     float_inputs,
-    only_first_output_used,
     static_tensor,
 )
 
@@ -75,12 +74,13 @@ def pool_spec(node: Node) -> PoolSpec:
 class PoolingConfig(OpConfig):
     family = "pooling"
     targets: ClassVar[tuple[torch._ops.OpOverload, ...]] = (*MAX_POOLS, *AVG_POOLS, *ADAPTIVE_AVG_POOLS)
+    multi_output = tuple(MAX_POOLS)
+    multi_output_computes = "the values, not the indices"
 
     def check(self, node: Node, ctx: PartitionContext) -> Verdict:
-        if aten_overload(node.target) in MAX_POOLS:
-            used = only_first_output_used(node)
-            if not used:
-                return Verdict.no(f"{used.reason}: the kernel computes the values, not the indices")
+        used = self.extra_outputs_unused(node)
+        if not used:
+            return used
         try:
             spec = pool_spec(node)
         except ValueError as e:
@@ -91,9 +91,6 @@ class PoolingConfig(OpConfig):
             return ok
         support = spec.supports()
         return Verdict.yes() if support else Verdict.no(support.reason)
-
-    def companions(self, node: Node) -> list[Node]:
-        return first_output_readers(node) if aten_overload(node.target) in MAX_POOLS else []
 
 
 __all__ = ["ADAPTIVE_AVG_POOLS", "AVG_POOLS", "MAX_POOLS", "PoolingConfig", "pool_output", "pool_spec"]

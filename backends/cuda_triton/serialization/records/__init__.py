@@ -15,12 +15,12 @@ from .base import (
     NullPtr,
     Operand,
     OpRecord,
-    RecordContext,
     Scalar,
     Step,
     StepArg,
     ValueRef,
 )
+from .context import RecordContext
 from .conv import ConvRecord
 from .data_movement import (
     CatRecord,

@@ -8,9 +8,9 @@ the C++ twin is runtime/blob/records.cpp.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..encoding import (
     MAX_NAME,
@@ -24,7 +24,9 @@ from ..encoding import (
     Writer,
     check,
 )
-from ..sections import ConstantRecord, ValueRecord
+
+if TYPE_CHECKING:  # context.py imports this module's operand types
+    from .context import RecordContext
 
 
 # ---- launch arguments ---------------------------------------------------------------------------------------
@@ -202,102 +204,6 @@ class Step:
             else:
                 raise BlobError(f"bad step operand tag {tag}")
         return Step(op, args)
-
-
-# ---- the validation context a kind's check gets ---------------------------------------------------------------
-class Int64(int):
-    """An int whose +, -, *, // and % raise OverflowError outside int64, as the generated C++ rules' do: the Python
-    reader runs a rule on these, so it accepts exactly what the C++ reader accepts."""
-
-    def _checked(self, result: Any) -> Any:
-        if result is NotImplemented or isinstance(result, bool) or not isinstance(result, int):
-            return result
-        if not -(1 << 63) <= result < (1 << 63):
-            raise OverflowError("layout rule: integer overflow")
-        return Int64(result)
-
-    def __add__(self, o: Any) -> Any:
-        return self._checked(int.__add__(self, o))
-
-    def __radd__(self, o: Any) -> Any:
-        return self._checked(int.__radd__(self, o))
-
-    def __sub__(self, o: Any) -> Any:
-        return self._checked(int.__sub__(self, o))
-
-    def __rsub__(self, o: Any) -> Any:
-        return self._checked(int.__rsub__(self, o))
-
-    def __mul__(self, o: Any) -> Any:
-        return self._checked(int.__mul__(self, o))
-
-    def __rmul__(self, o: Any) -> Any:
-        return self._checked(int.__rmul__(self, o))
-
-    def __floordiv__(self, o: Any) -> Any:
-        return self._checked(int.__floordiv__(self, o))
-
-    def __rfloordiv__(self, o: Any) -> Any:
-        return self._checked(int.__rfloordiv__(self, o))
-
-    def __mod__(self, o: Any) -> Any:
-        return self._checked(int.__mod__(self, o))
-
-    def __rmod__(self, o: Any) -> Any:
-        return self._checked(int.__rmod__(self, o))
-
-    def __neg__(self) -> Any:
-        return self._checked(int.__neg__(self))
-
-
-def _int64_arg(a: Any) -> Any:
-    if isinstance(a, bool) or not isinstance(a, int | list | tuple):
-        return a
-    if isinstance(a, int):
-        return Int64(a)
-    return [Int64(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in a]
-
-
-class RecordContext:
-    """What a record kind's `check` sees: the blob's values and constants, and the rule runner."""
-
-    def __init__(self, values: Sequence[ValueRecord], constants: Sequence[ConstantRecord]) -> None:
-        self.values = values
-        self.constants = constants
-
-    def value(self, i: int) -> ValueRecord:
-        return self.values[i]
-
-    def sizes(self, operand: ValueRef | ConstantRef) -> list[int]:
-        if isinstance(operand, ValueRef):
-            return list(self.values[operand.value].sizes)
-        return list(self.constants[operand.constant].sizes)
-
-    def dtype(self, operand: ValueRef | ConstantRef) -> str:
-        if isinstance(operand, ValueRef):
-            return self.values[operand.value].dtype
-        return self.constants[operand.constant].dtype
-
-    @staticmethod
-    def rule(where: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Runs a rule with int64 arithmetic (`Int64`), as its generated C++ twin does; its errors become
-        BlobErrors naming ``where``."""
-        try:
-            return fn(*(_int64_arg(a) for a in args))
-        except (ValueError, IndexError, ZeroDivisionError, OverflowError) as e:
-            raise BlobError(f"{where}: {e}") from e
-
-    def input_and_output(self, where: str, input: int, output: int) -> tuple[ValueRecord, ValueRecord]:
-        """The input and output values of a kind whose output has its input's dtype (checked)."""
-        inp, out = self.value(input), self.value(output)
-        check(inp.dtype == out.dtype, f"{where}: input is {inp.dtype} but output is {out.dtype}")
-        return inp, out
-
-    def expect_sizes(self, where: str, what: str, got: list[int], want: list[int]) -> None:
-        check(
-            list(got) == list(want),
-            f"{where}: the shape rule gives {what} sizes {want}, the plan records {got}",
-        )
 
 
 # ---- the record base ------------------------------------------------------------------------------------------

@@ -6,16 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..encoding import Reader, Writer, check, check_dims
-from .base import (
-    ConstantRef,
-    EpilogueRecord,
-    Operand,
-    RecordContext,
-    RecordParts,
-    ValueRef,
-    constant_operand,
-    value_operand,
-)
+from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, constant_operand, value_operand
+from .context import RecordContext
 
 ARG_LIMIT = 1 << 31  # stride, padding, dilation, output_padding, groups are below this
 

@@ -9,16 +9,8 @@ from typing import Any, ClassVar
 
 from ..checks import data_movement as shape
 from ..encoding import MAX_OPERANDS, Reader, Writer, check, finite
-from .base import (
-    Operand,
-    OpRecord,
-    RecordContext,
-    RecordParts,
-    ValueRef,
-    expect_count,
-    read_code,
-    value_operand,
-)
+from .base import Operand, OpRecord, RecordParts, ValueRef, expect_count, read_code, value_operand
+from .context import RecordContext
 
 PAD_MODES = {
     "constant": shape.PAD_CONSTANT,

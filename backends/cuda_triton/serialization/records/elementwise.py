@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ..checks.elementwise import broadcast_sizes
 from ..encoding import Reader, check
-from .base import ConstantRef, Operand, OpRecord, RecordContext, RecordParts, Step, ValueRef, tensor_operands
+from .base import ConstantRef, Operand, OpRecord, RecordParts, Step, ValueRef, tensor_operands
+from .context import RecordContext
 
 
 @dataclass

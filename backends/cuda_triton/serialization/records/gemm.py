@@ -8,15 +8,8 @@ from dataclasses import dataclass
 from ..checks.elementwise import broadcasts_to
 from ..checks.gemm import gemm_record_sizes
 from ..encoding import Reader, Writer, check, check_dims, finite
-from .base import (
-    ConstantRef,
-    EpilogueRecord,
-    Operand,
-    RecordContext,
-    RecordParts,
-    ValueRef,
-    value_operand,
-)
+from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
+from .context import RecordContext
 
 
 @dataclass

@@ -7,16 +7,8 @@ from dataclasses import dataclass
 
 from ..checks import norm as shape
 from ..encoding import Reader, Writer, check, finite
-from .base import (
-    ConstantRef,
-    EpilogueRecord,
-    Operand,
-    RecordContext,
-    RecordParts,
-    ValueRef,
-    read_code,
-    value_operand,
-)
+from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, read_code, value_operand
+from .context import RecordContext
 
 NORM_OPS = {
     "batch_norm": shape.BATCH_NORM,

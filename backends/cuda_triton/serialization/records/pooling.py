@@ -9,15 +9,8 @@ from dataclasses import dataclass, field
 from ...ops.pooling import shape
 from ..checks.pooling import pool_record_sizes
 from ..encoding import Reader, Writer, check
-from .base import (
-    EpilogueRecord,
-    Operand,
-    RecordContext,
-    RecordParts,
-    ValueRef,
-    read_code,
-    value_operand,
-)
+from .base import EpilogueRecord, Operand, RecordParts, ValueRef, read_code, value_operand
+from .context import RecordContext
 
 POOL_OPS = {"max": shape.MAX_POOL, "avg": shape.AVG_POOL, "adaptive_avg": shape.ADAPTIVE_AVG_POOL}
 

@@ -7,14 +7,8 @@ from dataclasses import dataclass
 
 from ..checks.reduction import reduction_out_sizes
 from ..encoding import MAX_OP_NAME, Reader, Writer, ascii_ok, check
-from .base import (
-    EpilogueRecord,
-    Operand,
-    RecordContext,
-    RecordParts,
-    ValueRef,
-    value_operand,
-)
+from .base import EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
+from .context import RecordContext
 
 
 @dataclass

@@ -7,15 +7,7 @@ import math
 
 import torch
 
-from ....kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    Support,
-    TensorArg,
-    cdiv,
-    prod,
-)
+from ....kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, Support, TensorArg, cdiv, prod
 from ...problem import ConvProblem
 from .._interpreter import dot_needs_fp32
 from ..base import ConvTemplate

@@ -29,9 +29,9 @@ from .._splitk import (
     tail_split_of,
     workspace,
 )
-from .._tf32 import prepare_tf32_weight, tf32_rounding
+from .._tf32 import prepare_tf32_weight
 from ..epilogue_args import epilogue_args, epilogue_constexprs
-from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_precision, weight_k_major
+from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
 from .heuristics import heuristic_schedule
@@ -249,14 +249,10 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             ("W_KMAJOR", weight_k_major(problem) and not f16),
             ("ROW_TILES", bool(schedule["ROW_TILES"])),
             ("INT64", g.int64),
-            ("PRECISION", "ieee" if f16 else dot_precision(problem)),
-            ("ROUND_TF32", 0 if f16 else tf32_rounding(problem)),
+            *dot_constexprs(problem, f16_mma=bool(f16)),
             ("F16_MMA", f16),
             ("W_NUMEL", k_rows * cout_p * (g.groups // gt) if f16 else 0),
-            ("BLOCK_M", bm),
-            ("BLOCK_N", bn),
-            ("BLOCK_K", schedule["BLOCK_K"]),
-            ("GROUP_M", schedule["GROUP_M"]),
+            *tile_constexprs(schedule),
             ("SPLIT_K", split),
             ("TAIL_SPLIT", tail),
             ("TAIL_M_TILES", tail_m),

@@ -6,10 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from ....kernel.launch import (
-    Schedule,
-    cdiv,
-)
+from ....kernel.launch import Schedule, cdiv
 from ..geometry import Geometry, next_pow2
 
 REGISTERS_PER_SM = 65536

@@ -13,11 +13,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .._f16_mma import (
-    AMAX_PARTS,
-    MAX_SHIFT,
-    TOP_EXP,
-)
+from .._f16_mma import AMAX_PARTS, MAX_SHIFT, TOP_EXP
 from .._tf32 import CVT_RNA_TF32_ASM
 
 # A barrier of all the CTA's threads: Triton 3.7 calls it gl.barrier, 3.6 (the GPU machine's) gl.thread_barrier.

@@ -6,10 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .._f16_mma import (
-    input_scales,
-    weight_unscale,
-)
+from .._f16_mma import input_scales, weight_unscale
 from .._tf32 import round_to_tf32
 from ..gemm_jit import store_output
 

@@ -18,28 +18,14 @@ from ....kernel.launch import (
 )
 from ...problem import ConvProblem
 from .._cl_copy import copy_launch, input_cl
-from .._f16_mma import (
-    amax_launch,
-    f16_mma_allowed,
-    f16_scratch,
-    scale_launch,
-    uses_f16_mma,
-)
+from .._f16_mma import amax_launch, f16_mma_allowed, f16_scratch, scale_launch, uses_f16_mma
 from .._interpreter import dot_needs_fp32
 from .._tf32 import tf32_rounding
 from ..gemm_common import GemmShapedTemplate, tma_tap_problems
 from ..geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from ..implicit_gemm import ImplicitGemmTemplate
 from ..launch_args import dim_constexprs, size_args
-from .boxes import (
-    box_count,
-    box_of,
-    box_shapes,
-    box_waste,
-    nvmma_swizzle,
-    reads_strided_view,
-    ws_maxnreg,
-)
+from .boxes import box_count, box_of, box_shapes, box_waste, nvmma_swizzle, reads_strided_view, ws_maxnreg
 from .gluon_kernel import GLUON_ARCHS, conv_box_kernel
 from .portable_kernel import conv_box_portable_kernel
 
