@@ -23,8 +23,8 @@ from cuda_triton.tools.emulate_blob import derive_launches  # noqa: E402
 
 
 def pte_problems(path: Path) -> list:
-    """The ConvProblem of every op of every CudaTritonBackend delegate blob in the .pte."""
-    from cuda_triton.serialization.blob import deserialize
+    """The ConvProblem of every convolution of every CudaTritonBackend delegate blob in the .pte."""
+    from cuda_triton.serialization.blob import ConvRecord, deserialize
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     prog = deserialize_pte_binary(path.read_bytes()).program
@@ -32,6 +32,8 @@ def pte_problems(path: Path) -> list:
     for delegate in prog.backend_delegate_data:
         blob = deserialize(delegate.data)
         for op in blob.ops:
+            if not isinstance(op, ConvRecord):
+                continue
             problem, _ = derive_launches(blob, op, allow_tf32=True)
             problems.append(problem)
     return problems
