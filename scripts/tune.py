@@ -20,8 +20,8 @@ after a hard kill, ``--rebuild LOG...`` writes the table from the log without me
 
 Problem sources (``--problems``, comma-separated, in priority order): ``public`` (bench/public_suite.py, its own
 batch sizes and layouts, every --dtypes), ``models`` (every network of cuda_triton.tools.tuning_signatures) or
-``model:NAME`` (one of them; --model-dtypes, --batches, --layouts), ``zoo:NAME`` (a cuda_triton.models.zoo model,
-its convs found by torch.export + cuda_triton.conv.binding), ``json:PATH`` (a list of signature strings, expanded
+``model:NAME`` (one of them; --model-dtypes, --batches, --layouts), ``zoo:NAME`` (a cuda_triton.models.zoo model
+or ``tv:<name>``, its convs found by torch.export + cuda_triton.conv.binding), ``json:PATH`` (a list of signature strings, expanded
 over --dtypes and --layouts; or problem specs; or a table or a log), ``set:NAME`` (a named set of
 bench/tuning_layer_sets.txt, each convolution in its own dtype and layout).
 

@@ -62,13 +62,19 @@ def zoo_problems(name: str, dtypes: list[str], batches: list[int]) -> list[tuple
     """The convolutions of a zoo model as torch.export records them (no executorch involved)."""
     from cuda_triton.conv.binding import bind_conv, is_conv_node
     from cuda_triton.conv.problem import ConvProblem
-    from cuda_triton.models import zoo
+    from cuda_triton.models import torchvision_models, zoo
 
+    if name.startswith(torchvision_models.PREFIX):
+        base_shape = torchvision_models.INPUT_SHAPE
+    elif name in zoo.ZOO:
+        base_shape = zoo.ZOO[name].input_shape
+    else:
+        raise SystemExit(f"zoo:{name}: unknown model; a zoo name ({', '.join(sorted(zoo.ZOO))}) or tv:<name>")
     out = []
     for dt in dtypes:
         dtype, tf32 = parse_dtype(dt)
         for batch in batches:
-            shape = (batch, *zoo.ZOO[name].input_shape[1:])
+            shape = (batch, *base_shape[1:])
             model, example = zoo.build(name, getattr(torch, dtype), shape)
             ep = torch.export.export(model, example)
             for node in ep.graph.nodes:
