@@ -10,14 +10,9 @@ set -u
 export PYTHONPATH=backends PYTHONUNBUFFERED=1
 o=/tmp/gpu_session
 rm -rf "$o"; mkdir -p "$o"
-step() {  # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  case " ${SKIP:-} " in *" $name "*) echo "=== $name skipped"; return;; esac
-  echo "=== $name (limit ${secs}s) $(date -u +%H:%M:%S)"
-  timeout "$secs" "$@" > "$o/$name.log" 2>&1
-  echo "=== $name exit $? $(date -u +%H:%M:%S)"
-  tail -n "${TAIL:-15}" "$o/$name.log"
-}
+# shellcheck source=steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
+step() { gpu_step "$@"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 nvidia-smi -q -d PERFORMANCE,CLOCK > "$o/gpu_state_start.txt" 2>&1  # clocks and throttle reasons (timing noise)
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call that checks and times the whole-model programs (run on the GPU machine from the repo root):
+#   python scripts/bench_models.py prepare --models ... --batches 1,32          # here, first (.carry/gpu_validate)
+#   python scripts/pte_problems.py <the .pte files> --out .carry/gpu_validate/problems.json   # optional, for tune
+#   device: bash scripts/gpu_whole_models.sh   (carry .carry/gpu_validate; results in $OUT/whole_models.tgz)
+#   here, afterwards: python scripts/bench_models.py report <unpacked>/models/bench_models.json --out docs/bench/models
+# Steps, in order (SKIP="..." leaves some out, T_<STEP> changes a limit): models (runner vs eager vs torch.compile,
+# outputs checked, an ETDump per program), pin (the largest-batch program with and without page-locked I/O),
+# graph (CUDA graph replay vs direct launches, update vs staging I/O), epilogue (fused conv epilogues vs the plain
+# conv), eager (the eager op against cuDNN), tune (the programs' convolutions, when problems.json was carried).
+set -u
+export PYTHONPATH=backends PYTHONUNBUFFERED=1
+o=/tmp/gpu_whole_models
+rm -rf "$o"; mkdir -p "$o"
+# shellcheck source=steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
+carry=.carry/gpu_validate
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+gpu_step models "${T_MODELS:-300}" python3 scripts/bench_models.py run --out "$o/models" --etdump \
+  --num-executions "${EXECUTIONS:-100}"
+# the input copy of the largest program, page-locked (the runner's default) and pageable
+largest=$(ls -S "$carry"/exports/*.input0.bin 2>/dev/null | head -1)
+if [ -n "$largest" ] && [ -x build/gpu/cuda_triton_runner ]; then
+  pte=${largest%.input0.bin}.pte
+  gpu_step pin "${T_PIN:-60}" sh -c "for f in '' --no_pin_io; do echo \"== \$f\"; build/gpu/cuda_triton_runner \
+    --model_path $pte --inputs $largest --num_executions 50 --warmup 5 \$f | grep -E 'latency|page-locked|host time'; done"
+fi
+gpu_step graph "${T_GRAPH:-90}" python3 scripts/gpu_graph_bench.py --out "$o/graph" --num-executions 100 --warmup 10
+gpu_step epilogue "${T_EPILOGUE:-120}" python3 scripts/bench_conv_epilogue.py --out "$o/epilogue" \
+  --dtypes "${EPILOGUE_DTYPES:-fp16}"
+gpu_step eager "${T_EAGER:-120}" python3 scripts/bench_eager_op.py --out "$o/eager" --dtypes "${EAGER_DTYPES:-float16}"
+if [ -f "$carry/problems.json" ]; then
+  gpu_step tune "${T_TUNE:-300}" python3 scripts/tune.py --out "$o/tune" --problems "json:$carry/problems.json" \
+    --max-schedules "${MAX_SCHEDULES:-4}" --budget-s "$(( ${T_TUNE:-300} - 30 ))" --jobs 15
+fi
+# files under 2 MB only (runner outputs of big models are larger)
+(cd "$o" && find . -type f -size -2M -print0 | tar czf "$OUT/whole_models.tgz" --null -T -)
+ls -la "$OUT"
