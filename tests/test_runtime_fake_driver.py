@@ -192,7 +192,9 @@ def test_device_planned_io_is_page_locked(build, tmp_path, device_planned, pin: 
     lines = log.read_text().splitlines()
     pins = [int(line.split()[1]) for line in lines if line.startswith("PIN ")]
     unpins = [int(line.split()[1]) for line in lines if line.startswith("UNPIN ")]
-    copies = [line for line in lines if line.startswith("COPY ") and "via=graph" not in line and "DtoD" not in line]
+    copies = [
+        line for line in lines if line.startswith("COPY ") and "via=graph" not in line and "DtoD" not in line
+    ]
     assert copies, lines
     if pin:
         # The memory plan may place the output over the input's dead bytes: the pins cover at least the larger.
@@ -200,7 +202,9 @@ def test_device_planned_io_is_page_locked(build, tmp_path, device_planned, pin: 
         assert sum(pins) >= io_bytes and sorted(unpins) == sorted(pins), (pins, unpins)
         assert f"page-locked {sum(pins)} bytes of program I/O" in r.stdout
         assert all(line.endswith(" pinned") for line in copies), copies
-        assert lines.index(f"UNPIN {unpins[-1]}") > max(i for i, ln in enumerate(lines) if ln.startswith("COPY "))
+        assert lines.index(f"UNPIN {unpins[-1]}") > max(
+            i for i, ln in enumerate(lines) if ln.startswith("COPY ")
+        )
     else:
         assert not pins and not unpins and not any(line.endswith(" pinned") for line in copies)
 

@@ -93,7 +93,9 @@ class TensorArg:
 
     role: str
     dtype: str  # Triton pointer element type: "fp16", "bf16", "fp32", "fp64"
-    optional: bool = False  # a role the caller may leave out (then a null pointer, which the kernel never reads)
+    optional: bool = (
+        False  # a role the caller may leave out (then a null pointer, which the kernel never reads)
+    )
 
 
 @dataclass(frozen=True)
