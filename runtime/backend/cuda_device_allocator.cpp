@@ -9,6 +9,7 @@
 
 #include "backend/cuda_triton_backend.h"
 #include "backend/device_runtime.h"
+#include "backend/host_pins.h"
 #include "cuda/handles.h"
 
 namespace cuda_triton {
@@ -52,18 +53,23 @@ class CudaDeviceAllocator final : public DeviceAllocator {
   }
 
   // Both copies run on the device's shared stream, in order with the delegates' work: an H2D is seen by the
-  // kernels of the delegate after it without a fence (for pageable memory the call returns once the source bytes
-  // are staged, so ExecuTorch may reuse them), and a D2H waits for the delegates before it, which therefore need
-  // not synchronize themselves.
+  // kernels of the delegate after it without a fence, and a D2H waits for the delegates before it, which therefore
+  // need not synchronize themselves. ExecuTorch may reuse an H2D's source bytes once the call returns (the memory
+  // plan gives a dead input's bytes to later tensors): for pageable memory the call returns once they are staged;
+  // from page-locked memory (host_pins.h) the DMA reads them later, so the copy is waited for.
   Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override {
     DeviceRuntime* rt = nullptr;
     if (Error e = runtime(index, &rt); e != Error::Ok) {
       return e;
     }
     ScopedContext scope(rt->context());
-    return finish(rt, check_cu(Driver::get().cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes,
-                                                                rt->stream()),
-                               "cuMemcpyHtoDAsync (et_copy H2D)"));
+    const Driver& d = Driver::get();
+    Status st = check_cu(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, rt->stream()),
+                         "cuMemcpyHtoDAsync (et_copy H2D)");
+    if (st.ok() && host_range_pinned(src, nbytes)) {
+      st = check_cu(d.cuStreamSynchronize(rt->stream()), "the et_copy H2D from page-locked memory");
+    }
+    return finish(rt, st);
   }
 
   Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) override {

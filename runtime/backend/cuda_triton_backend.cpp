@@ -19,6 +19,7 @@
 #include "backend/cuda_triton_backend.h"
 #include "backend/delegate.h"
 #include "backend/device_runtime.h"
+#include "backend/host_pins.h"
 #include "backend/runtime_options.h"
 #include "blob/blob.h"
 #include "cuda/driver.h"
@@ -294,6 +295,7 @@ int cuda_triton_backend_pin_host_memory(void* ptr, unsigned long long bytes) {
            bytes, d.describe(r).c_str());
     return -1;
   }
+  cuda_triton::add_host_pin(ptr, static_cast<size_t>(bytes));
   return 0;
 }
 
@@ -305,7 +307,10 @@ int cuda_triton_backend_unpin_host_memory(void* ptr) {
     return -1;
   }
   cuda_triton::ScopedContext scope(rt->context());
-  return scope.status().ok() && d.cuMemHostUnregister(ptr) == CUDA_SUCCESS ? 0 : -1;
+  if (!scope.status().ok() || !cuda_triton::remove_host_pin(ptr)) {
+    return -1;
+  }
+  return d.cuMemHostUnregister(ptr) == CUDA_SUCCESS ? 0 : -1;
 }
 
 }  // extern "C"
