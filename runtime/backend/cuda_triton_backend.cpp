@@ -187,6 +187,18 @@ const Error g_registration = executorch::runtime::register_backend(g_backend_ent
 
 }  // namespace
 
+// Runs `f` (returning 0 or -1) with device `device`'s primary context current: the C entry points' shared
+// preamble. -1 when the device cannot be used.
+template <typename F>
+int in_device_context(int device, F&& f) {
+  DeviceRuntime* rt = nullptr;
+  if (!DeviceRuntime::get(device, &rt).ok()) {
+    return -1;
+  }
+  ScopedContext scope(rt->context());
+  return scope.status().ok() ? f() : -1;
+}
+
 bool backend_registered() {
   return g_registration == Error::Ok;
 }
@@ -264,53 +276,45 @@ const char* cuda_triton_backend_execution_summary(void) {
 }
 
 int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes) {
-  cuda_triton::DeviceRuntime* rt = nullptr;
-  if (!cuda_triton::DeviceRuntime::get(device, &rt).ok()) {
-    return -1;
-  }
-  cuda_triton::ScopedContext scope(rt->context());
-  size_t free_b = 0, total_b = 0;
-  if (!scope.status().ok() || cuda_triton::Driver::get().cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) {
-    return -1;
-  }
-  *free_bytes = free_b;
-  *total_bytes = total_b;
-  return 0;
+  return cuda_triton::in_device_context(device, [&] {
+    size_t free_b = 0, total_b = 0;
+    if (cuda_triton::Driver::get().cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) {
+      return -1;
+    }
+    *free_bytes = free_b;
+    *total_bytes = total_b;
+    return 0;
+  });
 }
 
 int cuda_triton_backend_pin_host_memory(void* ptr, unsigned long long bytes) {
   const cuda_triton::Driver& d = cuda_triton::Driver::get();
-  cuda_triton::DeviceRuntime* rt = nullptr;
-  if (ptr == nullptr || bytes == 0 || !d.ok() || d.cuMemHostRegister == nullptr ||
-      !cuda_triton::DeviceRuntime::get(0, &rt).ok()) {
+  if (ptr == nullptr || bytes == 0 || !d.ok() || d.cuMemHostRegister == nullptr) {
     return -1;
   }
-  cuda_triton::ScopedContext scope(rt->context());
-  if (!scope.status().ok()) {
-    return -1;
-  }
-  const CUresult r = d.cuMemHostRegister(ptr, static_cast<size_t>(bytes), CU_MEMHOSTREGISTER_PORTABLE);
-  if (r != CUDA_SUCCESS) {
-    ET_LOG(Info, "CudaTritonBackend: cannot page-lock %llu bytes of host memory (%s); copies from it stay pageable",
-           bytes, d.describe(r).c_str());
-    return -1;
-  }
-  cuda_triton::add_host_pin(ptr, static_cast<size_t>(bytes));
-  return 0;
+  return cuda_triton::in_device_context(0, [&] {
+    const CUresult r = d.cuMemHostRegister(ptr, static_cast<size_t>(bytes), CU_MEMHOSTREGISTER_PORTABLE);
+    if (r != CUDA_SUCCESS) {
+      ET_LOG(Info, "CudaTritonBackend: cannot page-lock %llu bytes of host memory (%s); copies from it stay pageable",
+             bytes, d.describe(r).c_str());
+      return -1;
+    }
+    cuda_triton::add_host_pin(ptr, static_cast<size_t>(bytes));
+    return 0;
+  });
 }
 
 int cuda_triton_backend_unpin_host_memory(void* ptr) {
   const cuda_triton::Driver& d = cuda_triton::Driver::get();
-  cuda_triton::DeviceRuntime* rt = nullptr;
-  if (ptr == nullptr || !d.ok() || d.cuMemHostUnregister == nullptr ||
-      !cuda_triton::DeviceRuntime::get(0, &rt).ok()) {
+  if (ptr == nullptr || !d.ok() || d.cuMemHostUnregister == nullptr) {
     return -1;
   }
-  cuda_triton::ScopedContext scope(rt->context());
-  if (!scope.status().ok() || !cuda_triton::remove_host_pin(ptr)) {
-    return -1;
-  }
-  return d.cuMemHostUnregister(ptr) == CUDA_SUCCESS ? 0 : -1;
+  return cuda_triton::in_device_context(0, [&] {
+    if (!cuda_triton::remove_host_pin(ptr)) {
+      return -1;
+    }
+    return d.cuMemHostUnregister(ptr) == CUDA_SUCCESS ? 0 : -1;
+  });
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda_triton_backend.h"
 
@@ -11,6 +12,15 @@ namespace cuda_triton::runner {
 using executorch::runtime::EValue;
 using executorch::runtime::Method;
 
+namespace {
+
+struct HostRange {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+};
+
+// Ranges sorted by address, with ranges that share a page merged (the driver page-locks whole pages, and a page
+// cannot be registered twice).
 std::vector<HostRange> merge_by_page(std::vector<HostRange> ranges, uintptr_t page_bytes) {
   ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const HostRange& r) { return r.end <= r.begin; }),
                ranges.end());
@@ -25,6 +35,8 @@ std::vector<HostRange> merge_by_page(std::vector<HostRange> ranges, uintptr_t pa
   }
   return merged;
 }
+
+}  // namespace
 
 size_t PinnedIo::pin(const Method& method) {
   std::vector<HostRange> ranges;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <vector>
 
 #include <executorch/runtime/executor/method.h>
@@ -29,14 +28,5 @@ class PinnedIo {
  private:
   std::vector<void*> pinned_;
 };
-
-struct HostRange {
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-};
-
-// Ranges sorted by address, with ranges that share a page merged (the driver page-locks whole pages, and a page
-// cannot be registered twice).
-std::vector<HostRange> merge_by_page(std::vector<HostRange> ranges, uintptr_t page_bytes);
 
 }  // namespace cuda_triton::runner

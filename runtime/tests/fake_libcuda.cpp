@@ -215,7 +215,6 @@ CUresult check_dev(CUdeviceptr p, size_t n) {
   return CUDA_SUCCESS;
 }
 
-// An asynchronous copy: done at once, or recorded while the stream captures.
 // Host ranges page-locked with cuMemHostRegister: start -> bytes.
 std::map<uintptr_t, size_t> g_registered;
 
@@ -227,6 +226,7 @@ bool registered(const void* p, size_t n) {
   return a >= it->first && a + n <= it->first + it->second;
 }
 
+// An asynchronous copy: done at once, or recorded while the stream captures.
 CUresult async_copy(const char* direction, void* dst, const void* src, size_t n, CUstream s) {
   if (FakeStream* fs = capturing(s)) {
     auto node = std::make_unique<FakeNode>();
