@@ -37,7 +37,23 @@ from .layer_tables import MOBILENETV2_STAGES
 # ---- ResNet -----------------------------------------------------------------------------------------------
 
 
-class BasicBlock(nn.Module):
+class _ResidualBlock(nn.Module):
+    """A ResNet block's shortcut: the identity, or a strided 1x1 conv and BN (``down``) where the block changes
+    the shape; `_join` adds it to the block's output and applies the final ReLU."""
+
+    down: nn.Module | None
+
+    @staticmethod
+    def _projection(cin: int, out: int, stride: int) -> nn.Module | None:
+        if stride == 1 and cin == out:
+            return None
+        return nn.Sequential(nn.Conv2d(cin, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+
+    def _join(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+class BasicBlock(_ResidualBlock):
     expansion = 1
 
     def __init__(self, cin: int, planes: int, stride: int = 1) -> None:
@@ -46,17 +62,14 @@ class BasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(planes)
         self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(planes)
-        self.down: nn.Module | None = None
-        if stride != 1 or cin != planes:
-            self.down = nn.Sequential(nn.Conv2d(cin, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+        self.down = self._projection(cin, planes, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return F.relu(y + (x if self.down is None else self.down(x)))
+        return self._join(x, self.bn2(self.conv2(y)))
 
 
-class Bottleneck(nn.Module):
+class Bottleneck(_ResidualBlock):
     expansion = 4
 
     def __init__(self, cin: int, planes: int, stride: int = 1) -> None:
@@ -68,15 +81,12 @@ class Bottleneck(nn.Module):
         self.bn2 = nn.BatchNorm2d(planes)
         self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(out)
-        self.down: nn.Module | None = None
-        if stride != 1 or cin != out:
-            self.down = nn.Sequential(nn.Conv2d(cin, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+        self.down = self._projection(cin, out, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
         y = F.relu(self.bn2(self.conv2(y)))
-        y = self.bn3(self.conv3(y))
-        return F.relu(y + (x if self.down is None else self.down(x)))
+        return self._join(x, self.bn3(self.conv3(y)))
 
 
 class ResNet(nn.Module):
