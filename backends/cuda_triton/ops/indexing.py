@@ -54,23 +54,14 @@ def unravel(lin, sizes, RANK: tl.constexpr):
     """``lin`` split over the first RANK of 5 dims, last fastest: the tuple (i0, ..., i4), 0 past RANK.
     ``sizes`` holds the sizes of dims 1-4 (dim 0's is implied)."""
     rest = lin
-    i1 = 0
-    i2 = 0
-    i3 = 0
-    i4 = 0
-    if RANK > 4:
-        i4 = rest % sizes[3]
-        rest = rest // sizes[3]
-    if RANK > 3:
-        i3 = rest % sizes[2]
-        rest = rest // sizes[2]
-    if RANK > 2:
-        i2 = rest % sizes[1]
-        rest = rest // sizes[1]
-    if RANK > 1:
-        i1 = rest % sizes[0]
-        rest = rest // sizes[0]
-    return rest, i1, i2, i3, i4
+    inner = ()
+    for d in tl.static_range(4, 0, -1):  # dims 4 .. 1, fastest first
+        i = 0
+        if RANK > d:
+            i = rest % sizes[d - 1]
+            rest = rest // sizes[d - 1]
+        inner = (i,) + inner
+    return (rest,) + inner
 
 
 @triton.jit

@@ -45,40 +45,28 @@ def _copy_tile(ROWS, S0, INT64: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl
 def _row_coords(r, S1, S2, S3, S4, RANK: tl.constexpr):
     """Coordinates of dims 1-5 (innermost first) of row ``r``, with sizes S1, S2, ...: the outermost used dim
     takes what is left; unused dims are 0."""
-    c1 = r
-    c2 = r * 0
-    c3 = r * 0
-    c4 = r * 0
-    c5 = r * 0
-    if RANK > 2:
-        c2 = c1 // S1
-        c1 = c1 % S1
-    if RANK > 3:
-        c3 = c2 // S2
-        c2 = c2 % S2
-    if RANK > 4:
-        c4 = c3 // S3
-        c3 = c3 % S3
-    if RANK > 5:
-        c5 = c4 // S4
-        c4 = c4 % S4
-    return c1, c2, c3, c4, c5
+    sizes = (S1, S2, S3, S4)
+    rest = r
+    coords = ()
+    for d in tl.static_range(4):
+        if RANK > d + 2:  # a dim above dim d + 1 is used: dim d + 1 is the remainder, the quotient goes up
+            above = rest // sizes[d]
+            coords = coords + (rest % sizes[d],)
+            rest = above
+    coords = coords + (rest,)
+    for _ in tl.static_range(len(coords), 5):  # the unused dims
+        coords = coords + (r * 0,)
+    return coords
 
 
 @triton.jit
-def _row_offset(c1, c2, c3, c4, c5, T1, T2, T3, T4, T5, RANK: tl.constexpr):
-    """Element offset of a row's coordinates with strides T1, T2, ... (dims above RANK unused)."""
-    off = c1 * 0
-    if RANK > 1:
-        off += c1 * T1
-    if RANK > 2:
-        off += c2 * T2
-    if RANK > 3:
-        off += c3 * T3
-    if RANK > 4:
-        off += c4 * T4
-    if RANK > 5:
-        off += c5 * T5
+def _row_offset(coords, strides, RANK: tl.constexpr):
+    """Element offset of a row's coordinates (dims 1-5, as `_row_coords` gives them) with ``strides`` (dims above
+    RANK unused)."""
+    off = coords[0] * 0
+    for d in tl.static_range(5):
+        if RANK > d + 1:
+            off += coords[d] * strides[d]
     return off
 
 
@@ -105,9 +93,9 @@ def strided_copy_kernel(
     the outer dims once per row, not per element. Grid: (cdiv(ROWS, BLOCK_R) * cdiv(S0, BLOCK_I), 1, 1)."""
     r, j = _copy_tile(ROWS, S0, INT64, BLOCK_R, BLOCK_I)
     ok = (r < ROWS)[:, None] & (j < S0)[None, :]
-    c1, c2, c3, c4, c5 = _row_coords(r, S1, S2, S3, S4, RANK)
-    src = (X_OFFSET + _row_offset(c1, c2, c3, c4, c5, XS1, XS2, XS3, XS4, XS5, RANK))[:, None]
-    dst = (Y_OFFSET + _row_offset(c1, c2, c3, c4, c5, YS1, YS2, YS3, YS4, YS5, RANK))[:, None]
+    coords = _row_coords(r, S1, S2, S3, S4, RANK)
+    src = (X_OFFSET + _row_offset(coords, (XS1, XS2, XS3, XS4, XS5), RANK))[:, None]
+    dst = (Y_OFFSET + _row_offset(coords, (YS1, YS2, YS3, YS4, YS5), RANK))[:, None]
     v = tl.load(x_ptr + src + _run_offset(j, XS0, X_UNIT)[None, :], mask=ok)
     tl.store(y_ptr + dst + _run_offset(j, YS0, Y_UNIT)[None, :], v.to(y_ptr.dtype.element_ty), mask=ok)
 
@@ -132,21 +120,19 @@ def pad_copy_kernel(
     I: input sizes, both innermost first."""
     r, j = _copy_tile(ROWS, S0, INT64, BLOCK_R, BLOCK_I)
     ok = (r < ROWS)[:, None] & (j < S0)[None, :]
-    c1, c2, c3, c4, c5 = _row_coords(r, S1, S2, S3, S4, RANK)
+    coords = _row_coords(r, S1, S2, S3, S4, RANK)
+    before = (B1, B2, B3, B4, B5)
+    in_sizes = (I1, I2, I3, I4, I5)
     row_inside = r >= 0
-    if RANK > 1:
-        row_inside &= _inside(c1, B1, I1)
-    if RANK > 2:
-        row_inside &= _inside(c2, B2, I2)
-    if RANK > 3:
-        row_inside &= _inside(c3, B3, I3)
-    if RANK > 4:
-        row_inside &= _inside(c4, B4, I4)
-    if RANK > 5:
-        row_inside &= _inside(c5, B5, I5)
+    for d in tl.static_range(5):
+        if RANK > d + 1:
+            row_inside &= _inside(coords[d], before[d], in_sizes[d])
     inside = ok & row_inside[:, None] & _inside(j, B0, I0)[None, :]
-    src = X_OFFSET + _row_offset(c1 - B1, c2 - B2, c3 - B3, c4 - B4, c5 - B5, XS1, XS2, XS3, XS4, XS5, RANK)
-    dst = Y_OFFSET + _row_offset(c1, c2, c3, c4, c5, YS1, YS2, YS3, YS4, YS5, RANK)
+    x_coords = ()
+    for d in tl.static_range(5):
+        x_coords = x_coords + (coords[d] - before[d],)
+    src = X_OFFSET + _row_offset(x_coords, (XS1, XS2, XS3, XS4, XS5), RANK)
+    dst = Y_OFFSET + _row_offset(coords, (YS1, YS2, YS3, YS4, YS5), RANK)
     v = tl.load(x_ptr + src[:, None] + _run_offset(j - B0, XS0, X_UNIT)[None, :], mask=inside, other=VALUE)
     tl.store(
         y_ptr + dst[:, None] + _run_offset(j, YS0, Y_UNIT)[None, :], v.to(y_ptr.dtype.element_ty), mask=ok
