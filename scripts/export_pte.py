@@ -230,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         help="run every elementwise chain as its own kernel (default: in the convolution before it, where it can)",
     )  # fmt: skip
     ap.add_argument(
+        "--no-fuse-prologues", action="store_true",
+        help="run a chain that only a convolution reads as its own kernel (default: in that convolution's loads)",
+    )  # fmt: skip
+    ap.add_argument(
         "--device-memory", action="store_true",
         help="plan delegate inputs/outputs in CUDA memory (compile spec target_device=cuda:0; the runner then needs "
         "the CUDA DeviceAllocator)",
@@ -274,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         fold_batch_norm=not args.no_fold_bn,
         channels_last=not args.no_channels_last,
         fuse_epilogues=not args.no_fuse_epilogues,
+        fuse_prologues=not args.no_fuse_prologues,
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,
     )

@@ -126,8 +126,10 @@ class _Program:
 
 
 def _conv(p: _Program, x: int, cout: int, k: int, kind: str = "intermediate", steps: list[Step] | None = None,
-          extras: list[ValueRef | ConstantRef] | None = None) -> int:  # fmt: skip
-    """A stride-1 'same' 2-D conv of value ``x`` (weight, optional bias, optional epilogue); returns its output."""
+          extras: list[ValueRef | ConstantRef] | None = None, prologue: list[Step] | None = None,
+          prologue_inputs: list[ValueRef | ConstantRef] | None = None) -> int:  # fmt: skip
+    """A stride-1 'same' 2-D conv of value ``x`` (weight, optional bias, optional epilogue and prologue); returns
+    its output."""
     xs = p.values[x]
     ws = [cout, xs.sizes[1], k, k]
     pad = k // 2
@@ -156,6 +158,8 @@ def _conv(p: _Program, x: int, cout: int, k: int, kind: str = "intermediate", st
             weight_strides=contiguous_strides(ws),
             epilogue=steps or [],
             epilogue_inputs=extras or [],
+            prologue=prologue or [],
+            prologue_inputs=prologue_inputs or [],
             name="aten.convolution",
         ),  # fmt: skip
         scratch,
@@ -246,7 +250,15 @@ def every_kind_blob(
     first = p.view(out1, [ps[0], half, hh, ww], contiguous_strides([ps[0], c, hh, ww]), 0)
     p.add(ElementwiseRecord(inputs=[ValueRef(parts[0]), ValueRef(first)], output=first, name="aten.add",
                             steps=[Step("add", [FromInput(0), FromInput(1)])]))  # fmt: skip
-    del y8, y9, y10
+    # squeeze-excitation: a 1x1 conv whose prologue scales y4 by the sigmoid of its per-(N, C) mean and a
+    # per-channel constant, the scaled map never stored
+    se = p.value("intermediate", [ps[0], c, 1, 1])
+    p.add(ReductionRecord(op="mean", dims=[2, 3], keepdim=True, input=y4, output=se, name="aten.mean.dim"))
+    gain = p.constant([c, 1, 1])
+    prologue = [Step("sigmoid", [FromInput(0)]), Step("mul", [FromResult(), FromStep(0)]),
+                Step("mul", [FromStep(1), FromInput(1)])]  # fmt: skip
+    y12 = _conv(p, y4, c, 1, prologue=prologue, prologue_inputs=[ValueRef(se), ConstantRef(gain)])
+    del y8, y9, y10, y12
     return p.blob()
 
 

@@ -101,13 +101,13 @@ def export_tiny(
 def reseal_blobs(pte: bytes) -> bytes:
     """``pte`` with every delegate blob inside it re-sealed (its header digest recomputed), for tests that edit
     a blob's fields in place and want the runtime's checks behind the digest to see the edit."""
-    from cuda_triton.serialization.blob import seal
+    from cuda_triton.serialization.blob import FORMAT_VERSION, seal
 
     out = bytearray(pte)
     at = out.find(b"CTRB")
     while at >= 0:
         total = struct.unpack_from("<Q", out, at + 8)[0]
-        if struct.unpack_from("<I", out, at + 4)[0] == 3 and at + total <= len(out):
+        if struct.unpack_from("<I", out, at + 4)[0] == FORMAT_VERSION and at + total <= len(out):
             out[at : at + total] = seal(bytes(out[at : at + total]))
         at = out.find(b"CTRB", at + 4)
     return bytes(out)

@@ -21,6 +21,7 @@ from cuda_triton.serialization import (
     BlobError,
     ConstantRef,
     DelegateBlob,
+    FromInput,
     FromResult,
     FromStep,
     KernelRecord,
@@ -118,7 +119,7 @@ def test_round_trip() -> None:
         ):
             data = serialize(blob)
             assert data[:4] == b"CTRB"
-            assert int.from_bytes(data[4:8], "little") == FORMAT_VERSION == 3
+            assert int.from_bytes(data[4:8], "little") == FORMAT_VERSION == 4
             assert int.from_bytes(data[8:16], "little") == len(data)
             assert deserialize(data, named_cubins(blob)) == blob
             back = deserialize(data)  # without the named data: everything but the cubin bytes
@@ -257,6 +258,10 @@ CORRUPTIONS = [
     (lambda b: _op(b, "ElementwiseRecord").steps.append(Step("relu", [FromResult()])), "no result of its own"),
     (lambda b: _op(b, "ConvRecord").epilogue_inputs.append(ConstantRef(len(b.constants) - 1)), "broadcast"),
     (lambda b: setattr(_op(b, "ElementwiseRecord"), "steps", []), "at least one step"),
+    # a convolution's prologue
+    (lambda b: _op(b, "ConvRecord", 1).prologue.append(Step("relu", [FromInput(2)])), "out of range"),
+    (lambda b: setattr(_op(b, "ConvRecord", 1), "prologue", []), "no prologue steps"),
+    (lambda b: _op(b, "ConvRecord", 1).prologue_inputs.__setitem__(0, ValueRef(_op(b, "ConvRecord", 1).input)), "per image and channel"),
     # per kind
     (lambda b: setattr(_op(b, "ConvRecord"), "stride", [0, 1]), "stride"),
     (lambda b: setattr(b.values[_op(b, "ConvRecord").output], "strides", contiguous_strides(b.values[_op(b, "ConvRecord").output].sizes)), "layout rule"),
@@ -346,7 +351,7 @@ def test_python_reader_only_raises_blob_error() -> None:
 def test_version_2_is_rejected() -> None:
     data = bytearray(serialize(conv_chain_blob(random.Random(3), n_ops=1)))
     data[4:8] = struct.pack("<I", 2)
-    with pytest.raises(BlobError, match="format version 2, this reader reads version 3; re-export"):
+    with pytest.raises(BlobError, match="format version 2, this reader reads version 4; re-export"):
         deserialize(bytes(data))
 
 
@@ -469,7 +474,7 @@ def test_cpp_reader_rejects_truncations_and_bad_headers() -> None:
     assert len(lines) == len(cases)
     assert all(line.startswith("err ") for line in lines)
     assert "bad magic" in lines[-3]
-    assert "format version 2, this runtime reads version 3" in lines[-2]
+    assert "format version 2, this runtime reads version 4" in lines[-2]
 
 
 def test_value_record_view_helper() -> None:

@@ -1,4 +1,4 @@
-// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 3); writer:
+// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 4); writer:
 // backends/cuda_triton/serialization/. This part of the runtime depends only on the C++ standard library (and the
 // generated layout headers), so it can be fuzzed on its own.
 //
@@ -20,7 +20,7 @@
 
 namespace cuda_triton {
 
-constexpr uint32_t kBlobFormatVersion = 3;
+constexpr uint32_t kBlobFormatVersion = 4;
 constexpr char kBlobMagic[4] = {'C', 'T', 'R', 'B'};
 
 enum class DType : uint8_t { kF16 = 0, kBF16 = 1, kF32 = 2, kF64 = 3, kI32 = 4, kI64 = 5, kBool = 6 };
@@ -117,6 +117,9 @@ struct ConvParams {
   bool transposed = false;
   int64_t groups = 1;
   std::vector<int64_t> weight_sizes, weight_strides;  // the weight's ATen shape and strides
+  // A fused chain on the input as it is read: the last `prologue_inputs` inputs are its operands.
+  std::vector<Step> prologue;
+  uint32_t prologue_inputs = 0;
 };
 
 struct ReductionParams {

@@ -28,25 +28,6 @@ Status read_operand(Cursor& c, Operand* x) {
   return Status::Ok();
 }
 
-Status read_step(Cursor& c, Step* s) {
-  CT_RETURN_IF_ERROR(c.string(&s->op, "step op", kMaxOpName));
-  uint32_t n = 0;
-  CT_RETURN_IF_ERROR(c.count(kMaxStepOperands, &n, "step operands"));
-  s->operands.resize(n);
-  for (StepOperand& a : s->operands) {
-    CT_RETURN_IF_ERROR(c.enumeration(&a.kind, 4, "step operand tag"));
-    if (a.kind == StepOperandKind::kScalar) {
-      CT_RETURN_IF_ERROR(c.read(&a.scalar, "step scalar"));
-    } else {
-      CT_RETURN_IF_ERROR(c.read(&a.index, "step operand index"));
-      if (a.kind == StepOperandKind::kResult && a.index != 0) {
-        return bad("a result step operand has a non-zero payload");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 Status read_arg(Cursor& c, ArgRecord* a) {
   CT_RETURN_IF_ERROR(c.enumeration(&a->kind, 6, "argument tag"));
   switch (a->kind) {
@@ -95,6 +76,26 @@ Status read_launch(Cursor& c, LaunchRecord* l) {
 }
 
 }  // namespace
+
+Status read_step(Cursor& c, Step* s) {
+  CT_RETURN_IF_ERROR(c.string(&s->op, "step op", kMaxOpName));
+  uint32_t n = 0;
+  CT_RETURN_IF_ERROR(c.count(kMaxStepOperands, &n, "step operands"));
+  s->operands.resize(n);
+  for (StepOperand& a : s->operands) {
+    CT_RETURN_IF_ERROR(c.enumeration(&a.kind, 4, "step operand tag"));
+    if (a.kind == StepOperandKind::kScalar) {
+      CT_RETURN_IF_ERROR(c.read(&a.scalar, "step scalar"));
+    } else {
+      CT_RETURN_IF_ERROR(c.read(&a.index, "step operand index"));
+      if (a.kind == StepOperandKind::kResult && a.index != 0) {
+        return bad("a result step operand has a non-zero payload");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 
 const RecordKind* record_kind(OpKind kind) {
   for (const RecordKind& k : kKinds) {
@@ -154,6 +155,33 @@ Status read_op_record(Cursor& c, OpRecord* op) {
   }
   CT_RETURN_IF_ERROR(k->read(params, op));
   return params.done((std::string(k->name) + " params").c_str());
+}
+
+Status check_step_list(const std::string& w, const std::vector<Step>& steps, size_t n_inputs, bool has_result) {
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const Step& step = steps[s];
+    const std::string sw = w + " step " + std::to_string(s);
+    if (step.op.empty()) {
+      return bad(sw + ": empty op name");
+    }
+    for (const StepOperand& a : step.operands) {
+      if (a.kind == StepOperandKind::kInput && a.index >= n_inputs) {
+        return bad(sw + ": input " + std::to_string(a.index) + " out of range (" + std::to_string(n_inputs) +
+                   " extra inputs)");
+      }
+      if (a.kind == StepOperandKind::kStep && a.index >= s) {
+        return bad(sw + ": step " + std::to_string(a.index) + " is not an earlier step");
+      }
+      if (a.kind == StepOperandKind::kResult && !has_result) {
+        return bad(sw + ": an elementwise record has no result of its own");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+size_t prologue_input_count(const OpRecord& op) {
+  return op.kind == OpKind::kConv ? op.conv.prologue_inputs : 0;
 }
 
 Status expect_outputs(const OpRecord& op, size_t lo, size_t hi, const char* what) {

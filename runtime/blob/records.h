@@ -29,6 +29,13 @@ struct RecordKind {
 const RecordKind* record_kind(OpKind kind);
 
 Status read_op_record(Cursor& c, OpRecord* op);
+Status read_step(Cursor& c, Step* s);
+
+// A fused chain's steps are well formed: inputs below `n_inputs`, earlier steps only, a result operand only where
+// the record has a result of its own.
+Status check_step_list(const std::string& w, const std::vector<Step>& steps, size_t n_inputs, bool has_result);
+// The inputs at the end of `op.inputs` that belong to its prologue (a convolution's), not to its epilogue.
+size_t prologue_input_count(const OpRecord& op);
 
 // Helpers shared by the kinds.
 Status expect_outputs(const OpRecord& op, size_t lo, size_t hi, const char* what);

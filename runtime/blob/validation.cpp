@@ -202,27 +202,10 @@ Status check_constants(const Blob& b) {
 }
 
 Status check_steps(const std::string& w, const OpRecord& op, const RecordKind& kind) {
-  const size_t n_extra = kind.fixed_inputs < 0 ? 0 : op.inputs.size() - static_cast<size_t>(kind.fixed_inputs);
-  for (size_t s = 0; s < op.steps.size(); ++s) {
-    const Step& step = op.steps[s];
-    const std::string sw = w + " step " + std::to_string(s);
-    if (step.op.empty()) {
-      return bad(sw + ": empty op name");
-    }
-    for (const StepOperand& a : step.operands) {
-      if (a.kind == StepOperandKind::kInput && a.index >= n_extra) {
-        return bad(sw + ": input " + std::to_string(a.index) + " out of range (" + std::to_string(n_extra) +
-                   " extra inputs)");
-      }
-      if (a.kind == StepOperandKind::kStep && a.index >= s) {
-        return bad(sw + ": step " + std::to_string(a.index) + " is not an earlier step");
-      }
-      if (a.kind == StepOperandKind::kResult && !kind.has_result) {
-        return bad(sw + ": an elementwise record has no result of its own");
-      }
-    }
-  }
-  return Status::Ok();
+  const size_t n_extra = kind.fixed_inputs < 0 ? 0
+                                               : op.inputs.size() - static_cast<size_t>(kind.fixed_inputs) -
+                                                     prologue_input_count(op);
+  return check_step_list(w, op.steps, n_extra, kind.has_result);
 }
 
 Status check_launch(const std::string& lw, const LaunchRecord& l, const Blob& b) {
@@ -320,7 +303,7 @@ Status check_ops(const Blob& b) {
     }
     if (kind.fixed_inputs > 0) {
       const std::vector<int64_t>& out_sizes = b.values[op.outputs[0]].sizes;
-      for (size_t i = fixed; i < op.inputs.size(); ++i) {
+      for (size_t i = fixed; i < op.inputs.size() - prologue_input_count(op); ++i) {
         if (!layout::elementwise_checks::broadcasts_to(operand_sizes(b, op.inputs[i]), out_sizes)) {
           return bad(w + ": an epilogue input does not broadcast to " + dims_to_string(out_sizes));
         }

@@ -12,6 +12,12 @@ from the (image, output pixel, channel) it already knows:
 
 The kernels that take an epilogue (`ConvTemplate.takes_epilogue`) load the operands as fp32 and call the
 family's `apply_chain`, so each op's math is the one the standalone elementwise kernel and the CPU reference use.
+A fused *prologue* is the same kind of chain applied to the convolution's input as its kernel loads it, before
+the multiply: value 0 is the input element, values 1-3 are `PER_NC` operands indexed by the input's (image,
+input channel). Squeeze-excitation's ``x * sigmoid(s)`` read by the next 1x1 convolution is one: the scaled map is
+never stored. The chain's result is rounded to the input's dtype before the multiply, as the standalone kernel
+would have stored it.
+
 Torch-free, like the layout rule: the GPU machine imports it without executorch.
 """
 
@@ -53,6 +59,32 @@ class ConvEpilogue:
         return tuple(o.kind for o in self.operands) + (0,) * (MAX_OPERANDS - len(self.operands))
 
 
+@dataclass(frozen=True)
+class ConvPrologue(ConvEpilogue):
+    """A chain on the convolution's input (value 0: the input element); every operand is `PER_NC`."""
+
+
+def prologue_operand(
+    sizes: Sequence[int], strides: Sequence[int], dtype: str, in_sizes: Sequence[int]
+) -> EpilogueOperand | None:
+    """How a prologue reads a tensor of ``sizes``/``strides`` against a convolution input of ``in_sizes``
+    (batched): `PER_NC` only; None for anything else (a second map, a spatial broadcast)."""
+    rank = len(in_sizes)
+    if len(sizes) > rank or any(s < 0 for s in strides):
+        return None
+    pad = rank - len(sizes)
+    full = [1] * pad + list(sizes)
+    full_strides = [0] * pad + list(strides)
+    if any(f not in (1, s) for f, s in zip(full, in_sizes, strict=True)) or any(f != 1 for f in full[2:]):
+        return None
+    span = sum((s - 1) * abs(st) for s, st in zip(full, full_strides, strict=True) if s > 0)
+    if span >= _INT32_LIMIT:
+        return None
+    s_n = full_strides[0] if full[0] > 1 else 0
+    s_c = full_strides[1] if full[1] > 1 else 0
+    return EpilogueOperand(PER_NC, dtype, s_n, s_c)
+
+
 def epilogue_operand(
     sizes: Sequence[int],
     strides: Sequence[int],
@@ -86,4 +118,13 @@ def epilogue_operand(
     return EpilogueOperand(PER_NC, dtype, s_n, s_c)
 
 
-__all__ = ["LIKE_OUTPUT", "MAX_OPERANDS", "PER_NC", "ConvEpilogue", "EpilogueOperand", "epilogue_operand"]
+__all__ = [
+    "LIKE_OUTPUT",
+    "MAX_OPERANDS",
+    "PER_NC",
+    "ConvEpilogue",
+    "ConvPrologue",
+    "EpilogueOperand",
+    "epilogue_operand",
+    "prologue_operand",
+]

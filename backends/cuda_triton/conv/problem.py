@@ -12,7 +12,7 @@ from .layout import is_channels_last_strides
 from .params import ConvParams
 
 if TYPE_CHECKING:
-    from .epilogue import ConvEpilogue
+    from .epilogue import ConvEpilogue, ConvPrologue
 
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float16: "float16",
@@ -59,6 +59,9 @@ class ConvProblem:
     # (`ConvTemplate.takes_epilogue`) are given a problem with it. It does not change which schedule is fastest
     # (the signature leaves it out).
     epilogue: ConvEpilogue | None = None
+    # A fused elementwise chain on the input as it is loaded (conv/epilogue.py), for templates that take one
+    # (`ConvTemplate.takes_prologue`); like the epilogue, left out of the signature.
+    prologue: ConvPrologue | None = None
 
     # -- construction ---------------------------------------------------------------------------------
     @staticmethod

@@ -19,6 +19,9 @@ key                 value (UTF-8 bytes)              meaning
                                                      channels-last (default 1); 0 keeps the recorded layouts
 ``fuse_epilogues``  ``"0"`` / ``"1"``                run an elementwise chain after a convolution in the
                                                      convolution's epilogue where its kernel takes one (default 1)
+``fuse_prologues``  ``"0"`` / ``"1"``                run an elementwise chain that only a convolution reads in
+                                                     the convolution's input loads where its kernel takes one
+                                                     (default 1)
 ``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
 ``external_tag``    a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
 ``target_device``   ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
@@ -43,6 +46,7 @@ KEY_TF32_ON_FP16 = "tf32_on_fp16"
 KEY_FOLD_BN = "fold_batch_norm"
 KEY_CHANNELS_LAST = "channels_last"
 KEY_FUSE_EPILOGUES = "fuse_epilogues"
+KEY_FUSE_PROLOGUES = "fuse_prologues"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
 KEY_TARGET_DEVICE = "target_device"  # exir.passes.propagate_device_pass.TARGET_DEVICE_COMPILE_SPEC_KEY
@@ -54,6 +58,7 @@ FLAG_KEYS = {
     KEY_FOLD_BN: "fold_batch_norm",
     KEY_CHANNELS_LAST: "channels_last",
     KEY_FUSE_EPILOGUES: "fuse_epilogues",
+    KEY_FUSE_PROLOGUES: "fuse_prologues",
 }
 # The optional text options (listed only when set; an empty value decodes to None).
 TEXT_KEYS = {KEY_TUNING: "tuning_table", KEY_EXTERNAL: "external_tag", KEY_TARGET_DEVICE: "target_device"}
@@ -116,6 +121,10 @@ class CudaTritonOptions:
         fuse_epilogues: an elementwise chain (activation, residual add, per-channel or per-(N, C) multiply) whose
             only input from a convolution is that convolution's result runs in the convolution's epilogue, where
             the chosen kernel takes one (``conv/epilogue.py``); off: every chain is a kernel of its own.
+        fuse_prologues: an elementwise chain that only a convolution reads, computed from one feature map and
+            per-(N, C) operands (squeeze-excitation's ``x * sigmoid(s)`` before the next 1x1 convolution), runs
+            as the convolution loads its input, where the chosen kernel takes one (``conv/epilogue.py``); off:
+            such a chain is a kernel of its own.
         tuning_table: a tuning table (JSON) consulted before the shipped one.
         external_tag: when set, weights are written to ``<external_tag>.ptd`` beside the .pte.
         target_device: e.g. ``"cuda:0"``: ExecuTorch plans the delegate's inputs and outputs in device memory
@@ -129,6 +138,7 @@ class CudaTritonOptions:
     fold_batch_norm: bool = True
     channels_last: bool = True
     fuse_epilogues: bool = True
+    fuse_prologues: bool = True
     tuning_table: str | None = None
     external_tag: str | None = None
     target_device: str | None = None

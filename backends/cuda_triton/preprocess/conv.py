@@ -13,7 +13,7 @@ from ..conv.binding import ConvArgs, bind_conv
 from ..conv.compile_pool import CompileJob
 from ..conv.params import ConvParams
 from ..conv.problem import ConvProblem
-from ..conv.templates.epilogue_args import EPILOGUE_ROLES
+from ..conv.templates.epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from ..ops.tensor_meta import TensorMeta, is_channels_last_contiguous
 from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
@@ -28,7 +28,7 @@ from .draft import (
     describe,
     profiling_name,
 )
-from .elementwise import conv_epilogue_chain, copy_value
+from .elementwise import conv_epilogue_chain, copy_value, draft_elementwise
 from .layout_plan import channels_last_weight, same_addresses
 from .op_draft import ProgramDraft
 from .schedule import choose_schedule
@@ -53,7 +53,12 @@ def draft_conv(
         if fold is None:
             raise CudaTritonPreprocessError(f"{describe(node)}: its input pad cannot be folded: {why}")
         source, params = fold.source, fold.params
-    if source not in value_of:
+    prologue = pd.prologues.pop(node, None)
+    if prologue is not None:  # the chain before it, computed as its kernel loads the map the chain reads
+        in_ref = prologue.source
+    elif source in value_of:
+        in_ref = ValueRef(value_of[source])
+    else:
         raise CudaTritonPreprocessError(
             f"{describe(node)}: its input '{source.name}' is neither a delegate input nor a convolution output"
         )
@@ -71,7 +76,7 @@ def draft_conv(
 
     w = tensor_val(args.weight)
     has_bias = args.bias is not None or bn_fold is not None
-    x = pd.meta(ValueRef(value_of[source]))  # the input as the delegate stores it
+    x = pd.meta(in_ref)  # the input as the delegate stores it
     recorded_x = tensor_val(source)
     if list(x.sizes) != [int(s) for s in recorded_x.shape]:
         raise CudaTritonPreprocessError(
@@ -93,6 +98,11 @@ def draft_conv(
         x.sizes, x.strides, tuple(w_sizes), tuple(w_strides), has_bias, params, x.dtype, options.allow_tf32
     )
     template, schedule, tuned = choose_schedule(problem, pd.tuning)
+    if prologue is not None:
+        if not template.takes_prologue(problem, schedule):  # the chain is a kernel of its own after all
+            draft_elementwise(prologue.end, pd, prologue.fused_into)
+            return draft_conv(node, pd, chain_end, fused_into)
+        problem = replace(problem, prologue=prologue.prologue)
     draft.tuned_ops += tuned
     draft.templates[template.name] = draft.templates.get(template.name, 0) + 1
 
@@ -110,7 +120,7 @@ def draft_conv(
     out_sizes, out_strides = list(problem.output_size), list(problem.output_stride)
     if not batched:  # the rule's unbatched result drops the batch of one
         out_sizes, out_strides = out_sizes[1:], out_strides[1:]
-    in_value = value_of[source]
+    in_value = in_ref.value
     fused = None
     if chain_end is not None and batched and template.takes_epilogue(problem, schedule):
         recorded_end = [int(s) for s in tensor_val(chain_end).stride()]
@@ -129,7 +139,10 @@ def draft_conv(
         out_value = pd.result(result, out_sizes, pd.planned_strides(result, out_strides))
 
     pad = args.input if source is not args.input else None  # the folded pad
-    covered = [pad, node, None if bn_fold is None else bn_fold.bn, *(fused.covered if fused else [])]
+    covered = [
+        *(prologue.covered if prologue else []), pad, node, None if bn_fold is None else bn_fold.bn,
+        *(fused.covered if fused else []),
+    ]  # fmt: skip
     op = ConvRecord(
         name=profiling_name(node, covered),
         stride=list(params.stride),
@@ -149,8 +162,13 @@ def draft_conv(
         schedule=schedule.key(),
         epilogue=fused.steps if fused else [],
         epilogue_inputs=list(fused.operands) if fused else [],
+        prologue=prologue.steps if prologue else [],
+        prologue_inputs=list(prologue.operands) if prologue else [],
     )
-    epilogue_refs = dict(zip(EPILOGUE_ROLES, fused.operands if fused else [], strict=False))
+    chain_refs = {
+        **dict(zip(EPILOGUE_ROLES, fused.operands if fused else [], strict=False)),
+        **dict(zip(PROLOGUE_ROLES, prologue.operands if prologue else [], strict=False)),
+    }
     # Scratch tensors (split-K partial sums, a channels-last input copy): intermediates the runtime allocates once.
     scratch_value: dict[str, int] = {}
     for t in template.scratch(problem, schedule):
@@ -172,8 +190,8 @@ def draft_conv(
                     largs.append(NullPtr() if b_index is None else ConstantRef(b_index))
                 elif a.role in scratch_value:
                     largs.append(ValueRef(scratch_value[a.role]))
-                elif a.role in EPILOGUE_ROLES:
-                    largs.append(epilogue_refs.get(a.role, NullPtr()))
+                elif a.role in EPILOGUE_ROLES or a.role in PROLOGUE_ROLES:
+                    largs.append(chain_refs.get(a.role, NullPtr()))
                 else:
                     raise CudaTritonPreprocessError(f"{launch.name}: unknown tensor role {a.role!r}")
             elif isinstance(a, ScalarArg):

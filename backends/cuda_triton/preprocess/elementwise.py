@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from torch.fx import Node
 
 from ..conv.binding import aten_overload
-from ..conv.epilogue import MAX_OPERANDS, ConvEpilogue, EpilogueOperand, epilogue_operand
+from ..conv.epilogue import (
+    MAX_OPERANDS,
+    ConvEpilogue,
+    ConvPrologue,
+    EpilogueOperand,
+    epilogue_operand,
+    prologue_operand,
+)
 from ..kernel.launch import TRITON_PTR_DTYPE
 from ..ops.elementwise import MAX_INPUTS, ChainBuilder, supports
 from ..ops.elementwise.math import OPS, OPS_BY_CODE, SCALAR_OPERAND
-from ..ops.elementwise.program import Program
+from ..ops.elementwise.program import Instruction, Program
 from ..ops.elementwise.spec import Value
 from ..ops.tensor_meta import TensorMeta
 from ..partition.config.elementwise import GLU, ElementwiseConfig, emit_elementwise, output_meta
@@ -226,6 +233,78 @@ def conv_epilogue_chain(
     return FusedChain(epilogue, program_steps(spec.program, first_is_result=True), ref_list, covered[::-1])
 
 
+@dataclass(frozen=True)
+class FusedPrologue:
+    """An elementwise chain a convolution applies to its input as it loads it: the chain's node (drafted as a
+    kernel of its own after all when the convolution's kernel takes no prologue), the feature map it reads
+    (the convolution's input as stored), the chain, its operands' refs (the record's prologue inputs, in order)
+    and the nodes it covers."""
+
+    end: Node
+    source: ValueRef
+    prologue: ConvPrologue
+    steps: list[Step]
+    operands: list[ValueRef | ConstantRef]
+    covered: list[Node | None]
+    fused_into: dict[Node, Node]  # `plan_chains`'s, to draft the chain on its own
+
+
+def _with_input_first(program: Program, first: int) -> Program:
+    """``program`` with chain input ``first`` renumbered 0 and the inputs before it moved up by one."""
+
+    def renumber(x: int) -> int:
+        if x == SCALAR_OPERAND or x >= MAX_INPUTS:  # a scalar or a step's result
+            return x
+        return 0 if x == first else x + 1 if x < first else x
+
+    out: list[Instruction] = [(code, renumber(a), renumber(b), c0, c1) for code, a, b, c0, c1 in program]
+    return tuple(out)
+
+
+def conv_prologue_chain(end: Node, pd: ProgramDraft, fused_into: dict[Node, Node]) -> FusedPrologue | None:
+    """The chain ending at ``end`` as the prologue of the convolution that alone reads it: one input is a
+    stored feature map of the chain's sizes and dtype (the convolution's input as its kernel loads it), every
+    other one a per-(N, C) tensor; None when the chain is not of that form."""
+    try:
+        b, value, refs, covered = _build_chain(end, pd, fused_into, None)
+        meta = output_meta(end)
+        spec = b.build(value, out_dtype=meta.dtype)
+    except (ValueError, CudaTritonPreprocessError):
+        return None
+    if not supports(spec) or len(spec.inputs) > MAX_OPERANDS + 1:
+        return None
+    maps = [
+        i
+        for i, x in enumerate(spec.inputs)
+        if x.offset == 0
+        and isinstance(refs[int(x.role[2:])], ValueRef)
+        and x.view == pd.meta(refs[int(x.role[2:])])  # type: ignore[arg-type]
+        and tuple(x.view.sizes) == tuple(meta.sizes)
+        and x.view.dtype == meta.dtype
+    ]
+    if len(maps) != 1:
+        return None
+    first = maps[0]
+    source = refs[int(spec.inputs[first].role[2:])]
+    operands: list[EpilogueOperand] = []
+    ref_list: list[ValueRef | ConstantRef] = []
+    for i, chain_input in enumerate(spec.inputs):
+        if i == first:
+            continue
+        ref = refs[int(chain_input.role[2:])]
+        v = chain_input.view
+        op = prologue_operand(v.sizes, v.strides, TRITON_PTR_DTYPE[v.dtype], meta.sizes)
+        if ref is None or chain_input.offset or op is None:
+            return None
+        operands.append(op)
+        ref_list.append(ref)
+    program = _with_input_first(spec.program, first)
+    prologue = ConvPrologue(program, tuple(operands))
+    steps = program_steps(program, first_is_result=True)
+    assert isinstance(source, ValueRef)
+    return FusedPrologue(end, source, prologue, steps, ref_list, covered[::-1], fused_into)
+
+
 def copy_value(node: Node, pd: ProgramDraft, source: ValueRef | ConstantRef, out: int) -> None:
     """Copy ``source`` into value ``out`` (same sizes and dtype, any two layouts) with an elementwise copy kernel,
     on behalf of ``node``."""
@@ -247,7 +326,9 @@ def _chain_end(x: Node, fused_into: dict[Node, Node]) -> Node:
 
 __all__ = [
     "FusedChain",
+    "FusedPrologue",
     "conv_epilogue_chain",
+    "conv_prologue_chain",
     "copy_value",
     "draft_elementwise",
     "steps_program",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.export import ExportedProgram
@@ -38,6 +38,9 @@ from .draft import (
 )
 from .schedule import TuningLookup
 
+if TYPE_CHECKING:
+    from .elementwise import FusedPrologue
+
 Arg = ValueRef | ConstantRef | NullPtr
 
 
@@ -54,6 +57,8 @@ class ProgramDraft:
     value_of: dict[Node, int] = field(default_factory=dict)
     out_index: dict[Node, int] = field(default_factory=dict)
     folded: dict[Node, torch.Tensor] = field(default_factory=dict)
+    # convolution -> the chain before it that it computes as it loads its input (`preprocess.conv`)
+    prologues: dict[Node, FusedPrologue] = field(default_factory=dict)
 
     # -- operands ---------------------------------------------------------------------------------------------
     def is_constant(self, node: object) -> bool:

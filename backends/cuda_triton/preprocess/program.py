@@ -3,7 +3,8 @@
 Each call node goes to the drafter of its op family (`families.DRAFTERS`, keyed like the partition configs).
 Nodes that draft nothing: the zero pads and batch norms a convolution folds, ops computed from constants (they
 become constants where they are read), the elementwise ops fused into a chain, and ``getitem``s (the drafter of
-the multi-output op they read binds them).
+the multi-output op they read binds them). A chain that only a convolution reads may wait for it
+(`plan_conv_prologue`): the convolution computes it in its input loads, or drafts it just before itself.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..partition.options import CudaTritonOptions
 from ..utils.graph import constant_names
 from .conv import draft_conv
 from .draft import CudaTritonPreprocessError, Draft, describe, value_record
-from .elementwise import draft_elementwise, is_elementwise_node, plan_chains
+from .elementwise import conv_prologue_chain, draft_elementwise, is_elementwise_node, plan_chains
 from .families import DRAFTED_FAMILIES, DRAFTERS
 from .op_draft import ProgramDraft
 from .schedule import TuningLookup
@@ -78,6 +79,27 @@ def plan_conv_epilogues(
         if fold is not None:
             bn_folded.update((fold.bn, fold.output))
     return out
+
+
+def plan_conv_prologue(end: Node, pd: ProgramDraft, fused_into: dict[Node, Node]) -> bool:
+    """Whether the chain ending at ``end`` waits for the convolution that alone reads it, which computes it as
+    it loads its input when its kernel takes a prologue (`draft_conv` decides, and drafts the chain on its own
+    when not): ``end`` is no delegate output, and the chain reads one feature map and per-(N, C) operands."""
+    if end in pd.out_index or len(end.users) != 1:
+        return False
+    (conv,) = end.users
+    if not is_conv_node(conv) or conv in pd.foldable:
+        return False
+    try:
+        if bind_conv(conv).input is not end:
+            return False
+    except ValueError:
+        return False
+    prologue = conv_prologue_chain(end, pd, fused_into)
+    if prologue is None:
+        return False
+    pd.prologues[conv] = prologue
+    return True
 
 
 def draft_program(
@@ -134,7 +156,9 @@ def draft_program(
             if node in fused_into:
                 continue
             conv = epilogue_of.get(node)
-            if conv is None or not draft_conv(conv, pd, node, fused_into)[1]:
+            if conv is not None and draft_conv(conv, pd, node, fused_into)[1]:
+                continue
+            if not (options.fuse_prologues and plan_conv_prologue(node, pd, fused_into)):
                 draft_elementwise(node, pd, fused_into)
         else:
             config = _TABLE.config_for(node)

@@ -15,12 +15,9 @@ from .encoding import (
     MAX_ARENA_ALIGNMENT,
     MAX_COUNT,
     MAX_NAME,
-    MAX_OP_NAME,
     MAX_OPERANDS,
     MAX_PARAMS,
     MAX_SPAN,
-    MAX_STEP_OPERANDS,
-    MAX_STEPS,
     MIN_ARENA_ALIGNMENT,
     PARAM_TYPES,
     VIEW_ALIGNMENT,
@@ -32,7 +29,7 @@ from .encoding import (
     u32_ok,
 )
 from .records import ConstantRef, LaunchRecord, OpRecord, RecordContext, Scalar, ValueRef
-from .records.base import FromInput, FromResult, FromStep, Literal, NullPtr
+from .records.base import NullPtr, check_steps
 from .sections import MAX_CUBIN, VALUE_KINDS, is_cubin_key
 
 if TYPE_CHECKING:
@@ -245,21 +242,7 @@ def _check_ops(blob: DelegateBlob) -> None:
 
 
 def _check_steps(w: str, op: OpRecord, steps: list) -> None:
-    check(len(steps) <= MAX_STEPS, f"{w}: too many steps")
-    n_extra = len(op.extra_inputs())
-    for s, step in enumerate(steps):
-        sw = f"{w} step {s}"
-        check(ascii_ok(step.op, MAX_OP_NAME, allow_empty=False), f"{sw}: bad op name {step.op!r}")
-        check(len(step.args) <= MAX_STEP_OPERANDS, f"{sw}: too many operands")
-        for a in step.args:
-            if isinstance(a, FromInput):
-                check(0 <= a.index < n_extra, f"{sw}: input {a.index} out of range ({n_extra} extra inputs)")
-            elif isinstance(a, FromStep):
-                check(0 <= a.index < s, f"{sw}: step {a.index} is not an earlier step")
-            elif isinstance(a, FromResult):
-                check(op.HAS_RESULT, f"{sw}: an elementwise record has no result of its own")
-            else:
-                check(isinstance(a, Literal) and isinstance(a.value, int | float), f"{sw}: bad operand {a!r}")
+    check_steps(w, steps, len(op.extra_inputs()), op.HAS_RESULT)
 
 
 def _check_launch(lw: str, lr: LaunchRecord, blob: DelegateBlob) -> None:

@@ -20,13 +20,13 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from cuda_triton.conv.epilogue import ConvEpilogue, epilogue_operand  # noqa: E402
+from cuda_triton.conv.epilogue import ConvEpilogue, ConvPrologue, epilogue_operand, prologue_operand  # noqa: E402
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
 from cuda_triton.conv.templates.base import SCRATCH_ROLES  # noqa: E402
-from cuda_triton.conv.templates.epilogue_args import EPILOGUE_ROLES  # noqa: E402
+from cuda_triton.conv.templates.epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES  # noqa: E402
 from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, TensorArg, running_arch  # noqa: E402
 from cuda_triton.ops.tensor_meta import contiguous_strides  # noqa: E402
 from cuda_triton.serialization.blob import (  # noqa: E402
@@ -128,11 +128,22 @@ def derive_launches(
     )  # fmt: skip
     if op.epilogue:
         problem = replace(problem, epilogue=recorded_epilogue(blob, op))
+    if op.prologue:
+        problem = replace(problem, prologue=recorded_prologue(blob, op))
     for cand in [sched, *template.schedules(problem), template.heuristic_schedule(problem)]:
         if cand.key() == op.schedule:
             sched = cand
             break
     return problem, template.launches(problem, sched)
+
+
+def _operand_layout(blob: DelegateBlob, ref: Any) -> tuple[list[int], list[int], str]:
+    """Sizes, strides and dtype of a fused chain's operand (a value, or a dense constant)."""
+    if isinstance(ref, ValueRef):
+        v = blob.values[ref.value]
+        return v.sizes, v.strides, v.dtype
+    c = blob.constants[ref.constant]
+    return c.sizes, list(contiguous_strides(tuple(c.sizes))), c.dtype
 
 
 def recorded_epilogue(blob: DelegateBlob, op: ConvRecord) -> ConvEpilogue:
@@ -142,17 +153,25 @@ def recorded_epilogue(blob: DelegateBlob, op: ConvRecord) -> ConvEpilogue:
     out = blob.values[op.output]
     operands = []
     for ref in op.epilogue_inputs:
-        if isinstance(ref, ValueRef):
-            v = blob.values[ref.value]
-            sizes, strides, dtype = v.sizes, v.strides, v.dtype
-        else:
-            c = blob.constants[ref.constant]
-            sizes, strides, dtype = c.sizes, list(contiguous_strides(tuple(c.sizes))), c.dtype
-        operand = epilogue_operand(sizes, strides, dtype, out.sizes, out.strides)
+        operand = epilogue_operand(*_operand_layout(blob, ref), out.sizes, out.strides)
         if operand is None:
             raise EmulationError(f"{op.name}: an epilogue input {ref} the epilogue cannot read")
         operands.append(operand)
     return ConvEpilogue(steps_program(op.epilogue, first_is_result=True), tuple(operands))
+
+
+def recorded_prologue(blob: DelegateBlob, op: ConvRecord) -> ConvPrologue:
+    """The fused prologue a convolution record's prologue steps and inputs describe (conv/epilogue.py)."""
+    from cuda_triton.preprocess.elementwise import steps_program
+
+    x = blob.values[op.input]
+    operands = []
+    for ref in op.prologue_inputs:
+        operand = prologue_operand(*_operand_layout(blob, ref), x.sizes)
+        if operand is None:
+            raise EmulationError(f"{op.name}: a prologue input {ref} the prologue cannot read")
+        operands.append(operand)
+    return ConvPrologue(steps_program(op.prologue, first_is_result=True), tuple(operands))
 
 
 def epilogue_tensor(blob: DelegateBlob, ref: Any, view: Any, consts: list[torch.Tensor]) -> torch.Tensor:
@@ -161,6 +180,21 @@ def epilogue_tensor(blob: DelegateBlob, ref: Any, view: Any, consts: list[torch.
         return view(ref.value).clone()
     c = blob.constants[ref.constant]
     return consts[ref.constant].reshape(c.sizes).clone()
+
+
+def prologue_applied(
+    blob: DelegateBlob, op: ConvRecord, view: Any, consts: list[torch.Tensor]
+) -> torch.Tensor:
+    """The convolution's input as its kernels multiply it: the recorded input, through the fused prologue (in
+    fp32, rounded to the input's dtype, as the kernel does) when there is one."""
+    x = view(op.input).clone()
+    if not op.prologue:
+        return x
+    from cuda_triton.ops.elementwise.reference import run_program as run_chain
+    from cuda_triton.preprocess.elementwise import steps_program
+
+    extras = [epilogue_tensor(blob, r, view, consts) for r in op.prologue_inputs]
+    return run_chain(steps_program(op.prologue, first_is_result=True), [x, *extras]).to(x.dtype)
 
 
 @dataclass
@@ -229,6 +263,8 @@ def _conv_launches(
                     "bias": NullPtr() if op.bias is None else ConstantRef(op.bias),
                     **{role: NullPtr() for role in EPILOGUE_ROLES},
                     **dict(zip(EPILOGUE_ROLES, op.epilogue_inputs, strict=False)),
+                    **{role: NullPtr() for role in PROLOGUE_ROLES},
+                    **dict(zip(PROLOGUE_ROLES, op.prologue_inputs, strict=False)),
                 }.get(da.role)  # fmt: skip
                 if want is not None and ra != want:
                     raise EmulationError(f"{where} ({da.role}): recorded {ra}, expected {want}")
@@ -330,7 +366,7 @@ def emulate_blob(
     for oi, op in enumerate(blob.ops):
         if isinstance(op, ConvRecord):
             problem, launches = _conv_launches(blob, oi, op, allow_tf32)
-            x_in = view(op.input).clone()
+            x_in = prologue_applied(blob, op, view, consts)
         else:
             launches = [_faked_launch(blob, named_data, oi, li, rec) for li, rec in enumerate(op.launches)]
         for rec, launch in zip(op.launches, launches, strict=True):

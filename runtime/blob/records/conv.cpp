@@ -6,6 +6,22 @@ namespace cuda_triton::blob_detail {
 
 namespace {
 constexpr int64_t kArgLimit = int64_t(1) << 31;
+
+// `sizes` broadcasts to the batched `target` [N, C, *spatial] with every spatial dim 1: one value per image and
+// channel (records/conv.py, per_image_and_channel).
+bool per_image_and_channel(const std::vector<int64_t>& sizes, const std::vector<int64_t>& target) {
+  if (sizes.size() > target.size()) {
+    return false;
+  }
+  const size_t pad = target.size() - sizes.size();
+  for (size_t d = 0; d < target.size(); ++d) {
+    const int64_t s = d < pad ? 1 : sizes[d - pad];
+    if ((s != 1 && s != target[d]) || (d >= 2 && s != 1)) {
+      return false;
+    }
+  }
+  return true;
+}
 }  // namespace
 
 Status read_conv(Cursor& c, OpRecord* op) {
@@ -19,11 +35,23 @@ Status read_conv(Cursor& c, OpRecord* op) {
   CT_RETURN_IF_ERROR(c.read(&p.groups, "groups"));
   CT_RETURN_IF_ERROR(c.dims(&p.weight_sizes, "weight sizes"));
   CT_RETURN_IF_ERROR(c.dims(&p.weight_strides, "weight strides"));
+  uint32_t n = 0;
+  CT_RETURN_IF_ERROR(c.count(kMaxSteps, &n, "prologue steps"));
+  CT_RETURN_IF_ERROR(check_table_fits(c, n, 8, "prologue steps"));
+  p.prologue.resize(n);
+  for (Step& s : p.prologue) {
+    CT_RETURN_IF_ERROR(read_step(c, &s));
+  }
+  CT_RETURN_IF_ERROR(c.read(&p.prologue_inputs, "prologue inputs"));
+  if (p.prologue_inputs > op->inputs.size() - 3) {
+    return bad("conv: " + std::to_string(p.prologue_inputs) + " prologue inputs of " +
+               std::to_string(op->inputs.size() - 3) + " extra inputs");
+  }
   CT_RETURN_IF_ERROR(expect_outputs(*op, 1, 1, "conv"));
   CT_RETURN_IF_ERROR(expect_value(op->inputs[0], "conv input"));
   CT_RETURN_IF_ERROR(expect_constant(op->inputs[1], false, "conv weight"));
   CT_RETURN_IF_ERROR(expect_constant(op->inputs[2], true, "conv bias"));
-  return expect_tensors_from(*op, 3, "conv epilogue inputs");
+  return expect_tensors_from(*op, 3, "conv epilogue and prologue inputs");
 }
 
 Status check_conv(const Blob& b, const OpRecord& op, const std::string& w) {
@@ -67,6 +95,19 @@ Status check_conv(const Blob& b, const OpRecord& op, const std::string& w) {
   if (in_channels != expect) {
     return bad(w + ": input has " + std::to_string(in_channels) + " channels, weight expects " +
                std::to_string(expect));
+  }
+  if (!p.prologue.empty() && in.sizes.size() != n + 2) {
+    return bad(w + ": a prologue needs a batched input");
+  }
+  if (p.prologue_inputs > 0 && p.prologue.empty()) {
+    return bad(w + ": " + std::to_string(p.prologue_inputs) + " prologue inputs but no prologue steps");
+  }
+  CT_RETURN_IF_ERROR(check_step_list(w + " prologue", p.prologue, p.prologue_inputs, true));
+  for (size_t i = op.inputs.size() - p.prologue_inputs; i < op.inputs.size(); ++i) {
+    if (!per_image_and_channel(operand_sizes(b, op.inputs[i]), in.sizes)) {
+      return bad(w + ": a prologue input of sizes " + dims_to_string(operand_sizes(b, op.inputs[i])) +
+                 " does not broadcast per image and channel to the input " + dims_to_string(in.sizes));
+    }
   }
   std::pair<std::vector<int64_t>, std::vector<int64_t>> r;
   CT_RETURN_IF_ERROR(run_rule(w, [&] {

@@ -14,14 +14,15 @@ import torch
 
 from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support
 from ..problem import ConvProblem
-from .epilogue_args import EPILOGUE_ROLES
+from .epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES
 
 # Tensor roles a convolution's launches can reference (`TensorArg.role`). "weight" is the *prepared* weight
 # (`ConvTemplate.prepare_weight`). "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch tensors
 # (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a zero-padded
 # channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py). The op's
 # CUDA body allocates them per call; the delegate blob records them as intermediate values the C++ runtime
-# allocates once at init. "epilogue1".."epilogue3" are the operands of a fused epilogue (epilogue_args.py).
+# allocates once at init. "epilogue1".."epilogue3" are the operands of a fused epilogue, "prologue1".."prologue3"
+# those of a fused prologue (epilogue_args.py).
 TENSOR_ROLES = (
     "input",
     "weight",
@@ -33,6 +34,7 @@ TENSOR_ROLES = (
     "amax",
     "input_f16",
     *EPILOGUE_ROLES,
+    *PROLOGUE_ROLES,
 )
 SCRATCH_ROLES = ("workspace", "input_cl", "input_pad", "amax", "input_f16")
 
@@ -71,6 +73,11 @@ class ConvTemplate(ABC):
     def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
         """Whether the launches for ``schedule`` apply a fused elementwise chain (``problem.epilogue``,
         conv/epilogue.py) before storing the output. Default: no (the chain then runs as its own kernel)."""
+        return False
+
+    def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        """Whether the launches for ``schedule`` apply a fused elementwise chain to the input as they load it
+        (``problem.prologue``, conv/epilogue.py). Default: no (the chain then runs as its own kernel)."""
         return False
 
     def transfers_to(self, schedule: Schedule, problem: ConvProblem) -> bool:

@@ -1,4 +1,5 @@
-"""The Triton side of a fused convolution epilogue (conv/epilogue.py), shared by every kernel that takes one."""
+"""The Triton side of fused convolution epilogues and prologues (conv/epilogue.py), shared by the kernels that take
+them."""
 
 from __future__ import annotations
 
@@ -36,3 +37,18 @@ def apply_epilogue(
     if E_KINDS[2] != 0:
         x3 = epilogue_operand(e3_ptr, offs, n, co, e3_sn, e3_sc, E_KINDS[2], mask)
     return apply_chain(acc, x1, x2, x3, PROGRAM)
+
+
+@triton.jit
+def apply_prologue(
+    a, n, c, mask, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc,
+    PROLOGUE: tl.constexpr, P_KINDS: tl.constexpr,
+):  # fmt: skip
+    """The chain ``PROLOGUE`` on an input tile ``a`` [rows, k] as loaded (its input 0), its `PER_NC` operands
+    read at each row's image ``n`` and each column's input channel ``c``; returns the tile in ``a``'s dtype, zero
+    where ``mask`` is off (padding and tile edges stay zeros whatever the chain makes of them)."""
+    y = apply_epilogue(
+        a.to(tl.float32), 0, n, c, mask, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc,
+        PROLOGUE, P_KINDS,
+    )  # fmt: skip
+    return tl.where(mask, y, 0.0).to(a.dtype)

@@ -8,7 +8,8 @@ adjacent in memory in both layouts (within a patch row).
 
 Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (leading sizes 1
 for 1-D/2-D), then the fused epilogue's three operands (pointer, int32 batch and channel strides each;
-epilogue_args.py). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, SPLIT_K).
+epilogue_args.py), then the fused prologue's three, read per (image, input channel) of each A element.
+Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, SPLIT_K).
 Split-K schedules (SPLIT_K > 1): y = the fp32 workspace and no bias, then ``splitk_reduce_kernel`` (_splitk.py).
 
 Prepared weight: [K_P, COUT_P] contiguous, rows in the kernel's K order, zero-padded to BLOCK_K / BLOCK_N.
@@ -26,7 +27,8 @@ from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTe
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32
-from .epilogue_args import epilogue_args, epilogue_constexprs
+from .epilogue_args import epilogue_args, epilogue_constexprs, prologue_args, prologue_constexprs
+from .epilogue_jit import apply_prologue
 from .gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from .gemm_jit import (
     grouped_tile_ids,
@@ -45,6 +47,7 @@ def conv_gemm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
     BATCH, D, H, W, OD, OH, OW,
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+    p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, K_P: tl.constexpr, COUT_P: tl.constexpr, W_KMAJOR: tl.constexpr,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
@@ -52,7 +55,8 @@ def conv_gemm_kernel(
     IN_CL: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, INT64: tl.constexpr,
     PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+    SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr, PROLOGUE: tl.constexpr,
+    P_KINDS: tl.constexpr,
 ):  # fmt: skip
     BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
     s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
@@ -71,7 +75,8 @@ def conv_gemm_kernel(
     ow = offs_m % OW
     oh = (offs_m // OW) % OH
     od = (offs_m // (OW * OH)) % OD
-    rows = (offs_m // out_pixels) * s_n + od * (SD * s_d) + oh * (SH * s_h) + ow * (SW * s_w)
+    n = offs_m // out_pixels
+    rows = n * s_n + od * (SD * s_d) + oh * (SH * s_h) + ow * (SW * s_w)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 
     # Split-K: program_id(2) takes one contiguous share of the K iterations (all of them when SPLIT_K == 1).
@@ -100,16 +105,33 @@ def conv_gemm_kernel(
             + (tap % KW) * (DW * s_w)
         )
         if K_TOTAL % BLOCK_K == 0:
-            a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=m_ok[:, None], other=0.0)
+            a_ok = m_ok[:, None]
         else:
             a_ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
-            a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
+        a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
+        if len(PROLOGUE) > 0:  # a fused chain on the input (squeeze-excitation's scale), per (image, channel)
+            a = apply_prologue(
+                a,
+                n,
+                c,
+                a_ok,
+                p1_ptr,
+                p1_sn,
+                p1_sc,
+                p2_ptr,
+                p2_sn,
+                p2_sc,
+                p3_ptr,
+                p3_sn,
+                p3_sc,
+                PROLOGUE,
+                P_KINDS,
+            )
         if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
             a = round_to_tf32(a, ROUND_TF32)
         b = tl.load(weight_ptrs(w_ptr, offs_k, offs_n, K_P, COUT_P, W_KMAJOR))
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
-    n = offs_m // out_pixels
     pixel = offs_m % out_pixels
     if len(PROGRAM) > 0:  # a fused elementwise chain (with split-K the reduction applies it instead)
         store_output_with_epilogue(
@@ -213,6 +235,9 @@ class GemmTemplate(GemmShapedTemplate):
     def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
         return True  # in the kernel's store, or with split-K in the reduction's
 
+    def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        return True  # on each A tile as it is loaded, whatever the split
+
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return workspace(problem, schedule)
 
@@ -242,6 +267,7 @@ class GemmTemplate(GemmShapedTemplate):
             TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
             *epilogue_args(problem, split == 1),  # a split's reduction applies the epilogue
+            *prologue_args(problem),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -259,6 +285,7 @@ class GemmTemplate(GemmShapedTemplate):
             *tile_constexprs(schedule),
             ("SPLIT_K", split),
             *epilogue_constexprs(problem, split == 1),
+            *prologue_constexprs(problem),
         )
         grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, split)
         main = KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)

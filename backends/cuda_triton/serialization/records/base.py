@@ -22,6 +22,7 @@ from ..encoding import (
     BlobError,
     Reader,
     Writer,
+    ascii_ok,
     check,
 )
 
@@ -204,6 +205,27 @@ class Step:
             else:
                 raise BlobError(f"bad step operand tag {tag}")
         return Step(op, args)
+
+
+def check_steps(w: str, steps: list[Step], n_inputs: int, has_result: bool) -> None:
+    """A fused chain's steps are well formed: known-length names, inputs below ``n_inputs``, earlier steps only,
+    `FromResult` only where the record has a result (``has_result``)."""
+    check(len(steps) <= MAX_STEPS, f"{w}: too many steps")
+    for s, step in enumerate(steps):
+        sw = f"{w} step {s}"
+        check(ascii_ok(step.op, MAX_OP_NAME, allow_empty=False), f"{sw}: bad op name {step.op!r}")
+        check(len(step.args) <= MAX_STEP_OPERANDS, f"{sw}: too many operands")
+        for a in step.args:
+            if isinstance(a, FromInput):
+                check(
+                    0 <= a.index < n_inputs, f"{sw}: input {a.index} out of range ({n_inputs} extra inputs)"
+                )
+            elif isinstance(a, FromStep):
+                check(0 <= a.index < s, f"{sw}: step {a.index} is not an earlier step")
+            elif isinstance(a, FromResult):
+                check(has_result, f"{sw}: an elementwise record has no result of its own")
+            else:
+                check(isinstance(a, Literal) and isinstance(a.value, int | float), f"{sw}: bad operand {a!r}")
 
 
 # ---- the record base ------------------------------------------------------------------------------------------

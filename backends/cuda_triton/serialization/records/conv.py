@@ -1,12 +1,23 @@
 """Kind 0: a convolution in canonical form (see `cuda_triton.conv.params.ConvParams`), with an optional fused
-epilogue. Shape rule: `cuda_triton.conv.layout.out_shape_and_stride` (sizes and strides)."""
+epilogue and prologue. Shape rule: `cuda_triton.conv.layout.out_shape_and_stride` (sizes and strides)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..encoding import Reader, Writer, check, check_dims
-from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, constant_operand, value_operand
+from ..encoding import MAX_STEPS, Reader, Writer, check, check_dims
+from .base import (
+    ConstantRef,
+    EpilogueRecord,
+    Operand,
+    RecordParts,
+    Step,
+    ValueRef,
+    check_steps,
+    constant_operand,
+    tensor_operands,
+    value_operand,
+)
 from .context import RecordContext
 
 ARG_LIMIT = 1 << 31  # stride, padding, dilation, output_padding, groups are below this
@@ -19,7 +30,9 @@ def same_layout(sa: list[int], sta: list[int], sb: list[int], stb: list[int]) ->
 
 @dataclass
 class ConvRecord(EpilogueRecord):
-    """inputs ``[input (value), weight (constant), bias (constant or none), *epilogue_inputs]``, output one value."""
+    """inputs ``[input (value), weight (constant), bias (constant or none), *epilogue_inputs, *prologue_inputs]``,
+    output one value. ``prologue``: steps applied to the input as it is read (`FromResult` is the input element,
+    `FromInput` i the i-th prologue input, each broadcasting per image and channel to the input)."""
 
     KIND = 0
     KIND_NAME = "conv"
@@ -38,10 +51,21 @@ class ConvRecord(EpilogueRecord):
     output: int  # value index
     weight_sizes: list[int]  # the weight's ATen shape (layout rule input), not the prepared one
     weight_strides: list[int]
+    prologue: list[Step] = field(default_factory=list)
+    prologue_inputs: list[ValueRef | ConstantRef] = field(default_factory=list)
 
     def fixed_operands(self) -> list[Operand]:
         bias = None if self.bias is None else ConstantRef(self.bias)
         return [ValueRef(self.input), ConstantRef(self.weight), bias]
+
+    def operands(self) -> list[Operand]:
+        return [*super().operands(), *self.prologue_inputs]
+
+    def extra_inputs(self) -> list[Operand]:
+        return list(self.epilogue_inputs)
+
+    def prologue_steps(self) -> list[Step]:
+        return self.prologue
 
     def encode_params(self, w: Writer) -> None:
         for dims in (
@@ -56,6 +80,10 @@ class ConvRecord(EpilogueRecord):
         w.i64(self.groups)
         w.i64s(self.weight_sizes)
         w.i64s(self.weight_strides)
+        w.u32(len(self.prologue))
+        for step in self.prologue:
+            step.encode(w)
+        w.u32(len(self.prologue_inputs))
 
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> ConvRecord:
@@ -63,13 +91,23 @@ class ConvRecord(EpilogueRecord):
         transposed = params.flag("transposed")
         groups = params.i64()
         ws, wst = params.dims("weight sizes"), params.dims("weight strides")
+        prologue = [Step.decode(params) for _ in range(params.count("prologue steps", MAX_STEPS))]
+        n_prologue = params.u32()
         inputs = parts.inputs
+        check(
+            n_prologue <= len(inputs) - 3,
+            f"conv: {n_prologue} prologue inputs of {len(inputs) - 3} extra inputs",
+        )
+        split = len(inputs) - n_prologue
+        prologue_inputs = tensor_operands(inputs[split:], "conv prologue inputs")
+        parts = RecordParts(inputs[:split], parts.outputs, parts.steps, parts.common)
         return ConvRecord(
             stride=stride, padding_before=pb, padding_after=pa, dilation=dil, transposed=transposed,
             output_padding=op_, groups=groups, input=value_operand(inputs[0], "conv input"),
             weight=constant_operand(inputs[1], "conv weight"),  # type: ignore[arg-type]
             bias=constant_operand(inputs[2], "conv bias", optional=True), output=parts.single_output("conv"),
-            weight_sizes=ws, weight_strides=wst, **parts.with_epilogue(3, "conv"),
+            weight_sizes=ws, weight_strides=wst, prologue=prologue, prologue_inputs=prologue_inputs,
+            **parts.with_epilogue(3, "conv"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:
@@ -94,6 +132,18 @@ class ConvRecord(EpilogueRecord):
         in_channels = inp.sizes[1 if len(inp.sizes) == n + 2 else 0]
         expect = self.weight_sizes[0] if self.transposed else self.weight_sizes[1] * self.groups
         check(in_channels == expect, f"{where}: input has {in_channels} channels, weight expects {expect}")
+        check(not self.prologue or len(inp.sizes) == n + 2, f"{where}: a prologue needs a batched input")
+        check(
+            not self.prologue_inputs or self.prologue,
+            f"{where}: {len(self.prologue_inputs)} prologue inputs but no prologue steps",
+        )
+        check_steps(f"{where} prologue", self.prologue, len(self.prologue_inputs), has_result=True)
+        for x in self.prologue_inputs:
+            check(
+                per_image_and_channel(ctx.sizes(x), inp.sizes),
+                f"{where}: a prologue input of sizes {ctx.sizes(x)} does not broadcast per image and channel "
+                f"to the input {inp.sizes}",
+            )
         sizes, strides = ctx.rule(where, conv_output_layout, self, inp.dtype, inp.sizes, inp.strides)
         check(all(s >= 0 for s in sizes), f"{where}: the conv's output would have a negative size {sizes}")
         check(
@@ -101,6 +151,15 @@ class ConvRecord(EpilogueRecord):
             f"{where}: the layout rule gives an output of sizes {sizes} strides {strides}, "
             f"the plan records sizes {out.sizes} strides {out.strides}",
         )
+
+
+def per_image_and_channel(sizes: list[int], target: list[int]) -> bool:
+    """Whether ``sizes`` broadcasts to the batched ``target`` [N, C, *spatial] with every spatial dim 1: one value
+    per image and channel."""
+    if len(sizes) > len(target):
+        return False
+    full = [1] * (len(target) - len(sizes)) + list(sizes)
+    return all(s in (1, t) for s, t in zip(full, target, strict=True)) and all(s == 1 for s in full[2:])
 
 
 def conv_output_layout(

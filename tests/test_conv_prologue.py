@@ -1,0 +1,224 @@
+"""Fused convolution prologues (`cuda_triton.conv.epilogue`): an elementwise chain on a convolution's input.
+
+Checks how a prologue reads its operands, the GEMM template's kernel with a squeeze-excitation chain
+(``x * sigmoid(s)`` per image and channel) against ATen in the interpreter in every dtype, with and without
+split-K, its AOT compile for sm_80 and sm_90, and whole small networks: which chains the delegate fuses into the
+next convolution, with the emulated blob matching eager PyTorch with fusion on and off.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from cuda_triton.conv import ConvParams, ConvProblem  # noqa: E402
+from cuda_triton.conv.epilogue import PER_NC, ConvPrologue, EpilogueOperand, prologue_operand  # noqa: E402
+from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E402
+from cuda_triton.conv.templates import get_template  # noqa: E402
+from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
+from cuda_triton.conv.templates._splitk import split_k_of  # noqa: E402
+from cuda_triton.ops.elementwise.program import instruction  # noqa: E402
+from cuda_triton.ops.elementwise.reference import run_program  # noqa: E402
+from torch import nn  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TOL = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 3e-2}
+# x * sigmoid(s): value 0 is the input element, value 1 the per-(N, C) scale
+SE_CHAIN = (instruction("sigmoid", 1), instruction("mul", 0, 4))
+
+
+def test_prologue_operand_kinds() -> None:
+    x = (2, 16, 5, 6)
+    assert prologue_operand((2, 16, 1, 1), (16, 1, 16, 16), "fp16", x) == EpilogueOperand(
+        PER_NC, "fp16", 16, 1
+    )
+    assert prologue_operand((16, 1, 1), (1, 1, 1), "fp32", x) == EpilogueOperand(PER_NC, "fp32", 0, 1)
+    assert prologue_operand((1, 16, 1, 1), (16, 1, 1, 1), "fp32", x) == EpilogueOperand(PER_NC, "fp32", 0, 1)
+    assert prologue_operand(x, (480, 1, 96, 16), "fp16", x) is None  # a second map
+    assert prologue_operand((2, 16, 5, 1), (80, 5, 1, 1), "fp16", x) is None  # varies over space
+    assert prologue_operand((2, 8, 1, 1), (8, 1, 1, 1), "fp16", x) is None  # other channels
+
+
+def _case(dtype: str, cin: int, hw: tuple[int, int], cout: int, batch: int = 2):
+    x = torch.randn(batch, cin, *hw, dtype=DTYPES[dtype]).to(memory_format=torch.channels_last)
+    w = (torch.randn(cout, cin, 1, 1, dtype=DTYPES[dtype]) / cin**0.5).to(memory_format=torch.channels_last)
+    s = torch.randn(batch, cin, 1, 1, dtype=DTYPES[dtype]).to(memory_format=torch.channels_last)
+    p = ConvParams((1, 1), (0, 0), (0, 0), (1, 1), False, (0, 0), 1)
+    operand = prologue_operand(list(s.shape), list(s.stride()), "fp32" if dtype == "fp32" else dtype, x.shape)
+    assert operand is not None
+    base = ConvProblem.from_tensors(x, w, torch.empty(cout), p, allow_tf32=False)
+    return base, replace(base, prologue=ConvPrologue(SE_CHAIN, (operand,))), x, w, s
+
+
+def _run(template, problem, schedule, x, w, s, bias):
+    sizes, strides = output_layout(x, w, problem.params)
+    out = torch.empty_strided(sizes, strides, dtype=x.dtype).fill_(float("nan"))
+    tensors = {
+        "input": x, "weight": template.prepare_weight(w, problem, schedule), "bias": bias, "output": out,
+        "prologue1": s, **template.allocate_scratch(problem, schedule, "cpu"),
+    }  # fmt: skip
+    for launch in template.launches(problem, schedule):
+        launch.run(tensors)
+    return out
+
+
+def _reference(x, w, s, bias, params):
+    scaled = run_program(SE_CHAIN, [x, s]).to(x.dtype)  # what the standalone kernel would store
+    return reference_convolution(scaled.double(), w.double(), bias.double(), params)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_gemm_kernel_applies_the_prologue(dtype: str) -> None:
+    """conv1x1(x * sigmoid(s)) + bias in one launch; K and M not multiples of the tile (masked edges)."""
+    torch.manual_seed(0)
+    patch_interpreter_bf16_dot()
+    _, problem, x, w, s = _case(dtype, 40, (5, 3), 24)
+    bias = torch.randn(24, dtype=x.dtype)
+    template = get_template("gemm")
+    schedule = template.heuristic_schedule(problem)
+    assert template.supports(problem) and template.takes_prologue(problem, schedule)
+    out = _run(template, problem, schedule, x, w, s, bias)
+    ref = _reference(x, w, s, bias, problem.params)
+    assert not out.isnan().any()
+    err = (out.double() - ref).abs().max() / ref.abs().max()
+    assert err <= TOL[dtype], err
+
+
+@pytest.mark.timeout(600)
+def test_split_k_shares_apply_the_prologue() -> None:
+    torch.manual_seed(0)
+    base, problem, x, w, s = _case("fp32", 256, (4, 4), 32, batch=1)
+    template = get_template("gemm")
+    split = [sc for sc in template.schedules(base) if split_k_of(sc) > 1]
+    assert split and template.takes_prologue(problem, split[0])
+    bias = torch.randn(32)
+    out = _run(template, problem, split[0], x, w, s, bias)
+    ref = _reference(x, w, s, bias, problem.params)
+    assert not out.isnan().any() and (out.double() - ref).abs().max() / ref.abs().max() <= 1e-4
+
+
+def test_other_templates_decline_a_prologue() -> None:
+    _, problem, _, _, _ = _case("fp16", 16, (4, 4), 8)
+    for name in ("implicit_gemm", "implicit_gemm_box", "depthwise", "transposed"):
+        template = get_template(name)
+        assert (
+            not template.takes_prologue(problem, template.heuristic_schedule(problem))
+            if template.supports(problem)
+            else True
+        )
+
+
+@pytest.mark.timeout(600)
+def test_prologue_kernel_compiles_for_every_arch() -> None:
+    from cuda_triton.kernel.aot import compile_launch
+
+    _, problem, _, _, _ = _case("fp16", 40, (5, 3), 24)
+    template = get_template("gemm")
+    launch = template.launches(problem, template.heuristic_schedule(problem))[0]
+    assert dict(launch.constexprs)["PROLOGUE"] == SE_CHAIN
+    for arch in (80, 90):
+        assert compile_launch(launch, arch).cubin
+
+
+# ---- whole networks ------------------------------------------------------------------------------------------
+class SqueezeExcite(nn.Module):
+    """A depthwise block with squeeze-excitation, then a 1x1 projection (its prologue: ``z * sigmoid(s)``), a
+    second excitation read by a 3x3 convolution (the implicit GEMM takes no prologue: the chain stays a kernel)
+    and one whose product is also an output (stored, so not fused)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.fc1 = nn.Conv2d(16, 4, 1)
+        self.fc2 = nn.Conv2d(4, 16, 1)
+        self.project = nn.Conv2d(16, 8, 1)
+        self.gate = nn.Conv2d(8, 8, 1)
+        self.spatial = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        z = torch.relu(self.dw(torch.relu(self.stem(x))))
+        s = self.fc2(torch.relu(self.fc1(z.mean((2, 3), keepdim=True))))
+        p = self.project(z * torch.sigmoid(s))
+        g = torch.sigmoid(self.gate(p.mean((2, 3), keepdim=True)))
+        q = self.spatial(p * g)
+        stored = q * g
+        return self.head(stored), stored
+
+
+def _network(dtype: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    return SqueezeExcite().eval().to(DTYPES[dtype]), (torch.randn(2, 3, 8, 8, dtype=DTYPES[dtype]),)
+
+
+def _blob(model: nn.Module, example: tuple[torch.Tensor, ...], **options):
+    from cuda_triton import CudaTritonOptions
+    from cuda_triton.serialization.blob import deserialize
+    from cuda_triton.tools import emulate_pte as E
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    ep = E.lower(model, example, options=CudaTritonOptions(**options))
+    (lowered,) = [m for _, m in ep.graph_module.named_modules() if isinstance(m, LoweredBackendModule)]
+    return deserialize(lowered.processed_bytes)
+
+
+@pytest.mark.timeout(600)
+def test_which_chains_become_prologues() -> None:
+    from cuda_triton.serialization import ConvRecord, ElementwiseRecord
+
+    model, example = _network("fp32")
+    blob = _blob(model, example)
+    convs = {op.name.split(":")[0]: op for op in blob.ops if isinstance(op, ConvRecord)}
+    with_prologue = [op for op in convs.values() if op.prologue]
+    (project,) = with_prologue  # the 1x1 after the first excitation only
+    assert project.template == "gemm" and [s.op for s in project.prologue] == ["sigmoid", "mul"]
+    assert len(project.prologue_inputs) == 1
+    assert "aten.mul.Tensor" in project.name and "aten.sigmoid.default" in project.name
+    # the 3x3's chain and the stored product stay kernels of their own
+    assert sum(isinstance(op, ElementwiseRecord) for op in blob.ops) == 2
+    off = _blob(model, example, fuse_prologues=False)
+    assert not any(isinstance(op, ConvRecord) and op.prologue for op in off.ops)
+    assert sum(isinstance(op, ElementwiseRecord) for op in off.ops) == 3
+    assert sum(len(op.launches) for op in off.ops) == sum(len(op.launches) for op in blob.ops) + 1
+
+
+def test_prologue_record_round_trips_and_is_checked() -> None:
+    from cuda_triton.serialization import ConvRecord
+    from cuda_triton.serialization.blob import deserialize, serialize
+    from cuda_triton.serialization.encoding import BlobError
+
+    model, example = _network("fp16")
+    blob = _blob(model, example)
+    assert deserialize(serialize(blob)) == blob
+    (i, project) = next(
+        (i, op) for i, op in enumerate(blob.ops) if isinstance(op, ConvRecord) and op.prologue
+    )
+    # a prologue input that varies over space (the map itself) is refused
+    bad = replace(project, prologue_inputs=[replace(project.prologue_inputs[0], value=project.input)])
+    with pytest.raises(BlobError, match="per image and channel"):
+        serialize(replace(blob, ops=[*blob.ops[:i], bad, *blob.ops[i + 1 :]]))
+    # prologue inputs without steps, and a step reading a missing input
+    for broken in (replace(project, prologue=[]), replace(project, prologue_inputs=[])):
+        with pytest.raises(BlobError, match="prologue"):
+            serialize(replace(blob, ops=[*blob.ops[:i], broken, *blob.ops[i + 1 :]]))
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_emulated_blob_matches_eager(dtype: str, fuse: bool) -> None:
+    from cuda_triton import CudaTritonOptions
+    from cuda_triton.tools import emulate_pte as E
+
+    model, example = _network(dtype)
+    options = CudaTritonOptions(allow_tf32=False, fuse_prologues=fuse)
+    err, run = E.check_model(model, example, verbose=False, options=options)
+    assert len(run.delegates) == 1
+    assert [(what, e, tol) for what, e, tol in run.op_errors if not e <= tol] == []
+    assert err <= {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}[dtype] * 5, err
