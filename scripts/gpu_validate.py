@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -145,6 +146,19 @@ def _dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
+def export_stamp(model: str, dtype: str, flags: list[str], archs: str) -> str:
+    """What a cached export was made from: the package's sources and tuning tables, the export script and the
+    export's arguments (a digest). A cached program is reused only while its stamp matches, so an edit to the
+    backend re-exports instead of timing a program the tree no longer makes."""
+    h = hashlib.sha256(json.dumps([model, dtype, flags, archs]).encode())
+    sources = sorted((ROOT / "backends" / "cuda_triton").rglob("*.py"))
+    sources += sorted((ROOT / "backends" / "cuda_triton").rglob("*.json"))
+    for f in [*sources, ROOT / "scripts" / "export_pte.py"]:
+        h.update(str(f.relative_to(ROOT)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
 def prepare(args: argparse.Namespace) -> int:
     entries = SETS[args.set]
     if CARRY.exists():
@@ -174,7 +188,10 @@ def prepare(args: argparse.Namespace) -> int:
         out = EXPORTS / f"{name}.pte"
         export_flags, pin = _split_pin(flags)
         t0 = time.perf_counter()
-        if args.fresh or not (EXPORT_CACHE / f"{name}.io.json").exists():
+        stamp_file = EXPORT_CACHE / f"{name}.stamp"
+        stamp = export_stamp(model, dtype, flags, args.archs)
+        fresh = not (EXPORT_CACHE / f"{name}.io.json").exists() or not stamp_file.exists()
+        if args.fresh or fresh or stamp_file.read_text() != stamp:
             if pin is not None:
                 export_flags += [
                     "--tuning-table",
@@ -187,11 +204,16 @@ def prepare(args: argparse.Namespace) -> int:
                 print(r.stdout[-3000:], r.stderr[-5000:], sep="\n", file=sys.stderr)
                 print(f"[prepare] export of {name} failed", file=sys.stderr)
                 return 1
+            stamp_file.write_text(stamp)
         else:
-            print(f"[prepare] {name}: reusing {cached} (--fresh re-exports)", flush=True)
+            print(
+                f"[prepare] {name}: reusing {cached}, exported by these sources (--fresh re-exports)",
+                flush=True,
+            )
             r = subprocess.CompletedProcess([], 0, "", "")
         for f in EXPORT_CACHE.glob(f"{name}.*"):
-            shutil.copy2(f, EXPORTS / f.name)
+            if f != stamp_file:
+                shutil.copy2(f, EXPORTS / f.name)
         report = [ln for ln in r.stdout.splitlines() if ln.startswith(("kernels:", "sizes:", "time:"))]
         for ln in report:
             print(f"    {ln}")
