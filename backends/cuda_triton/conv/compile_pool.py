@@ -31,7 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..kernel.aot import CompiledKernel, compile_launch
+from ..kernel.aot import CompiledKernel, LaunchJob
 from ..kernel.launch import KernelLaunch, Schedule
 from .problem import ConvProblem
 from .templates import get_template
@@ -48,7 +48,7 @@ class Job(Protocol):
 
 
 @dataclass(frozen=True)
-class CompileJob:
+class CompileJob(LaunchJob):
     """One launch of a convolution template, for one arch (everything a worker needs, all picklable)."""
 
     template: str
@@ -59,9 +59,6 @@ class CompileJob:
 
     def launch(self) -> KernelLaunch:
         return get_template(self.template).launches(self.problem, self.schedule)[self.launch_index]
-
-    def compile(self) -> CompiledKernel:
-        return compile_launch(self.launch(), self.arch)
 
 
 def run_job(job: Job) -> CompiledKernel:

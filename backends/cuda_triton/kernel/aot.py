@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,6 +228,19 @@ def check_entry(launch: KernelLaunch, ptx: str, kinds: tuple[str, ...]) -> None:
 def compile_launch(launch: KernelLaunch, arch: int) -> CompiledKernel:
     """Compile ``launch`` for compute capability ``arch`` (80, 89, 90, ...) without a GPU."""
     return compile_launches([launch], arch)[0]
+
+
+class LaunchJob(ABC):
+    """A compile job (`cuda_triton.conv.compile_pool.Job`) that rebuilds one launch where it runs, from a few
+    picklable fields, and compiles it for ``arch``."""
+
+    arch: int
+
+    @abstractmethod
+    def launch(self) -> KernelLaunch: ...
+
+    def compile(self) -> CompiledKernel:
+        return compile_launch(self.launch(), self.arch)
 
 
 def compile_launches(launches: list[KernelLaunch], arch: int) -> list[CompiledKernel]:

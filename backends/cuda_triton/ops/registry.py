@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..kernel.aot import CompiledKernel, compile_launch
+from ..kernel.aot import LaunchJob
 from ..kernel.launch import KernelLaunch, Schedule, ScratchTensor
 
 
@@ -68,7 +68,7 @@ def kernel_family(name: str) -> KernelFamily:
 
 
 @dataclass(frozen=True)
-class OpCompileJob:
+class OpCompileJob(LaunchJob):
     """One launch of a family's op for one arch: everything a compile worker needs, all picklable."""
 
     family: str
@@ -79,9 +79,6 @@ class OpCompileJob:
 
     def launch(self) -> KernelLaunch:
         return kernel_family(self.family).launches(self.spec, self.schedule)[self.launch_index]
-
-    def compile(self) -> CompiledKernel:
-        return compile_launch(self.launch(), self.arch)
 
 
 __all__ = ["KernelFamily", "OpCompileJob", "kernel_family"]
