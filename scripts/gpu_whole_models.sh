@@ -15,25 +15,32 @@ rm -rf "$o"; mkdir -p "$o"
 # shellcheck source=steps.sh
 . "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 carry=.carry/gpu_validate
+# the results so far, after every step, so a call cut off at its time limit still returns what finished; files
+# under 2 MB only (runner outputs of big models are larger)
+pack() { (cd "$o" && find . -type f -size -2M -print0 | tar czf "$OUT/whole_models.tgz" --null -T -); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 gpu_step models "${T_MODELS:-300}" python3 scripts/bench_models.py run --out "$o/models" --etdump \
   --num-executions "${EXECUTIONS:-100}"
+pack
 # the input copy of the largest program, page-locked (the runner's default) and pageable
 largest=$(ls -S "$carry"/exports/*.input0.bin 2>/dev/null | head -1)
 if [ -n "$largest" ] && [ -x build/gpu/cuda_triton_runner ]; then
   pte=${largest%.input0.bin}.pte
   gpu_step pin "${T_PIN:-60}" sh -c "for f in '' --no_pin_io; do echo \"== \$f\"; build/gpu/cuda_triton_runner \
     --model_path $pte --inputs $largest --num_executions 50 --warmup 5 \$f | grep -E 'latency|page-locked|host time'; done"
+  pack
 fi
 gpu_step graph "${T_GRAPH:-90}" python3 scripts/gpu_graph_bench.py --out "$o/graph" --num-executions 100 --warmup 10
+pack
 gpu_step epilogue "${T_EPILOGUE:-120}" python3 scripts/bench_conv_epilogue.py --out "$o/epilogue" \
   --dtypes "${EPILOGUE_DTYPES:-fp16}"
+pack
 gpu_step eager "${T_EAGER:-120}" python3 scripts/bench_eager_op.py --out "$o/eager" --dtypes "${EAGER_DTYPES:-float16}"
+pack
 if [ -f "$carry/problems.json" ]; then
   gpu_step tune "${T_TUNE:-300}" python3 scripts/tune.py --out "$o/tune" --problems "json:$carry/problems.json" \
     --max-schedules "${MAX_SCHEDULES:-4}" --budget-s "$(( ${T_TUNE:-300} - 30 ))" --jobs 15
+  pack
 fi
-# files under 2 MB only (runner outputs of big models are larger)
-(cd "$o" && find . -type f -size -2M -print0 | tar czf "$OUT/whole_models.tgz" --null -T -)
 ls -la "$OUT"
