@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Fused convolution epilogues on the GPU: conv + epilogue against the plain conv, and against conv then a
-separate elementwise kernel, on the convolutions of whole models.
+"""Fused convolution epilogues and prologues on the GPU: conv + chain against the plain conv, and against the conv
+with the chain as a separate elementwise kernel, on the convolutions of whole models.
 
     # on the GPU machine (torch + triton, no executorch needed)
     PYTHONPATH=backends python scripts/bench_conv_epilogue.py --out $OUT
@@ -16,6 +16,10 @@ replayed from CUDA graphs (`tools/timing.time_side_by_side`, medians of interlea
 * ``fused``: the same template and schedule with the chain in its epilogue;
 * ``split``: the plain convolution, then the chain as the standalone elementwise kernel (what an unfused
   delegate runs).
+
+The 1x1 layers also run squeeze-excitation's ``x * sigmoid(s)`` (``s`` per image and channel) as a prologue
+(rows ``prologue:se``): ``fused`` computes it in the conv's input loads, ``split`` stores it with the elementwise
+kernel first, then runs the plain conv on it.
 
 The issue's bar: ``fused`` at most 3% slower than ``plain``. Writes ``$OUT/bench_conv_epilogue.json`` and a
 markdown table; every fused output is checked against ATen first (NaN-poisoned outputs).
@@ -34,7 +38,7 @@ from typing import Any
 
 import torch
 from cuda_triton.conv import ConvParams, ConvProblem
-from cuda_triton.conv.epilogue import ConvEpilogue, epilogue_operand
+from cuda_triton.conv.epilogue import ConvEpilogue, ConvPrologue, epilogue_operand, prologue_operand
 from cuda_triton.conv.op import output_layout, reference_convolution
 from cuda_triton.conv.templates import get_template
 from cuda_triton.kernel.launch import TRITON_PTR_DTYPE
@@ -77,7 +81,9 @@ def case_tensors(layer: tuple, batch: int, dtype: torch.dtype, device: str) -> d
     p = ConvParams((stride, stride), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 1)
     sizes, strides = output_layout(x, w, p)
     residual = torch.empty_strided(sizes, strides, dtype=dtype, device=device).normal_(generator=None)
+    scale = torch.randn(batch, cin, 1, 1, generator=g).to(dtype).to(device).to(memory_format=cl)
     return {
+        "scale": scale,
         "x": x,
         "w": w,
         "bias": bias,
@@ -136,6 +142,47 @@ def contenders(
     return fns, fused_out, ref
 
 
+def prologue_contenders(t: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor, Any]:
+    """`contenders` for squeeze-excitation's ``x * sigmoid(s)`` before a 1x1 conv (the gemm template)."""
+    x, w, bias, p, s = t["x"], t["w"], t["bias"], t["params"], t["scale"]
+    sizes, strides = t["sizes"], t["strides"]
+    dtype_name = TRITON_PTR_DTYPE[str(x.dtype).removeprefix("torch.")]
+    problem = ConvProblem.from_tensors(x, w, bias, p, allow_tf32=True)
+    template = get_template("gemm")
+    schedule = template.heuristic_schedule(problem)
+    x_meta = TensorMeta(tuple(x.shape), tuple(x.stride()), str(x.dtype).removeprefix("torch."))
+    s_meta = TensorMeta(tuple(s.shape), tuple(s.stride()), x_meta.dtype)
+    b = ChainBuilder()
+    spec = b.build(b.op("mul", b.input("in0", x_meta), b.op("sigmoid", b.input("in1", s_meta))))
+    operand = prologue_operand(list(s.shape), list(s.stride()), dtype_name, list(x.shape))
+    fused_problem = replace(problem, prologue=ConvPrologue(spec.program, (operand,)))  # type: ignore[arg-type]
+    weight = template.prepare_weight(w, problem, schedule)
+    scratch = template.allocate_scratch(problem, schedule, x.device)
+    plain_out = torch.empty_strided(sizes, strides, dtype=x.dtype, device=x.device)
+    fused_out = torch.empty_strided(sizes, strides, dtype=x.dtype, device=x.device).fill_(float("nan"))
+    scaled = torch.empty_like(x)
+    base = {"weight": weight, "bias": bias, **scratch}
+    plain, fused = template.launches(problem, schedule), template.launches(fused_problem, schedule)
+    chain = elementwise_launches(spec)
+    plain_t = {**base, "input": x, "output": plain_out}
+    split_t = {**base, "input": scaled, "output": plain_out}
+    fused_t = {**base, "input": x, "output": fused_out, "prologue1": s}
+    chain_t = {"in0": x, "in1": s, "out": scaled}
+
+    def run(launches: list, tensors: dict) -> None:
+        for launch in launches:
+            launch.run(tensors)
+
+    fns = {
+        "plain": lambda: run(plain, plain_t),
+        "fused": lambda: run(fused, fused_t),
+        "split": lambda: (run(chain, chain_t), run(plain, split_t)),
+    }
+    fns["fused"]()
+    xs = run_program(spec.program, [x, s]).to(x.dtype)
+    return fns, fused_out, reference_convolution(xs.double(), w.double(), bias.double(), p)
+
+
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     out64, ref64 = out.double(), ref.double().to(out.device)
     if not torch.isfinite(out64).all():
@@ -165,11 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         for layer in layers[:3] if args.check else layers:
             for batch in batches:
                 t = case_tensors(layer, batch, DTYPES[dtype], device)
-                for epilogue in EPILOGUES:
-                    fns, out, ref = contenders(t, epilogue)
+                chains: list[tuple[str, Any]] = [(e[0], lambda t=t, e=e: contenders(t, e)) for e in EPILOGUES]
+                if layer[3] == 1:
+                    chains.append(("prologue:se", lambda t=t: prologue_contenders(t)))
+                for chain_name, make in chains:
+                    fns, out, ref = make()
                     err = rel_err(out, ref)
                     row: dict[str, Any] = {
-                        "layer": layer[0], "batch": batch, "dtype": dtype, "epilogue": epilogue[0], "err": err,
+                        "layer": layer[0], "batch": batch, "dtype": dtype, "epilogue": chain_name, "err": err,
                     }  # fmt: skip
                     bad += not err <= tol[dtype]
                     if not args.check:
@@ -194,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         }  # fmt: skip
         (out / "bench_conv_epilogue.json").write_text(json.dumps(summary, indent=1) + "\n")
         lines = [
-            f"# Fused conv epilogues ({gpu}, {summary['date']})", "",
-            "| layer | batch | dtype | epilogue | plain us | fused us | split us | fused/plain | split/fused |",
+            f"# Fused conv epilogues and prologues ({gpu}, {summary['date']})", "",
+            "| layer | batch | dtype | chain | plain us | fused us | split us | fused/plain | split/fused |",
             "|---|---|---|---|---|---|---|---|---|",
         ]  # fmt: skip
         for r in rows:
