@@ -239,12 +239,12 @@ def test_which_chains_are_fused() -> None:
         if not fuse:
             assert fused == {}
             continue
-        # stem (an implicit GEMM) and dw (depthwise): their relus; expand: hardswish; project: the residual add
-        # with the stem's channels-last output. Not se's sigmoid: it is fused into the multiply by z, whose output
-        # is z's shape, not the 1x1's [N, C, 1, 1]; not the head (two ops read its result).
+        # stem (an implicit GEMM) and dw (depthwise): their relus; expand: hardswish; se: its sigmoid (the
+        # [N, C, 1, 1] scale is stored, not computed per element of the multiply by z); project: the residual add
+        # with the stem's channels-last output. Not the head (two ops read its result).
         templates = {name: op.template for name, op in convs.items()}
         assert {templates[n] for n in fused} == {"gemm", "implicit_gemm", "depthwise"}
-        assert sorted(fused.values()) == [["add"], ["hardswish"], ["relu"], ["relu"]], fused
+        assert sorted(fused.values()) == [["add"], ["hardswish"], ["relu"], ["relu"], ["sigmoid"]], fused
         (project,) = [op for op in convs.values() if [s.op for s in op.epilogue] == ["add"]]
         assert len(project.epilogue_inputs) == 1
 

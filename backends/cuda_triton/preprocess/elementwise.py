@@ -2,7 +2,10 @@
 
 `plan_chains` groups the delegate's elementwise nodes: a node whose only user is another elementwise node of the
 delegate (and which is not a delegate output) is computed inside that user's chain instead of being stored,
-as long as the chain reads at most `MAX_INPUTS` tensors. `draft_elementwise` drafts the last node of a chain
+as long as the chain reads at most `MAX_INPUTS` tensors and the node's result has the user's sizes. A smaller
+result that the user broadcasts (squeeze-excitation's ``sigmoid(s)``, one value per image and channel) is stored
+instead: computed inside the big chain it would be computed once per element of the big result, and stored it can
+run in the epilogue of the convolution that makes ``s``. `draft_elementwise` drafts the last node of a chain
 (the one whose value is stored) with everything fused into it; the nodes fused into a chain draft nothing.
 """
 
@@ -30,6 +33,7 @@ from ..ops.tensor_meta import TensorMeta
 from ..partition.config.elementwise import GLU, ElementwiseConfig, emit_elementwise, output_meta
 from ..serialization import ConstantRef, ElementwiseRecord, ValueRef
 from ..serialization.records.base import FromInput, FromResult, FromStep, Literal, Step, StepArg
+from ..utils.graph import tensor_val
 from .draft import CudaTritonPreprocessError, describe, node_errors
 from .layout_plan import channels_last_like
 from .op_draft import ProgramDraft
@@ -60,6 +64,7 @@ def plan_chains(nodes: list[Node], outputs: set[Node]) -> dict[Node, Node]:
                 and x in reads
                 and x not in outputs
                 and len(x.users) == 1
+                and _same_sizes(x, node)
                 and len(reads[node] | reads[x]) + sum(1 for y in _tensor_operands(node) if y is not x)
                 <= MAX_INPUTS
             )
@@ -73,6 +78,10 @@ def plan_chains(nodes: list[Node], outputs: set[Node]) -> dict[Node, Node]:
                 f"{describe(node)}: an elementwise chain reading {len(reads[node])} tensors"
             )
     return fused_into
+
+
+def _same_sizes(a: Node, b: Node) -> bool:
+    return tuple(tensor_val(a).shape) == tuple(tensor_val(b).shape)
 
 
 def program_steps(program: Program, first_is_result: bool = False) -> list[Step]:
