@@ -94,6 +94,22 @@ def case_tensors(layer: tuple, batch: int, dtype: torch.dtype, device: str) -> d
     }
 
 
+Launches = tuple[list, dict[str, Any]]  # a contender's launches and the tensors their roles bind
+
+
+def _run(*steps: Launches) -> None:
+    for launches, tensors in steps:
+        for launch in launches:
+            launch.run(tensors)
+
+
+def _contender_fns(plain: Launches, fused: Launches, split: list[Launches]) -> dict[str, Any]:
+    """The three contenders as callables; the fused one has run once (its output is checked)."""
+    fns = {"plain": lambda: _run(plain), "fused": lambda: _run(fused), "split": lambda: _run(*split)}
+    fns["fused"]()
+    return fns
+
+
 def contenders(
     t: dict[str, Any], epilogue: tuple[str, Any, bool]
 ) -> tuple[dict[str, Any], torch.Tensor, Any]:
@@ -126,17 +142,7 @@ def contenders(
     plain_t = {**base, "output": plain_out}
     fused_t = {**base, "output": fused_out, "epilogue1": t["residual"]}
     chain_t = {"in0": plain_out, "in1": t["residual"], "out": split_out}
-
-    def run(launches: list, tensors: dict) -> None:
-        for launch in launches:
-            launch.run(tensors)
-
-    fns = {
-        "plain": lambda: run(plain, plain_t),
-        "fused": lambda: run(fused, fused_t),
-        "split": lambda: (run(plain, plain_t), run(chain, chain_t)),
-    }
-    fns["fused"]()
+    fns = _contender_fns((plain, plain_t), (fused, fused_t), [(plain, plain_t), (chain, chain_t)])
     conv = reference_convolution(x.double(), w.double(), bias.double(), p)
     ref = run_program(spec.program, [conv, t["residual"]] if residual else [conv])
     return fns, fused_out, ref
@@ -168,17 +174,7 @@ def prologue_contenders(t: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor
     split_t = {**base, "input": scaled, "output": plain_out}
     fused_t = {**base, "input": x, "output": fused_out, "prologue1": s}
     chain_t = {"in0": x, "in1": s, "out": scaled}
-
-    def run(launches: list, tensors: dict) -> None:
-        for launch in launches:
-            launch.run(tensors)
-
-    fns = {
-        "plain": lambda: run(plain, plain_t),
-        "fused": lambda: run(fused, fused_t),
-        "split": lambda: (run(chain, chain_t), run(plain, split_t)),
-    }
-    fns["fused"]()
+    fns = _contender_fns((plain, plain_t), (fused, fused_t), [(chain, chain_t), (plain, split_t)])
     xs = run_program(spec.program, [x, s]).to(x.dtype)
     return fns, fused_out, reference_convolution(xs.double(), w.double(), bias.double(), p)
 
