@@ -78,3 +78,14 @@ def cpu(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def random_shape(rng: random.Random, ndim: int, low: int = 1, high: int = 7) -> tuple[int, ...]:
     return tuple(rng.randint(low, high) for _ in range(ndim))
+
+
+def assert_one_delegate_matches_eager(model, example, options, program_tol: float) -> None:  # noqa: ANN001
+    """The model lowers to one delegate whose emulated blob matches eager PyTorch: every convolution against ATen
+    within its dtype's tolerance, the program's output within ``program_tol`` of max |ref|."""
+    from cuda_triton.tools import emulate_pte as E
+
+    err, run = E.check_model(model, example, verbose=False, options=options)
+    assert len(run.delegates) == 1
+    assert [(what, e, tol) for what, e, tol in run.op_errors if not e <= tol] == []
+    assert err <= program_tol, f"program output: max |err| / max |ref| = {err:.2e}"

@@ -24,6 +24,7 @@ from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  
 from cuda_triton.conv.templates._splitk import split_k_of, splitk_reduce_launch  # noqa: E402
 from cuda_triton.ops.elementwise.program import instruction  # noqa: E402
 from cuda_triton.ops.elementwise.reference import run_program  # noqa: E402
+from ops_helpers import assert_one_delegate_matches_eager  # noqa: E402
 from torch import nn  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -254,14 +255,12 @@ def test_which_chains_are_fused() -> None:
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_emulated_blob_matches_eager(dtype: str, fuse: bool) -> None:
     from cuda_triton import CudaTritonOptions
-    from cuda_triton.tools import emulate_pte as E
 
     model, example = _model(dtype)
     options = CudaTritonOptions(allow_tf32=False, fuse_epilogues=fuse)
-    err, run = E.check_model(model, example, verbose=False, options=options)
-    assert len(run.delegates) == 1
-    assert [(what, e, tol) for what, e, tol in run.op_errors if not e <= tol] == []
-    assert err <= {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}[dtype] * 5, err
+    assert_one_delegate_matches_eager(
+        model, example, options, {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}[dtype] * 5
+    )
 
 
 @pytest.mark.timeout(600)

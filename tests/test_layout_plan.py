@@ -17,6 +17,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from ops_helpers import assert_one_delegate_matches_eager  # noqa: E402
 from torch import nn  # noqa: E402
 
 pytest.importorskip("executorch")
@@ -134,7 +135,4 @@ def test_with_the_plan_off_every_value_has_its_recorded_layout() -> None:
 def test_emulated_blob_matches_eager(dtype: str, channels_last: bool) -> None:
     model, example = _model(dtype)
     options = CudaTritonOptions(allow_tf32=False, channels_last=channels_last)
-    err, run = E.check_model(model, example, verbose=False, options=options)
-    assert len(run.delegates) == 1
-    assert [(what, e, tol) for what, e, tol in run.op_errors if not e <= tol] == []
-    assert err <= TOL[dtype] * 5, f"program output: max |err| / max |ref| = {err:.2e}"
+    assert_one_delegate_matches_eager(model, example, options, TOL[dtype] * 5)
