@@ -103,9 +103,41 @@ def test_split_k_shares_apply_the_prologue() -> None:
     assert not out.isnan().any() and (out.double() - ref).abs().max() / ref.abs().max() <= 1e-4
 
 
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_implicit_gemm_applies_the_prologue(dtype: str, kernel: int) -> None:
+    """The implicit GEMM's channel-block and flat-K loops, with a chain that is not zero at zero (x * sigmoid(s)
+    + 1): the 3x3's zero padding must stay zero, not become the chain's value."""
+    torch.manual_seed(0)
+    patch_interpreter_bf16_dot()
+    chain = (*SE_CHAIN, instruction("add", 5, -1, c0=1.0))
+    for cin in (40, 3):  # 3 channels: the flat-K loop
+        x = torch.randn(2, cin, 5, 6, dtype=DTYPES[dtype]).to(memory_format=torch.channels_last)
+        w = (torch.randn(24, cin, kernel, kernel, dtype=DTYPES[dtype]) / (cin * kernel * kernel) ** 0.5).to(
+            memory_format=torch.channels_last
+        )
+        s = torch.randn(2, cin, 1, 1, dtype=DTYPES[dtype]).to(memory_format=torch.channels_last)
+        pad = kernel // 2
+        p = ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 1)
+        operand = prologue_operand(list(s.shape), list(s.stride()), dtype, x.shape)
+        base = ConvProblem.from_tensors(x, w, torch.empty(24), p, allow_tf32=False)
+        problem = replace(base, prologue=ConvPrologue(chain, (operand,)))  # type: ignore[arg-type]
+        template = get_template("implicit_gemm")
+        schedule = template.heuristic_schedule(problem)
+        assert template.takes_prologue(problem, schedule)
+        bias = torch.randn(24, dtype=x.dtype)
+        out = _run(template, problem, schedule, x, w, s, bias)
+        scaled = run_program(chain, [x, s]).to(x.dtype)
+        ref = reference_convolution(scaled.double(), w.double(), bias.double(), p)
+        assert not out.isnan().any()
+        err = (out.double() - ref).abs().max() / ref.abs().max()
+        assert err <= TOL[dtype], (cin, err)
+
+
 def test_other_templates_decline_a_prologue() -> None:
     _, problem, _, _, _ = _case("fp16", 16, (4, 4), 8)
-    for name in ("implicit_gemm", "implicit_gemm_box", "depthwise", "transposed"):
+    for name in ("implicit_gemm_box", "depthwise", "transposed"):
         template = get_template(name)
         assert (
             not template.takes_prologue(problem, template.heuristic_schedule(problem))
@@ -122,15 +154,17 @@ def test_prologue_kernel_compiles_for_every_arch() -> None:
     template = get_template("gemm")
     launch = template.launches(problem, template.heuristic_schedule(problem))[0]
     assert dict(launch.constexprs)["PROLOGUE"] == SE_CHAIN
+    implicit = get_template("implicit_gemm")
+    (main,) = implicit.launches(problem, implicit.heuristic_schedule(problem))
     for arch in (80, 90):
-        assert compile_launch(launch, arch).cubin
+        assert compile_launch(launch, arch).cubin and compile_launch(main, arch).cubin
 
 
 # ---- whole networks ------------------------------------------------------------------------------------------
 class SqueezeExcite(nn.Module):
     """A depthwise block with squeeze-excitation, then a 1x1 projection (its prologue: ``z * sigmoid(s)``), a
-    second excitation read by a 3x3 convolution (the implicit GEMM takes no prologue: the chain stays a kernel)
-    and one whose product is also an output (stored, so not fused)."""
+    second excitation read by a grouped 3x3 convolution (the implicit GEMM takes no prologue with groups: the
+    chain stays a kernel, drafted just before it) and one whose product is also an output (stored, not fused)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -140,7 +174,7 @@ class SqueezeExcite(nn.Module):
         self.fc2 = nn.Conv2d(4, 16, 1)
         self.project = nn.Conv2d(16, 8, 1)
         self.gate = nn.Conv2d(8, 8, 1)
-        self.spatial = nn.Conv2d(8, 8, 3, padding=1)
+        self.spatial = nn.Conv2d(8, 8, 3, padding=1, groups=2)
         self.head = nn.Conv2d(8, 4, 1)
 
     def forward(self, x):
@@ -186,7 +220,7 @@ def test_which_chains_become_prologues() -> None:
         "aten_conv2d_default_3",
         "aten_conv2d_default_5",
     ]
-    # the 3x3's chain and the stored product stay kernels of their own
+    # the grouped 3x3's chain and the stored product stay kernels of their own
     assert sum(isinstance(op, ElementwiseRecord) for op in blob.ops) == 2
     off = _blob(model, example, fuse_prologues=False)
     assert not any(isinstance(op, ConvRecord) and op.prologue for op in off.ops)

@@ -10,7 +10,7 @@ walks the flattened (tap, channel) axis instead, so K blocks are not mostly padd
 
 Kernel arguments (PTX order): x, w, bias, y, ws, amax pointers, then int32 BATCH, D, H, W, OD, OH, OW (1-D/2-D
 problems have leading sizes 1), then the fused epilogue's three operands (epilogue_args.py; an epilogue needs one
-group tile and no split). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(COUT_T, BLOCK_N),
+group tile and no split), then the fused prologue's three (no groups, no F16_MMA). Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(COUT_T, BLOCK_N),
 groups / GROUP_TILE, SPLIT_K), plus TAIL_M_TILES * (TAIL_SPLIT - 1) * cdiv(COUT_T, BLOCK_N) programs on axis 0
 for tail-split schedules.
 

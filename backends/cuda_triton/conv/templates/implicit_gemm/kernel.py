@@ -7,6 +7,7 @@ import triton.language as tl
 
 from .._f16_mma import input_scales, weight_unscale
 from .._tf32 import round_to_tf32
+from ..epilogue_jit import apply_prologue
 from ..gemm_jit import (
     grouped_tile_ids,
     input_strides,
@@ -22,6 +23,7 @@ def conv_implicit_gemm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, amax_ptr,
     BATCH, D, H, W, OD, OH, OW,
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+    p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_T: tl.constexpr, COUT_T: tl.constexpr,
     CIN_P: tl.constexpr, COUT_P: tl.constexpr, K_ROWS: tl.constexpr,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
@@ -33,7 +35,7 @@ def conv_implicit_gemm_kernel(
     F16_MMA: tl.constexpr, W_NUMEL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL_SPLIT: tl.constexpr, TAIL_M_TILES: tl.constexpr,
-    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr, PROLOGUE: tl.constexpr, P_KINDS: tl.constexpr,
 ):  # fmt: skip
     BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
     s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
@@ -128,6 +130,24 @@ def conv_implicit_gemm_kernel(
             ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
             a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
             a = tl.load(a_ptrs, mask=ok, other=0.0)
+            if len(PROLOGUE) > 0:  # a fused chain on the input, per (image, channel); padding stays zero
+                a = apply_prologue(
+                    a,
+                    n,
+                    c,
+                    ok,
+                    p1_ptr,
+                    p1_sn,
+                    p1_sc,
+                    p2_ptr,
+                    p2_sn,
+                    p2_sc,
+                    p3_ptr,
+                    p3_sn,
+                    p3_sc,
+                    PROLOGUE,
+                    P_KINDS,
+                )
             if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
             elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
@@ -145,10 +165,28 @@ def conv_implicit_gemm_kernel(
             ok = m_ok & (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
             rows = x_rows + di * s_d + hi * s_h + wi * s_w
             if CIN_T % BLOCK_K == 0:
-                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=ok[:, None], other=0.0)
+                a_ok = ok[:, None]
             else:
                 a_ok = ok[:, None] & (c < CIN_T)[None, :]
-                a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
+            a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
+            if len(PROLOGUE) > 0:
+                a = apply_prologue(
+                    a,
+                    n,
+                    c,
+                    a_ok,
+                    p1_ptr,
+                    p1_sn,
+                    p1_sc,
+                    p2_ptr,
+                    p2_sn,
+                    p2_sc,
+                    p3_ptr,
+                    p3_sn,
+                    p3_sc,
+                    PROLOGUE,
+                    P_KINDS,
+                )
             if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
             elif ROUND_TF32:

@@ -30,7 +30,7 @@ from .._splitk import (
     workspace,
 )
 from .._tf32 import prepare_tf32_weight
-from ..epilogue_args import epilogue_args, epilogue_constexprs
+from ..epilogue_args import epilogue_args, epilogue_constexprs, prologue_args, prologue_constexprs
 from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
@@ -195,6 +195,10 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         # not tail splits (whose rows two launches write).
         return problem.groups == 1 and tail_split_of(schedule) == 1
 
+    def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        # Channels index the input directly (no groups); F16_MMA reads a scaled copy the prologue never saw.
+        return problem.groups == 1 and not uses_f16_mma(schedule)
+
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         f16 = uses_f16_mma(schedule)
         # F16_MMA=2: one copy, "input_f16", is both the fp16 and (with CL_COPY) the channels-last copy
@@ -231,6 +235,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
             *epilogue_args(problem, split == 1),  # a split's reduction applies the epilogue
+            *prologue_args(problem),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
@@ -257,6 +262,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             ("TAIL_SPLIT", tail),
             ("TAIL_M_TILES", tail_m),
             *epilogue_constexprs(problem, split == 1),
+            *prologue_constexprs(problem),
         )
         if schedule["ROW_TILES"]:
             m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
