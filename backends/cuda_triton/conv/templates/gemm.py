@@ -111,22 +111,8 @@ def conv_gemm_kernel(
         a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
         if len(PROLOGUE) > 0:  # a fused chain on the input (squeeze-excitation's scale), per (image, channel)
             a = apply_prologue(
-                a,
-                n,
-                c,
-                a_ok,
-                p1_ptr,
-                p1_sn,
-                p1_sc,
-                p2_ptr,
-                p2_sn,
-                p2_sc,
-                p3_ptr,
-                p3_sn,
-                p3_sc,
-                PROLOGUE,
-                P_KINDS,
-            )
+                a, n, c, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc, PROLOGUE, P_KINDS,
+            )  # fmt: skip
         if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
             a = round_to_tf32(a, ROUND_TF32)
         b = tl.load(weight_ptrs(w_ptr, offs_k, offs_n, K_P, COUT_P, W_KMAJOR))

@@ -132,22 +132,8 @@ def conv_implicit_gemm_kernel(
             a = tl.load(a_ptrs, mask=ok, other=0.0)
             if len(PROLOGUE) > 0:  # a fused chain on the input, per (image, channel); padding stays zero
                 a = apply_prologue(
-                    a,
-                    n,
-                    c,
-                    ok,
-                    p1_ptr,
-                    p1_sn,
-                    p1_sc,
-                    p2_ptr,
-                    p2_sn,
-                    p2_sc,
-                    p3_ptr,
-                    p3_sn,
-                    p3_sc,
-                    PROLOGUE,
-                    P_KINDS,
-                )
+                    a, n, c, ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc, PROLOGUE, P_KINDS,
+                )  # fmt: skip
             if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
             elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
@@ -171,22 +157,8 @@ def conv_implicit_gemm_kernel(
             a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
             if len(PROLOGUE) > 0:
                 a = apply_prologue(
-                    a,
-                    n,
-                    c,
-                    a_ok,
-                    p1_ptr,
-                    p1_sn,
-                    p1_sc,
-                    p2_ptr,
-                    p2_sn,
-                    p2_sc,
-                    p3_ptr,
-                    p3_sn,
-                    p3_sc,
-                    PROLOGUE,
-                    P_KINDS,
-                )
+                    a, n, c, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc, PROLOGUE, P_KINDS,
+                )  # fmt: skip
             if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
             elif ROUND_TF32:
