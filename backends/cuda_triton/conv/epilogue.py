@@ -69,20 +69,9 @@ def prologue_operand(
 ) -> EpilogueOperand | None:
     """How a prologue reads a tensor of ``sizes``/``strides`` against a convolution input of ``in_sizes``
     (batched): `PER_NC` only; None for anything else (a second map, a spatial broadcast)."""
-    rank = len(in_sizes)
-    if len(sizes) > rank or any(s < 0 for s in strides):
+    if not _addressable(sizes, strides, len(in_sizes)):
         return None
-    pad = rank - len(sizes)
-    full = [1] * pad + list(sizes)
-    full_strides = [0] * pad + list(strides)
-    if any(f not in (1, s) for f, s in zip(full, in_sizes, strict=True)) or any(f != 1 for f in full[2:]):
-        return None
-    span = sum((s - 1) * abs(st) for s, st in zip(full, full_strides, strict=True) if s > 0)
-    if span >= _INT32_LIMIT:
-        return None
-    s_n = full_strides[0] if full[0] > 1 else 0
-    s_c = full_strides[1] if full[1] > 1 else 0
-    return EpilogueOperand(PER_NC, dtype, s_n, s_c)
+    return _per_nc_operand(sizes, strides, dtype, in_sizes)
 
 
 def epilogue_operand(
@@ -94,25 +83,35 @@ def epilogue_operand(
 ) -> EpilogueOperand | None:
     """How an epilogue reads a tensor of ``sizes``/``strides`` against a convolution output of ``out_sizes``/
     ``out_strides`` (batched, ``[N, C, *spatial]``); None when neither way reads it right."""
-    rank = len(out_sizes)
-    if len(sizes) > rank or any(s < 0 for s in strides):
-        return None
-    span = sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True) if s > 0)
-    if span >= _INT32_LIMIT:
+    if not _addressable(sizes, strides, len(out_sizes)):
         return None
     if list(sizes) == list(out_sizes) and all(
         s == 1 or a == b for s, a, b in zip(sizes, strides, out_strides, strict=True)
     ):
         return EpilogueOperand(LIKE_OUTPUT, dtype)
-    # Right-align (NumPy broadcasting), then each dim must be 1 or the output's, spatial dims all 1.
-    pad = rank - len(sizes)
+    return _per_nc_operand(sizes, strides, dtype, out_sizes)
+
+
+def _addressable(sizes: Sequence[int], strides: Sequence[int], rank: int) -> bool:
+    """At most ``rank`` dims, no negative stride, every offset within int32 (the kernels' stride arguments)."""
+    if len(sizes) > rank or any(s < 0 for s in strides):
+        return False
+    return sum((s - 1) * abs(st) for s, st in zip(sizes, strides, strict=True) if s > 0) < _INT32_LIMIT
+
+
+def _per_nc_operand(
+    sizes: Sequence[int], strides: Sequence[int], dtype: str, target: Sequence[int]
+) -> EpilogueOperand | None:
+    """`PER_NC` against ``target`` [N, C, *spatial] when ``sizes`` (right-aligned, NumPy broadcasting) is one
+    value per image and channel (the blob's rule, `per_image_and_channel`); None otherwise."""
+    # The rule the blob readers check; imported here because the serialization package imports this one.
+    from ..serialization.checks.elementwise import per_image_and_channel
+
+    if not per_image_and_channel(list(sizes), list(target)):
+        return None
+    pad = len(target) - len(sizes)
     full = [1] * pad + list(sizes)
     full_strides = [0] * pad + list(strides)
-    for d in range(rank):
-        if full[d] not in (1, out_sizes[d]):
-            return None
-        if d >= 2 and full[d] != 1:
-            return None
     s_n = full_strides[0] if full[0] > 1 else 0
     s_c = full_strides[1] if full[1] > 1 else 0
     return EpilogueOperand(PER_NC, dtype, s_n, s_c)

@@ -282,25 +282,25 @@ def conv_prologue_chain(end: Node, pd: ProgramDraft, fused_into: dict[Node, Node
         return None
     if not supports(spec) or len(spec.inputs) > MAX_OPERANDS + 1:
         return None
+    input_refs = [refs[int(x.role[2:])] for x in spec.inputs]  # each chain input's stored tensor
     maps = [
         i
-        for i, x in enumerate(spec.inputs)
+        for i, (x, ref) in enumerate(zip(spec.inputs, input_refs, strict=True))
         if x.offset == 0
-        and isinstance(refs[int(x.role[2:])], ValueRef)
-        and x.view == pd.meta(refs[int(x.role[2:])])  # type: ignore[arg-type]
+        and isinstance(ref, ValueRef)
+        and x.view == pd.meta(ref)
         and tuple(x.view.sizes) == tuple(meta.sizes)
         and x.view.dtype == meta.dtype
     ]
     if len(maps) != 1:
         return None
     first = maps[0]
-    source = refs[int(spec.inputs[first].role[2:])]
+    source = input_refs[first]
     operands: list[EpilogueOperand] = []
     ref_list: list[ValueRef | ConstantRef] = []
-    for i, chain_input in enumerate(spec.inputs):
+    for i, (chain_input, ref) in enumerate(zip(spec.inputs, input_refs, strict=True)):
         if i == first:
             continue
-        ref = refs[int(chain_input.role[2:])]
         v = chain_input.view
         op = prologue_operand(v.sizes, v.strides, TRITON_PTR_DTYPE[v.dtype], meta.sizes)
         if ref is None or chain_input.offset or op is None:

@@ -1,27 +1,13 @@
 // Kind 0: a convolution (docs/blob_format.md). Shape rule: the generated conv_layout.h (sizes and strides).
 #include "blob/records.h"
 #include "generated/conv_layout.h"
+#include "generated/elementwise_checks.h"
 
 namespace cuda_triton::blob_detail {
 
 namespace {
 constexpr int64_t kArgLimit = int64_t(1) << 31;
 
-// `sizes` broadcasts to the batched `target` [N, C, *spatial] with every spatial dim 1: one value per image and
-// channel (records/conv.py, per_image_and_channel).
-bool per_image_and_channel(const std::vector<int64_t>& sizes, const std::vector<int64_t>& target) {
-  if (sizes.size() > target.size()) {
-    return false;
-  }
-  const size_t pad = target.size() - sizes.size();
-  for (size_t d = 0; d < target.size(); ++d) {
-    const int64_t s = d < pad ? 1 : sizes[d - pad];
-    if ((s != 1 && s != target[d]) || (d >= 2 && s != 1)) {
-      return false;
-    }
-  }
-  return true;
-}
 }  // namespace
 
 Status read_conv(Cursor& c, OpRecord* op) {
@@ -104,7 +90,7 @@ Status check_conv(const Blob& b, const OpRecord& op, const std::string& w) {
   }
   CT_RETURN_IF_ERROR(check_step_list(w + " prologue", p.prologue, p.prologue_inputs, true));
   for (size_t i = op.inputs.size() - p.prologue_inputs; i < op.inputs.size(); ++i) {
-    if (!per_image_and_channel(operand_sizes(b, op.inputs[i]), in.sizes)) {
+    if (!layout::elementwise_checks::per_image_and_channel(operand_sizes(b, op.inputs[i]), in.sizes)) {
       return bad(w + ": a prologue input of sizes " + dims_to_string(operand_sizes(b, op.inputs[i])) +
                  " does not broadcast per image and channel to the input " + dims_to_string(in.sizes));
     }

@@ -44,3 +44,15 @@ def broadcasts_to(sizes: list[int], target: list[int]) -> bool:
         if sizes[i] != 1 and sizes[i] != target[lead + i]:
             return False
     return True
+
+
+def per_image_and_channel(sizes: list[int], target: list[int]) -> bool:
+    """Whether ``sizes`` broadcasts to the batched ``target`` [N, C, *spatial] with every spatial dim 1: one value
+    per image and channel (a convolution prologue's operand, a squeeze-excitation scale)."""
+    if not broadcasts_to(sizes, target):
+        return False
+    lead = len(target) - len(sizes)
+    for i in range(len(sizes)):
+        if lead + i >= 2 and sizes[i] != 1:
+            return False
+    return True

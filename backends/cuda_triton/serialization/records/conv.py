@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..checks.elementwise import per_image_and_channel
 from ..encoding import MAX_STEPS, Reader, Writer, check, check_dims
 from .base import (
     ConstantRef,
@@ -63,9 +64,6 @@ class ConvRecord(EpilogueRecord):
 
     def extra_inputs(self) -> list[Operand]:
         return list(self.epilogue_inputs)
-
-    def prologue_steps(self) -> list[Step]:
-        return self.prologue
 
     def encode_params(self, w: Writer) -> None:
         for dims in (
@@ -151,15 +149,6 @@ class ConvRecord(EpilogueRecord):
             f"{where}: the layout rule gives an output of sizes {sizes} strides {strides}, "
             f"the plan records sizes {out.sizes} strides {out.strides}",
         )
-
-
-def per_image_and_channel(sizes: list[int], target: list[int]) -> bool:
-    """Whether ``sizes`` broadcasts to the batched ``target`` [N, C, *spatial] with every spatial dim 1: one value
-    per image and channel."""
-    if len(sizes) > len(target):
-        return False
-    full = [1] * (len(target) - len(sizes)) + list(sizes)
-    return all(s in (1, t) for s, t in zip(full, target, strict=True)) and all(s == 1 for s in full[2:])
 
 
 def conv_output_layout(
