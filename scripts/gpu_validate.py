@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -151,9 +152,19 @@ def export_stamp(model: str, dtype: str, flags: list[str], archs: str) -> str:
     export's arguments (a digest). A cached program is reused only while its stamp matches, so an edit to the
     backend re-exports instead of timing a program the tree no longer makes."""
     h = hashlib.sha256(json.dumps([model, dtype, flags, archs]).encode())
-    sources = sorted((ROOT / "backends" / "cuda_triton").rglob("*.py"))
-    sources += sorted((ROOT / "backends" / "cuda_triton").rglob("*.json"))
-    for f in [*sources, ROOT / "scripts" / "export_pte.py"]:
+    h.update(_sources_digest().encode())
+    return h.hexdigest()
+
+
+@functools.cache
+def _sources_digest() -> str:
+    h = hashlib.sha256()
+    package = ROOT / "backends" / "cuda_triton"
+    for f in [
+        *sorted(package.rglob("*.py")),
+        *sorted(package.rglob("*.json")),
+        ROOT / "scripts" / "export_pte.py",
+    ]:
         h.update(str(f.relative_to(ROOT)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()
