@@ -70,23 +70,25 @@ class OpConfig(ABC):
     def takes(self, node: Node) -> bool:
         return node.op == "call_function" and aten_overload(node.target) in self.targets
 
-    @abstractmethod
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
-        """Whether the delegate runs ``node`` (one of ``targets``), with the reason when it does not."""
-
     # Ops among ``targets`` that return (result, extra outputs): taken only when nothing reads the extras (the
     # kernels compute the result alone), with the ``getitem(.., 0)`` that reads the result as their companion.
     multi_output: ClassVar[tuple[torch._ops.OpOverload, ...]] = ()
     # What the kernels compute of a multi-output op, for the reason given when an extra output is read.
     multi_output_computes: ClassVar[str] = "the first output only"
 
-    def extra_outputs_unused(self, node: Node) -> Verdict:
-        """Yes unless ``node`` is one of ``multi_output`` and something reads one of its extra outputs."""
+    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+        """Whether the delegate runs ``node`` (one of ``targets``), with the reason when it does not: no when
+        ``node`` is one of ``multi_output`` and something reads one of its extra outputs, else `check_op`'s
+        answer."""
         if aten_overload(node.target) in self.multi_output:
             used = only_first_output_used(node)
             if not used:
                 return Verdict.no(f"{used.reason}: the kernel computes {self.multi_output_computes}")
-        return Verdict.yes()
+        return self.check_op(node, ctx)
+
+    @abstractmethod
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
+        """The family's own check of ``node`` (one of ``targets``; a multi-output op's extra outputs unread)."""
 
     def companions(self, node: Node) -> list[Node]:
         """Nodes that join the partition with ``node`` when it is taken: a multi-output op's ``getitem`` readers

@@ -71,7 +71,7 @@ class ConvConfig(OpConfig):
                 ), p
         return Verdict.yes(p.reason), p
 
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
         return self.plan(node, ctx)[0]
 
 

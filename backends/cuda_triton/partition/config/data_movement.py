@@ -182,7 +182,7 @@ class DataMovementConfig(OpConfig):
     family = "data_movement"
     targets: ClassVar[tuple[Any, ...]] = (*STRIDED_COPIES, *UPSAMPLES, *OTHERS)
 
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
         try:
             spec = data_movement_spec(node)
         except ValueError as e:

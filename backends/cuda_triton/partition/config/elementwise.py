@@ -115,7 +115,7 @@ class ElementwiseConfig(OpConfig):
         op for op in (*UNARY, *BINARY, GLU) if torch.Tag.core not in op.tags
     )
 
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
         try:
             spec, tensors = elementwise_spec(node)
         except ValueError as e:

@@ -97,7 +97,7 @@ class GemmConfig(OpConfig):
     targets: ClassVar[tuple[torch._ops.OpOverload, ...]] = GEMM_OPS
     preserved = (aten.linear.default,)
 
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
         operands = [(f"operand {i}", n) for i, n in enumerate(gemm_operands(node)) if n is not None]
         ok = float_inputs(node, [*operands, ("output", node)])
         if not ok:

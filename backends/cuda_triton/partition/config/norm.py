@@ -130,10 +130,7 @@ class NormConfig(OpConfig):
     multi_output = MULTI_OUTPUT
     multi_output_computes = "the normalized output only"
 
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
-        used = self.extra_outputs_unused(node)
-        if not used:
-            return used
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
         try:
             operands = norm_operands(node)
             out = norm_output(node)

@@ -77,10 +77,7 @@ class PoolingConfig(OpConfig):
     multi_output = tuple(MAX_POOLS)
     multi_output_computes = "the values, not the indices"
 
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
-        used = self.extra_outputs_unused(node)
-        if not used:
-            return used
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
         try:
             spec = pool_spec(node)
         except ValueError as e:

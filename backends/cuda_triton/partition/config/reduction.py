@@ -77,7 +77,7 @@ class ReductionConfig(OpConfig):
     family = "reduction"
     targets: ClassVar[tuple[torch._ops.OpOverload, ...]] = tuple(REDUCTION_OPS)
 
-    def check(self, node: Node, ctx: PartitionContext) -> Verdict:
+    def check_op(self, node: Node, ctx: PartitionContext) -> Verdict:
         args = bound_arguments(node)
         ok = float_inputs(node, [("input", args["self"])])
         if not ok:
