@@ -100,21 +100,6 @@ def store_output_with_epilogue(
     acc = add_bias(acc, b_ptr, offs_n, n_ok, HAS_BIAS)
     offs = output_offsets(n, pixel, offs_n, C_OUT, out_pixels, OUT_CL)
     y = apply_epilogue(
-        acc,
-        offs,
-        n,
-        offs_n,
-        mask,
-        e1_ptr,
-        e1_sn,
-        e1_sc,
-        e2_ptr,
-        e2_sn,
-        e2_sc,
-        e3_ptr,
-        e3_sn,
-        e3_sc,
-        PROGRAM,
-        E_KINDS,
-    )
+        acc, offs, n, offs_n, mask, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, PROGRAM, E_KINDS,
+    )  # fmt: skip
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)

@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from ..epilogue_jit import apply_epilogue
+from ..gemm_jit import add_bias
 
 
 @triton.jit
@@ -76,6 +77,27 @@ def _tile_is_interior(
 
 
 @triton.jit
+def _interior_taps(acc, x_tile, w_tile, IH, IW, X_COL: tl.constexpr, W_TAP: tl.constexpr, W_COLUMNS: tl.constexpr,
+                   KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr,
+                   DW: tl.constexpr):  # fmt: skip
+    """acc + every tap of a tile none of whose taps reads outside the input (`_tile_is_interior`): tap (kd, kh, kw)
+    reads x_tile + ((kd * DD * IH + kh * DH) * IW + kw * DW) * X_COL and the weights at w_tile + tap * W_TAP
+    (X_COL, W_TAP: the input's column and the weight's tap strides; W_COLUMNS: w_tile is one vector over the
+    tile's columns, else it broadcasts over the tile as it is). No bounds math at all: a tap is a load at a
+    constant offset from its row, a convert and an FMA per element (the kernels are instruction-bound, not
+    memory-bound). A channels-last weight vector is expanded after its load and after the input's convert:
+    expanding its pointers first, or before the convert, compiles some tiles to different code."""
+    for kd in tl.static_range(KD):
+        for kh in tl.static_range(KH):
+            x_row = x_tile + (kd * DD * IH + kh * DH) * IW * X_COL
+            for kw in tl.static_range(KW):
+                xv = tl.load(x_row + kw * DW * X_COL)
+                wv = tl.load(w_tile + ((kd * KH + kh) * KW + kw) * W_TAP)
+                acc += xv.to(tl.float32) * (wv[None, :] if W_COLUMNS else wv)
+    return acc
+
+
+@triton.jit
 def _depthwise_cl_kernel(
     x_ptr,
     w_ptr,
@@ -130,10 +152,7 @@ def _depthwise_cl_kernel(
     p_ok = (oh < OH) & (ow < OW)
     co = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = co < C_OUT
-    if MULT == 1:
-        ci = co
-    else:
-        ci = co // MULT
+    ci = co // MULT
 
     # Pointers of tap (0, 0, 0); every other tap adds a scalar (the kw part a compile-time constant, which
     # the compiler folds into the load's address), so the per-element work of a tap is a load and an FMA.
@@ -151,15 +170,7 @@ def _depthwise_cl_kernel(
         C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
     )  # fmt: skip
     if interior:
-        # Most tiles: no bounds math at all, a tap is a load at a constant offset from its row, a convert and
-        # an FMA per element (the kernels are instruction-bound, not memory-bound).
-        for kd in tl.static_range(KD):
-            for kh in tl.static_range(KH):
-                x_row = x_tile + (kd * DD * IH + kh * DH) * IW * C_IN
-                for kw in tl.static_range(KW):
-                    xv = tl.load(x_row + kw * DW * C_IN)
-                    wv = tl.load(w_tile + ((kd * KH + kh) * KW + kw) * C_OUT)
-                    acc += xv.to(tl.float32) * wv[None, :]
+        acc = _interior_taps(acc, x_tile, w_tile, IH, IW, C_IN, C_OUT, True, KD, KH, KW, DD, DH, DW)
     else:
         # Tiles touching the padding, the tensor's edge or a partial channel block: mask every tap.
         for kd in tl.static_range(KD):
@@ -180,8 +191,7 @@ def _depthwise_cl_kernel(
                         xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None] & c_ok[None, :], other=0.0)
                         wv = tl.load(w_tap, mask=c_ok, other=0.0)
                     acc += xv.to(tl.float32) * wv[None, :]
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + co, mask=c_ok, other=0.0).to(tl.float32)[None, :]
+    acc = add_bias(acc, b_ptr, co, c_ok, HAS_BIAS)
 
     out_pos = (od * OH + oh) * OW + ow
     y_base = y_ptr + n.to(tl.int64) * (OD * OH * OW * C_OUT)
@@ -251,10 +261,7 @@ def _depthwise_nc_kernel(
         co = (c0 + offs_r // BLOCK_H)[:, None]
         if C_OUT % BLOCK_C != 0:
             p_ok = p_ok & (co < C_OUT)
-    if MULT == 1:
-        ci = co
-    else:
-        ci = co // MULT
+    ci = co // MULT
 
     id0 = od * SD - PD
     ih0 = oh * SH - PH
@@ -270,15 +277,7 @@ def _depthwise_nc_kernel(
         C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
     )  # fmt: skip
     if interior:
-        # Most tiles: no bounds math at all, a tap is a load at a constant offset from its row, a convert and
-        # an FMA per element (the kernels are instruction-bound, not memory-bound).
-        for kd in tl.static_range(KD):
-            for kh in tl.static_range(KH):
-                x_row = x_tile + (kd * DD * IH + kh * DH) * IW
-                for kw in tl.static_range(KW):
-                    xv = tl.load(x_row + kw * DW)
-                    wv = tl.load(w_rows + (kd * KH + kh) * KW + kw)
-                    acc += xv.to(tl.float32) * wv
+        acc = _interior_taps(acc, x_tile, w_rows, IH, IW, 1, 1, False, KD, KH, KW, DD, DH, DW)
     else:
         # Tiles touching the padding, the tensor's edge or a partial channel block: mask every tap.
         for kd in tl.static_range(KD):
