@@ -17,7 +17,7 @@ replayed from CUDA graphs (`tools/timing.time_side_by_side`, medians of interlea
 * ``split``: the plain convolution, then the chain as the standalone elementwise kernel (what an unfused
   delegate runs).
 
-The 1x1 layers also run squeeze-excitation's ``x * sigmoid(s)`` (``s`` per image and channel) as a prologue
+The 1x1 layers also run squeeze-excitation's ``x * s`` (``s`` per image and channel) as a prologue
 (rows ``prologue:se``): ``fused`` computes it in the conv's input loads, ``split`` stores it with the elementwise
 kernel first, then runs the plain conv on it.
 
@@ -149,7 +149,9 @@ def contenders(
 
 
 def prologue_contenders(t: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor, Any]:
-    """`contenders` for squeeze-excitation's ``x * sigmoid(s)`` before a 1x1 conv (the gemm template)."""
+    """`contenders` for squeeze-excitation's ``x * s`` before a 1x1 conv (the gemm template); ``s`` is the gate,
+    already through its sigmoid, which a whole-model export computes once per (image, channel) in the epilogue of
+    the convolution that makes it."""
     x, w, bias, p, s = t["x"], t["w"], t["bias"], t["params"], t["scale"]
     sizes, strides = t["sizes"], t["strides"]
     dtype_name = TRITON_PTR_DTYPE[str(x.dtype).removeprefix("torch.")]
@@ -159,7 +161,7 @@ def prologue_contenders(t: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor
     x_meta = TensorMeta(tuple(x.shape), tuple(x.stride()), str(x.dtype).removeprefix("torch."))
     s_meta = TensorMeta(tuple(s.shape), tuple(s.stride()), x_meta.dtype)
     b = ChainBuilder()
-    spec = b.build(b.op("mul", b.input("in0", x_meta), b.op("sigmoid", b.input("in1", s_meta))))
+    spec = b.build(b.op("mul", b.input("in0", x_meta), b.input("in1", s_meta)))
     operand = prologue_operand(list(s.shape), list(s.stride()), dtype_name, list(x.shape))
     fused_problem = replace(problem, prologue=ConvPrologue(spec.program, (operand,)))  # type: ignore[arg-type]
     weight = template.prepare_weight(w, problem, schedule)
