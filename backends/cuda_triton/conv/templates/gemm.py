@@ -31,10 +31,13 @@ from .epilogue_args import epilogue_args, epilogue_constexprs, prologue_args, pr
 from .epilogue_jit import apply_prologue
 from .gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from .gemm_jit import (
+    gemm_rows,
     grouped_tile_ids,
     input_strides,
+    split_k_range,
     store_output,
     store_output_with_epilogue,
+    store_split_k_share,
     weight_ptrs,
     widen_sizes,
 )
@@ -68,26 +71,12 @@ def conv_gemm_kernel(
         tl.program_id(0), (M + BLOCK_M - 1) // BLOCK_M, (C_OUT + BLOCK_N - 1) // BLOCK_N, GROUP_M
     )
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    if INT64:
-        offs_m = offs_m.to(tl.int64)
-    m_ok = offs_m < M
-    ow = offs_m % OW
-    oh = (offs_m // OW) % OH
-    od = (offs_m // (OW * OH)) % OD
-    n = offs_m // out_pixels
+    offs_m, m_ok, n, od, oh, ow = gemm_rows(pid_m, M, OD, OH, OW, out_pixels, BLOCK_M, INT64)
     rows = n * s_n + od * (SD * s_d) + oh * (SH * s_h) + ow * (SW * s_w)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 
-    # Split-K: program_id(2) takes one contiguous share of the K iterations (all of them when SPLIT_K == 1).
     K_ITERS: tl.constexpr = (K_TOTAL + BLOCK_K - 1) // BLOCK_K
-    if SPLIT_K == 1:
-        k_lo = 0
-        k_hi = K_ITERS
-    else:
-        SHARE: tl.constexpr = (K_ITERS + SPLIT_K - 1) // SPLIT_K
-        k_lo = tl.program_id(2) * SHARE
-        k_hi = tl.minimum(k_lo + SHARE, K_ITERS)
+    k_lo, k_hi = split_k_range(K_ITERS, SPLIT_K)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kb in range(k_lo, k_hi):
@@ -126,9 +115,8 @@ def conv_gemm_kernel(
         )  # fmt: skip
     elif SPLIT_K == 1:
         store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
-    else:  # y_ptr is the fp32 workspace: this share's partial sums, channels-last, no bias (_splitk.py)
-        ws = y_ptr + tl.program_id(2) * (M * C_OUT)
-        store_output(ws, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, False, True)
+    else:  # y_ptr is the fp32 workspace
+        store_split_k_share(y_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, M, out_pixels)
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles.

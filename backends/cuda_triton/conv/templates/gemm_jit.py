@@ -1,6 +1,7 @@
 """Triton-language helpers the GEMM-shaped kernels share (gemm, implicit_gemm, implicit_gemm_tma,
-implicit_gemm_box's portable twin): the input's sizes and strides, program-id order, weight-tile pointers and the
-output epilogue (with a fused elementwise chain: conv/epilogue.py)."""
+implicit_gemm_box's portable twin; the op family's GEMM takes the split-K range): the input's sizes and strides,
+program-id order, output-pixel rows, split-K ranges, weight-tile pointers and the output epilogue (with a fused
+elementwise chain: conv/epilogue.py)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,35 @@ def grouped_tile_ids(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def gemm_rows(pid_m, M, OD, OH, OW, out_pixels, BLOCK_M: tl.constexpr, INT64: tl.constexpr):
+    """Tile row pid_m of the GEMM whose M rows are the output pixels of every image: the rows (int64 where
+    offsets may pass 2^31), which are in range, and each row's image and output coordinates (od, oh, ow)."""
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+    m_ok = offs_m < M
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    od = (offs_m // (OW * OH)) % OD
+    n = offs_m // out_pixels
+    return offs_m, m_ok, n, od, oh, ow
+
+
+@triton.jit
+def split_k_range(k_iters, SPLIT_K: tl.constexpr):
+    """[k_lo, k_hi): the K iterations this program runs. With split-K, program_id(2) takes one contiguous share
+    of the k_iters iterations; all of them when SPLIT_K == 1."""
+    if SPLIT_K == 1:
+        k_lo = 0
+        k_hi = k_iters
+    else:
+        share = tl.cdiv(k_iters, SPLIT_K)
+        k_lo = tl.program_id(2) * share
+        k_hi = tl.minimum(k_lo + share, k_iters)
+    return k_lo, k_hi
+
+
+@triton.jit
 def weight_ptrs(w_base, k_rows, offs_n, K_ROWS: tl.constexpr, COUT_P: tl.constexpr, W_KMAJOR: tl.constexpr):
     """[BLOCK_K, BLOCK_N] pointers into a prepared weight matrix stored [K_ROWS, COUT_P] or, K-major, [COUT_P, K_ROWS]."""
     if W_KMAJOR:
@@ -85,6 +115,16 @@ def store_output(
     acc = add_bias(acc, b_ptr, co, n_ok, HAS_BIAS)
     y_ptrs = y_ptr + output_offsets(n, pixel, co, C_OUT, out_pixels, OUT_CL)
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def store_split_k_share(ws_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, M,
+                        out_pixels):  # fmt: skip
+    """A split-K share's partial sums (share program_id(2)) into the fp32 workspace [SPLIT_K, M, C_OUT], stored
+    like a channels-last output without bias; `splitk_reduce_kernel` (_splitk.py) adds the shares up."""
+    ws = ws_ptr + tl.program_id(2) * (M * C_OUT)
+    # no bias: ws_ptr stands in for the bias pointer, which is never read
+    store_output(ws, ws_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, out_pixels, False, True)
 
 
 @triton.jit

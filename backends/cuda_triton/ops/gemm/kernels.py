@@ -20,7 +20,7 @@ import triton.language as tl
 
 from ...conv.templates._splitk import MAX_SPLIT, MIN_SHARE
 from ...conv.templates._tf32 import round_to_tf32
-from ...conv.templates.gemm_jit import grouped_tile_ids
+from ...conv.templates.gemm_jit import grouped_tile_ids, split_k_range
 from ...conv.templates.geometry import NUM_SMS, fit_block
 from ...kernel.launch import Schedule, cdiv
 from ..tensor_meta import INT32_LIMIT
@@ -78,14 +78,7 @@ def gemm_kernel(
     a_base = a_ptr + batch * SAB
     w_base = w_ptr + batch * SWB
 
-    k_iters = tl.cdiv(K, BLOCK_K)
-    if SPLIT_K == 1:
-        k_lo = 0
-        k_hi = k_iters
-    else:
-        share = tl.cdiv(k_iters, SPLIT_K)
-        k_lo = tl.program_id(2) * share
-        k_hi = tl.minimum(k_lo + share, k_iters)
+    k_lo, k_hi = split_k_range(tl.cdiv(K, BLOCK_K), SPLIT_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kb in range(k_lo, k_hi):
         ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)

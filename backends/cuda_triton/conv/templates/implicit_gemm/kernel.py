@@ -9,10 +9,13 @@ from .._f16_mma import input_scales, weight_unscale
 from .._tf32 import round_to_tf32
 from ..epilogue_jit import apply_prologue
 from ..gemm_jit import (
+    gemm_rows,
     grouped_tile_ids,
     input_strides,
+    split_k_range,
     store_output,
     store_output_with_epilogue,
+    store_split_k_share,
     weight_ptrs,
     widen_sizes,
 )
@@ -79,14 +82,9 @@ def conv_implicit_gemm_kernel(
         n = row // (OH * OD)
         pixel = (row % (OH * OD)) * OW + ow
     else:
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        if INT64:
-            offs_m = offs_m.to(tl.int64)
-        m_ok = offs_m < BATCH * out_pixels
-        ow = offs_m % OW
-        oh = (offs_m // OW) % OH
-        od = (offs_m // (OW * OH)) % OD
-        n = offs_m // out_pixels
+        offs_m, m_ok, n, od, oh, ow = gemm_rows(
+            pid_m, BATCH * out_pixels, OD, OH, OW, out_pixels, BLOCK_M, INT64
+        )
         pixel = offs_m % out_pixels
     d0 = od * SD - PD
     h0 = oh * SH - PH
@@ -96,22 +94,18 @@ def conv_implicit_gemm_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     w_tile = w_ptr + tile * (K_ROWS * COUT_P)
 
-    # Split-K: program_id(2) takes one contiguous share of the K iterations (all of them when SPLIT_K == 1).
+    # The K iterations this program runs: its tail share (TAIL_SPLIT), else its split-K share (split_k_range).
     if FLAT_K:
         K_ITERS: tl.constexpr = (KD * KH * KW * CIN_T + BLOCK_K - 1) // BLOCK_K
     else:
         K_ITERS: tl.constexpr = KD * KH * KW * (CIN_P // BLOCK_K)
-    if SPLIT_K > 1:
-        SHARE: tl.constexpr = (K_ITERS + SPLIT_K - 1) // SPLIT_K
-        k_lo = tl.program_id(2) * SHARE
-        k_hi = tl.minimum(k_lo + SHARE, K_ITERS)
-    elif TAIL_SPLIT > 1:
+    if TAIL_SPLIT > 1:  # a tail share (share >= 1) runs one of TAIL_SPLIT shares of its tile's iterations
+        tl.static_assert(SPLIT_K == 1, "a tail-split schedule does not split K over program_id(2) too")
         TAIL_SHARE: tl.constexpr = (K_ITERS + TAIL_SPLIT - 1) // TAIL_SPLIT
         k_lo = tl.where(share > 0, (share - 1) * TAIL_SHARE, 0)
         k_hi = tl.where(share > 0, tl.minimum(k_lo + TAIL_SHARE, K_ITERS), K_ITERS)
     else:
-        k_lo = 0
-        k_hi = K_ITERS
+        k_lo, k_hi = split_k_range(K_ITERS, SPLIT_K)
 
     if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: the input scaled by 2^shift (_f16_mma.py)
         a_scale, a_unscale = input_scales(amax_ptr)
@@ -173,13 +167,9 @@ def conv_implicit_gemm_kernel(
             y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
             e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
         )  # fmt: skip
-    elif SPLIT_K > 1:
-        # y_ptr is the fp32 workspace [SPLIT_K, BATCH * out_pixels, C_OUT]: this share's partial sums, stored
-        # like a channels-last output without bias; `splitk_reduce_kernel` adds the shares up.
-        ws = y_ptr + tl.program_id(2) * (BATCH * out_pixels * C_OUT)
-        store_output(
-            ws, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, False, True
-        )
+    elif SPLIT_K > 1:  # y_ptr is the fp32 workspace
+        store_split_k_share(y_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, BATCH * out_pixels,
+                            out_pixels)  # fmt: skip
     elif TAIL_SPLIT > 1:
         if share == 0:
             store_output(
