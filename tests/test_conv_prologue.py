@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import Any
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -21,6 +22,7 @@ from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E4
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
 from cuda_triton.conv.templates._splitk import split_k_of  # noqa: E402
+from cuda_triton.conv.templates.epilogue_args import MAX_PROLOGUE_IMAGES, prologue_images  # noqa: E402
 from cuda_triton.ops.elementwise.program import instruction  # noqa: E402
 from cuda_triton.ops.elementwise.reference import run_program  # noqa: E402
 from ops_helpers import assert_one_delegate_matches_eager  # noqa: E402
@@ -88,6 +90,26 @@ def test_gemm_kernel_applies_the_prologue(dtype: str) -> None:
     assert not out.isnan().any()
     err = (out.double() - ref).abs().max() / ref.abs().max()
     assert err <= TOL[dtype], err
+
+
+@pytest.mark.timeout(600)
+def test_tiles_across_images_read_each_rows_own_scale() -> None:
+    """Tiles whose rows span several images (a per-image channel vector each, selected per row) and more images
+    than that path takes (a gather per element): every row is scaled by its own image's operand."""
+    torch.manual_seed(0)
+    _, problem, x, w, s = _case("fp32", 20, (4, 4), 16, batch=9)  # 16 pixels per image
+    template = get_template("gemm")
+    by_images: dict[int, Any] = {}
+    for schedule in template.schedules(problem):
+        if template.takes_prologue(problem, schedule) and split_k_of(schedule) == 1:
+            by_images.setdefault(prologue_images(problem, schedule["BLOCK_M"]), schedule)
+    spans = sorted(by_images)
+    assert spans[0] == 0 and 1 < spans[-1] <= MAX_PROLOGUE_IMAGES, spans
+    bias = torch.randn(16)
+    ref = _reference(x, w, s, bias, problem.params)
+    for images in (0, spans[-1]):
+        out = _run(template, problem, by_images[images], x, w, s, bias)
+        assert not out.isnan().any() and (out.double() - ref).abs().max() / ref.abs().max() <= 1e-4, images
 
 
 @pytest.mark.timeout(600)

@@ -4,11 +4,12 @@ Every kernel that takes an epilogue declares its three operand slots, used or no
 ``epilogue<k>``), ``e<k>_sn`` and ``e<k>_sc`` (int32 batch and channel strides of a `PER_NC` operand), then the
 constexprs ``PROGRAM`` (the chain; empty: no epilogue) and ``E_KINDS`` (each slot's `EpilogueOperand.kind`, 0 when
 absent). A kernel that takes a prologue declares the same with ``p<k>`` (role ``prologue<k>``), ``PROLOGUE`` and
-``P_KINDS``.
+``P_KINDS``, and ``P_IMAGES``: how many consecutive images one tile's rows can span (`prologue_images`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ...kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
@@ -56,15 +57,35 @@ def prologue_args(problem: ConvProblem) -> tuple[TensorArg | ScalarArg, ...]:
     return _chain_args(problem.prologue, PROLOGUE_ROLES, "p", TRITON_PTR_DTYPE[problem.dtype])
 
 
-def prologue_constexprs(problem: ConvProblem) -> tuple[tuple[str, Any], ...]:
-    return _chain_constexprs(problem.prologue, "PROLOGUE", "P_KINDS")
+# A prologue operand is read per (image, input channel). When a tile's rows lie in at most this many images, the
+# kernel loads one channel vector per image and selects per row (epilogue_jit.prologue_operand_tile); beyond it,
+# a gather per element.
+MAX_PROLOGUE_IMAGES = 4
+
+
+def prologue_images(problem: ConvProblem, block_m: int, rows_in_one_image: bool = False) -> int:
+    """How many consecutive images a tile of ``block_m`` consecutive output pixels can span (one where the
+    schedule's tiles never cross an image, ``rows_in_one_image``); 0 (gather) above `MAX_PROLOGUE_IMAGES` and
+    without a prologue."""
+    if problem.prologue is None:
+        return 0
+    out_pixels = math.prod(problem.out_spatial)
+    span = 1 if rows_in_one_image else min(problem.batch, -(-(block_m - 1) // out_pixels) + 1)
+    return span if span <= MAX_PROLOGUE_IMAGES else 0
+
+
+def prologue_constexprs(problem: ConvProblem, images: int) -> tuple[tuple[str, Any], ...]:
+    """``PROLOGUE``, ``P_KINDS`` and ``P_IMAGES`` (``images``: `prologue_images` of the launch's tiles)."""
+    return (*_chain_constexprs(problem.prologue, "PROLOGUE", "P_KINDS"), ("P_IMAGES", images))
 
 
 __all__ = [
     "EPILOGUE_ROLES",
+    "MAX_PROLOGUE_IMAGES",
     "PROLOGUE_ROLES",
     "epilogue_args",
     "epilogue_constexprs",
     "prologue_args",
     "prologue_constexprs",
+    "prologue_images",
 ]

@@ -27,8 +27,14 @@ from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTe
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32
-from .epilogue_args import epilogue_args, epilogue_constexprs, prologue_args, prologue_constexprs
-from .epilogue_jit import apply_prologue
+from .epilogue_args import (
+    epilogue_args,
+    epilogue_constexprs,
+    prologue_args,
+    prologue_constexprs,
+    prologue_images,
+)
+from .epilogue_jit import apply_prologue, tile_images
 from .gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from .gemm_jit import (
     gemm_rows,
@@ -59,7 +65,7 @@ def conv_gemm_kernel(
     PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr, PROLOGUE: tl.constexpr,
-    P_KINDS: tl.constexpr,
+    P_KINDS: tl.constexpr, P_IMAGES: tl.constexpr,
 ):  # fmt: skip
     BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
     s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
@@ -78,6 +84,8 @@ def conv_gemm_kernel(
     K_ITERS: tl.constexpr = (K_TOTAL + BLOCK_K - 1) // BLOCK_K
     k_lo, k_hi = split_k_range(K_ITERS, SPLIT_K)
 
+    if len(PROLOGUE) > 0:
+        n_lo, n_hi = tile_images(n, m_ok)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kb in range(k_lo, k_hi):
         offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -100,7 +108,8 @@ def conv_gemm_kernel(
         a = tl.load(x_ptr + rows[:, None] + cols[None, :], mask=a_ok, other=0.0)
         if len(PROLOGUE) > 0:  # a fused chain on the input (squeeze-excitation's scale), per (image, channel)
             a = apply_prologue(
-                a, n, c, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc, PROLOGUE, P_KINDS,
+                a, n, n_lo, n_hi, c, c < C_IN, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc,
+                PROLOGUE, P_KINDS, P_IMAGES,
             )  # fmt: skip
         if ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
             a = round_to_tf32(a, ROUND_TF32)
@@ -259,7 +268,7 @@ class GemmTemplate(GemmShapedTemplate):
             *tile_constexprs(schedule),
             ("SPLIT_K", split),
             *epilogue_constexprs(problem, split == 1),
-            *prologue_constexprs(problem),
+            *prologue_constexprs(problem, prologue_images(problem, bm)),
         )
         grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, split)
         main = KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)

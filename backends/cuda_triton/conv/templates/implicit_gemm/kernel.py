@@ -7,7 +7,7 @@ import triton.language as tl
 
 from .._f16_mma import input_scales, weight_unscale
 from .._tf32 import round_to_tf32
-from ..epilogue_jit import apply_prologue
+from ..epilogue_jit import apply_prologue, tile_images
 from ..gemm_jit import (
     gemm_rows,
     grouped_tile_ids,
@@ -39,6 +39,7 @@ def conv_implicit_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL_SPLIT: tl.constexpr, TAIL_M_TILES: tl.constexpr,
     PROGRAM: tl.constexpr, E_KINDS: tl.constexpr, PROLOGUE: tl.constexpr, P_KINDS: tl.constexpr,
+    P_IMAGES: tl.constexpr,
 ):  # fmt: skip
     BATCH, D, H, W = widen_sizes(BATCH, D, H, W, INT64)
     s_n, s_c, s_d, s_h, s_w = input_strides(D, H, W, C_IN, IN_CL)
@@ -109,6 +110,8 @@ def conv_implicit_gemm_kernel(
 
     if F16_MMA:  # fp32 at TF32 precision on fp16 tensor cores: the input scaled by 2^shift (_f16_mma.py)
         a_scale, a_unscale = input_scales(amax_ptr)
+    if len(PROLOGUE) > 0:
+        n_lo, n_hi = tile_images(n, m_ok)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
         # K = (tap, channel) flattened: each A column has its own tap.
@@ -126,7 +129,8 @@ def conv_implicit_gemm_kernel(
             a = tl.load(a_ptrs, mask=ok, other=0.0)
             if len(PROLOGUE) > 0:  # a fused chain on the input, per (image, channel); padding stays zero
                 a = apply_prologue(
-                    a, n, c, ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc, PROLOGUE, P_KINDS,
+                    a, n, n_lo, n_hi, c, c < CIN_T, ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn,
+                    p3_sc, PROLOGUE, P_KINDS, P_IMAGES,
                 )  # fmt: skip
             if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)
@@ -151,7 +155,8 @@ def conv_implicit_gemm_kernel(
             a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
             if len(PROLOGUE) > 0:
                 a = apply_prologue(
-                    a, n, c, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc, PROLOGUE, P_KINDS,
+                    a, n, n_lo, n_hi, c, c < CIN_T, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn,
+                    p3_sc, PROLOGUE, P_KINDS, P_IMAGES,
                 )  # fmt: skip
             if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
                 a = (a * a_scale).to(tl.float16)

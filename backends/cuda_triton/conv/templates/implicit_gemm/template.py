@@ -30,7 +30,13 @@ from .._splitk import (
     workspace,
 )
 from .._tf32 import prepare_tf32_weight
-from ..epilogue_args import epilogue_args, epilogue_constexprs, prologue_args, prologue_constexprs
+from ..epilogue_args import (
+    epilogue_args,
+    epilogue_constexprs,
+    prologue_args,
+    prologue_constexprs,
+    prologue_images,
+)
 from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
@@ -262,7 +268,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             ("TAIL_SPLIT", tail),
             ("TAIL_M_TILES", tail_m),
             *epilogue_constexprs(problem, split == 1),
-            *prologue_constexprs(problem),
+            *prologue_constexprs(problem, prologue_images(problem, bm, bool(schedule["ROW_TILES"]))),
         )
         if schedule["ROW_TILES"]:
             m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
