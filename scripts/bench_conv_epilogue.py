@@ -181,6 +181,16 @@ def prologue_contenders(t: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor
     return fns, fused_out, reference_convolution(xs.double(), w.double(), bias.double(), p)
 
 
+def bytes_ratio(t: dict[str, Any], chain_name: str) -> float:
+    """The fused launch's DRAM bytes over the plain conv's, each tensor read or written once: the floor of
+    fused/plain for a memory-bound layer (a residual add reads a second output-sized tensor)."""
+    plain = sum(
+        t[k].numel() * t[k].element_size() for k in ("x", "w", "bias", "residual")
+    )  # residual: the output
+    extra = {"add": t["residual"], "add_relu": t["residual"], "prologue:se": t["scale"]}.get(chain_name)
+    return 1.0 + (extra.numel() * extra.element_size() / plain if extra is not None else 0.0)
+
+
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     out64, ref64 = out.double(), ref.double().to(out.device)
     if not torch.isfinite(out64).all():
@@ -218,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                     err = rel_err(out, ref)
                     row: dict[str, Any] = {
                         "layer": layer[0], "batch": batch, "dtype": dtype, "epilogue": chain_name, "err": err,
+                        "bytes_ratio": bytes_ratio(t, chain_name),
                     }  # fmt: skip
                     bad += not err <= tol[dtype]
                     if not args.check:
@@ -243,15 +254,17 @@ def main(argv: list[str] | None = None) -> int:
         (out / "bench_conv_epilogue.json").write_text(json.dumps(summary, indent=1) + "\n")
         lines = [
             f"# Fused conv epilogues and prologues ({gpu}, {summary['date']})", "",
-            "| layer | batch | dtype | chain | plain us | fused us | split us | fused/plain | split/fused |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "fused/plain beside bytes fused/plain, its floor where the layer is memory-bound.", "",
+            "| layer | batch | dtype | chain | plain us | fused us | split us | fused/plain | bytes fused/plain "
+            "| split/fused |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]  # fmt: skip
         for r in rows:
             if "fused_us" in r:
                 lines.append(
                     f"| {r['layer']} | {r['batch']} | {r['dtype']} | {r['epilogue']} | {r['plain_us']:.2f} | "
                     f"{r['fused_us']:.2f} | {r['split_us']:.2f} | {r['fused_vs_plain']:.3f} | "
-                    f"{r['split_vs_fused']:.2f}x |"
+                    f"{r['bytes_ratio']:.3f} | {r['split_vs_fused']:.2f}x |"
                 )
         (out / "bench_conv_epilogue.md").write_text("\n".join(lines) + "\n")
     print(f"{len(rows)} cases, {bad} wrong")
