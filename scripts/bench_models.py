@@ -11,7 +11,7 @@ Three steps, two machines:
     PYTHONPATH=backends python scripts/bench_models.py run --out $OUT
 
     # here again: the table and the plot for docs/
-    python scripts/bench_models.py report $OUT/bench_models.json --out docs/bench/models
+    python scripts/bench_models.py report $OUT/bench_models.json [more runs ...] --out docs/bench/models
 
 Models are names of `cuda_triton.models.zoo.build` (the in-tree zoo, or ``tv:<name>`` for torchvision's
 classification models), with random weights from seed 0 on both machines. Programs are exported device-planned
@@ -272,7 +272,8 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
     lines += [
         "",
         "delegate GPU ms: the delegate's own GPU time per execution (CUDA events, from a profiled run's ETDump, "
-        "`--etdump`); input copy ms: ExecuTorch's host-to-device copy of the input at the program boundary, which "
+        "`--etdump`; the event pair around every op adds time, so on small models it exceeds the unprofiled "
+        "runner's latency); input copy ms: ExecuTorch's host-to-device copy of the input at the program boundary, which "
         "the runner's latency includes and the eager and compiled times do not; execute host us: the host time of one "
         "delegate execute (median; the CUDA graph's replay, no wait for the GPU).",
     ]
@@ -281,8 +282,28 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge_runs(paths: list[str]) -> dict[str, Any]:
+    """Several `run` results (one device call each, e.g. one per carry) as one: their rows in order, each row
+    with its run's date and its ETDump's path; the header fields of the first run, the dates of all."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    gpus = {r["gpu"] for r in runs}
+    if len(gpus) > 1:
+        raise SystemExit(
+            f"report: the runs are from different GPUs ({', '.join(sorted(gpus))}); report them apart"
+        )
+    merged = {**runs[0], "rows": []}
+    merged["date"] = ", ".join(dict.fromkeys(r["date"] for r in runs))
+    merged["exported"] = ", ".join(dict.fromkeys(str(r.get("exported")) for r in runs))
+    for path, run in zip(paths, runs, strict=True):
+        for row in run["rows"]:
+            if row.get("etdump"):
+                row["etdump"] = str(Path(path).parent / row["etdump"])
+            merged["rows"].append({**row, "run_date": run["date"]})
+    return merged
+
+
 def report(args: argparse.Namespace) -> int:
-    s = json.loads(Path(args.json).read_text())
+    s = merge_runs(args.json)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     png = out.with_suffix(".png")
@@ -294,7 +315,7 @@ def report(args: argparse.Namespace) -> int:
     rows = s["rows"]
     for r in rows:
         if r.get("etdump"):
-            r["delegate_gpu_ms"], r["input_copy_ms"] = delegate_gpu_ms(Path(args.json).parent / r["etdump"])
+            r["delegate_gpu_ms"], r["input_copy_ms"] = delegate_gpu_ms(Path(r["etdump"]))
     labels = [f"{r['model'].replace('tv:', '')}\n{r['dtype']} b{r['batch']}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(rows)), 4))
     width = 0.27
@@ -341,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "--etdump", action="store_true", help="also a profiled run per program, its ETDump written to --out"
     )
     q = sub.add_parser("report", help="table and plot from a run's JSON")
-    q.add_argument("json")
+    q.add_argument("json", nargs="+", help="bench_models.json of one or more `run`s on the same GPU")
     q.add_argument("--out", default="docs/bench/models", help="path stem of the .md/.png/.json written")
     args = ap.parse_args(argv)
     for d in getattr(args, "dtypes", []):
