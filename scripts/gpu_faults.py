@@ -52,7 +52,7 @@ GPU_FAULT = re.compile(
     r"LAUNCH_FAILED|HARDWARE_STACK_ERROR|ASSERT|LAUNCH_TIMEOUT|ECC_UNCORRECTABLE|TENSOR_MEMORY_LEAK)"
 )
 CUBIN_REFUSED = "fails its integrity check"
-CUBIN_KEY = re.compile(rb"cuda_triton/cubin/sm\d+/([0-9a-f]{40})")
+CUBIN_KEY = re.compile(rb"cuda_triton/cubin/sm(\d+)/([0-9a-f]{40})")
 
 
 @dataclass
@@ -69,6 +69,8 @@ class Program:
 class Regions:
     blobs: list[tuple[int, int]]  # (offset, size) of every CudaTritonBackend delegate blob
     cubins: list[tuple[int, int]]  # (offset, size) of every cubin the program names
+    # each cubin's offset -> the sm arch it is compiled for
+    archs: dict[int, int] = field(default_factory=dict)
 
 
 def elf_extent(data: bytes, at: int) -> int | None:
@@ -98,19 +100,21 @@ def locate_regions(data: bytes) -> Regions:
             if 16 < size <= len(data) - at:
                 blobs.append((at, size))
         at = data.find(b"CTRB", at + 4)
-    keys = {m.group(1).decode() for m in CUBIN_KEY.finditer(data)}
-    cubins = []
+    keys = {m.group(2).decode(): int(m.group(1)) for m in CUBIN_KEY.finditer(data)}
+    cubins, archs = [], {}
     at = data.find(b"\x7fELF")
     while at >= 0:
         n = elf_extent(data, at)
         # The stored image is exactly what hashes to its key; padding after it (alignment) is not part of it.
         if n is not None:
             for size in (n, *range(n + 1, min(n + 64, len(data) - at) + 1)):
-                if hashlib.sha256(data[at : at + size]).hexdigest()[:40] in keys:
+                key = hashlib.sha256(data[at : at + size]).hexdigest()[:40]
+                if key in keys:
                     cubins.append((at, size))
+                    archs[at] = keys[key]
                     break
         at = data.find(b"\x7fELF", at + 4)
-    return Regions(blobs, cubins)
+    return Regions(blobs, cubins, archs)
 
 
 def _scribble(b: bytearray, start: int, size: int, rng: random.Random) -> str:
@@ -130,8 +134,11 @@ def _scribble(b: bytearray, start: int, size: int, rng: random.Random) -> str:
     return f"{n} bytes at {at}"
 
 
-def corruptions(data: bytes, regions: Regions, count: int, seed: int) -> Iterator[tuple[str, str, bytes]]:
-    """``count`` corrupted copies of ``data``: (kind, what was done, bytes), the kinds in turn."""
+def corruptions(
+    data: bytes, regions: Regions, count: int, seed: int
+) -> Iterator[tuple[str, str, bytes, int | None]]:
+    """``count`` corrupted copies of ``data``: (kind, what was done, bytes, the arch of the cubin corrupted or
+    None), the kinds in turn."""
     rng = random.Random(seed)
     kinds = [
         k
@@ -141,6 +148,7 @@ def corruptions(data: bytes, regions: Regions, count: int, seed: int) -> Iterato
     for i in range(count):
         kind = kinds[i % len(kinds)]
         b = bytearray(data)
+        arch = None
         if kind == "anywhere":
             what = _scribble(b, 0, len(b), rng)
         elif kind == "blob":
@@ -148,7 +156,8 @@ def corruptions(data: bytes, regions: Regions, count: int, seed: int) -> Iterato
             what = "blob: " + _scribble(b, at, size, rng)
         elif kind == "cubin":
             at, size = rng.choice(regions.cubins)
-            what = "cubin: " + _scribble(b, at, size, rng)
+            arch = regions.archs.get(at)
+            what = f"sm_{arch} cubin: " + _scribble(b, at, size, rng)
         elif kind == "blob_field":
             at, size = rng.choice(regions.blobs)
             off = at + rng.randrange(4, size - 3)
@@ -159,7 +168,7 @@ def corruptions(data: bytes, regions: Regions, count: int, seed: int) -> Iterato
             n = rng.randrange(len(data))
             del b[n:]
             what = f"truncated to {n} bytes"
-        yield kind, what, bytes(b)
+        yield kind, what, bytes(b), arch
 
 
 def classify(returncode: int | None, stderr: str) -> str:
@@ -191,11 +200,14 @@ def run_corruptions(
     seed: int = 0,
     env: dict[str, str] | None = None,
     work_dir: Path | None = None,
+    device_arch: int | None = None,
 ) -> dict[str, Any]:
     """Runs ``count`` corrupted programs (spread over ``programs``) through ``runner``; the counts per class and
     per kind, a few examples of each class, and ``ok`` (0 crashes, hangs and GPU faults, every corrupted cubin
-    refused)."""
-    jobs: list[tuple[Program, str, str, bytes]] = []
+    refused). With ``device_arch`` (the runner's GPU, e.g. 90) only a cubin of that arch must be refused: the
+    runtime loads and checks the cubins of the GPU's arch alone, so a program built for several archs runs
+    cleanly with another arch's cubin corrupted (counted apart, ``other_arch_cubin_corruptions``)."""
+    jobs: list[tuple[Program, str, str, bytes, int | None]] = []
     per_program = max(1, count // max(1, len(programs)))
     located: dict[str, dict[str, int]] = {}
     for p_index, program in enumerate(programs):
@@ -207,12 +219,12 @@ def run_corruptions(
             "bytes": len(data),
         }
         n = per_program if p_index < len(programs) - 1 else count - per_program * (len(programs) - 1)
-        for kind, what, corrupted in corruptions(data, regions, max(0, n), seed + p_index):
-            jobs.append((program, kind, what, corrupted))
+        for kind, what, corrupted, arch in corruptions(data, regions, max(0, n), seed + p_index):
+            jobs.append((program, kind, what, corrupted, arch))
     tmp = Path(tempfile.mkdtemp(prefix="gpu_faults_", dir=work_dir))
 
-    def one(item: tuple[int, tuple[Program, str, str, bytes]]) -> dict[str, Any]:
-        i, (program, kind, what, corrupted) = item
+    def one(item: tuple[int, tuple[Program, str, str, bytes, int | None]]) -> dict[str, Any]:
+        i, (program, kind, what, corrupted, arch) = item
         path = tmp / f"c{i}.pte"
         path.write_bytes(corrupted)
         try:
@@ -227,7 +239,7 @@ def run_corruptions(
         message = next((ln for ln in reversed(stderr.splitlines()) if "CudaTritonBackend" in ln), "")
         if not message:
             message = next((ln for ln in reversed(stderr.splitlines()) if "error" in ln.lower()), "")
-        return {"program": program.name, "kind": kind, "what": what, "class": cls, "rc": rc,
+        return {"program": program.name, "kind": kind, "what": what, "class": cls, "rc": rc, "cubin_arch": arch,
                 "refused_cubin": CUBIN_REFUSED in stderr, "message": message[-300:],
                 "stderr_tail": stderr[-800:] if cls in ("crash", "hang", "gpu_fault") else ""}  # fmt: skip
 
@@ -240,6 +252,10 @@ def run_corruptions(
     by_class = {c: sum(r["class"] == c for r in runs) for c in CLASSES}
     by_kind = {k: {c: sum(r["class"] == c for r in runs if r["kind"] == k) for c in CLASSES} for k in KINDS}
     cubin_runs = [r for r in runs if r["kind"] == "cubin"]
+    other_arch = [
+        r for r in cubin_runs if device_arch is not None and r["cubin_arch"] not in (None, device_arch)
+    ]
+    cubin_runs = [r for r in cubin_runs if r not in other_arch]
     cubins_not_refused = [r for r in cubin_runs if not r["refused_cubin"]]
     examples: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
@@ -254,6 +270,7 @@ def run_corruptions(
     )
     return {"runs": len(runs), "by_class": by_class, "by_kind": by_kind, "programs": located,
             "cubin_corruptions": len(cubin_runs), "cubin_corruptions_not_refused": len(cubins_not_refused),
+            "other_arch_cubin_corruptions": len(other_arch),
             "cubin_not_refused_examples": cubins_not_refused[:5], "examples": examples, "ok": ok}  # fmt: skip
 
 
@@ -323,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     result = run_corruptions(runner, programs, args.count, workers=args.workers, timeout=args.timeout,
-                             seed=args.seed)  # fmt: skip
+                             seed=args.seed, device_arch=gpu_arch())  # fmt: skip
     header = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "gpu": gpu,
               "command": "PYTHONPATH=backends python scripts/gpu_faults.py " + " ".join(argv or sys.argv[1:]),
               "timeout": args.timeout, "manifest_set": manifest.get("set")}  # fmt: skip
@@ -332,6 +349,16 @@ def main(argv: list[str] | None = None) -> int:
     (out / "gpu_faults.md").write_text(md)
     print(md)
     return 0 if result["ok"] else 1
+
+
+def gpu_arch() -> int | None:
+    """The first GPU's sm arch (90 for an H100 or H200), None when nvidia-smi cannot say."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                           text=True, timeout=30)  # fmt: skip
+        return round(float(r.stdout.split()[0]) * 10) if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
 
 
 def gpu_name() -> str:

@@ -463,7 +463,11 @@ def corruption_test(runner: Path, entries: list[dict[str, Any]], count: int) -> 
 
     programs = gpu_faults.programs_from_manifest(EXPORTS, {"entries": entries}, None)
     return gpu_faults.run_corruptions(
-        runner, programs, count, workers=max(1, min(8, (os.cpu_count() or 2) // 2))
+        runner,
+        programs,
+        count,
+        workers=max(1, min(8, (os.cpu_count() or 2) // 2)),
+        device_arch=gpu_faults.gpu_arch(),
     )
 
 

@@ -191,6 +191,7 @@ def test_the_gpu_fault_script_on_the_fake_driver(build, program, tmp_path) -> No
     regions = faults.locate_regions(data)
     assert regions.blobs == [(at, len(blob)) for at, blob in located]
     assert sorted(regions.cubins) == sorted((at, len(cubin)) for at, cubin in placed)
+    assert set(regions.archs) == {at for at, _ in placed} and set(regions.archs.values()) == {80}
     pte = tmp_path / "program.pte"
     pte.write_bytes(data)
     env = dict(os.environ, LD_LIBRARY_PATH=str(build / "fake_cuda"), FAKE_CUDA_CC="8.0")
@@ -198,6 +199,7 @@ def test_the_gpu_fault_script_on_the_fake_driver(build, program, tmp_path) -> No
                                     workers=max(2, os.cpu_count() or 2), env=env, work_dir=tmp_path)  # fmt: skip
     assert result["ok"], faults.summary_line(result) + "\n" + json.dumps(result["examples"], indent=1)[:4000]
     assert result["by_class"]["clean_error"] > 800 and result["cubin_corruptions"] == 200
+    assert result["other_arch_cubin_corruptions"] == 0  # no device arch given: every cubin must be refused
 
 
 def test_corrupt_cubin_headers_are_clean_errors(build, program, tmp_path) -> None:
