@@ -1,4 +1,5 @@
-"""A convolution's fused epilogue: an elementwise chain applied to its result in registers, before the store.
+"""A convolution's (or a GEMM's) fused epilogue: an elementwise chain applied to its result in registers, before
+the store.
 
 The chain is the elementwise family's (`ops.elementwise.program`): value 0 is the convolution's result (bias
 added), values 1-3 are the epilogue's operands, each read in one of two ways that every output tile can address
@@ -17,6 +18,10 @@ the multiply: value 0 is the input element, values 1-3 are `PER_NC` operands ind
 input channel). Squeeze-excitation's ``x * sigmoid(s)`` read by the next 1x1 convolution is one: the scaled map is
 never stored. The chain's result is rounded to the input's dtype before the multiply, as the standalone kernel
 would have stored it.
+
+A GEMM (`ops.gemm`) takes the same epilogue on its [B, M, N] result (`gemm_epilogue_operand`): `LIKE_OUTPUT`
+operands, and per-column ones (a layer scale ``gamma`` [N]) as `PER_NC` with ``s_n`` 0, the column standing for
+the channel.
 
 Torch-free, like the layout rule: the GPU machine imports it without executorch.
 """
@@ -85,11 +90,37 @@ def epilogue_operand(
     ``out_strides`` (batched, ``[N, C, *spatial]``); None when neither way reads it right."""
     if not _addressable(sizes, strides, len(out_sizes)):
         return None
-    if list(sizes) == list(out_sizes) and all(
-        s == 1 or a == b for s, a, b in zip(sizes, strides, out_strides, strict=True)
-    ):
+    if _like_output(sizes, strides, out_sizes, out_strides):
         return EpilogueOperand(LIKE_OUTPUT, dtype)
     return _per_nc_operand(sizes, strides, dtype, out_sizes)
+
+
+def gemm_epilogue_operand(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    dtype: str,
+    out_sizes: Sequence[int],
+    out_strides: Sequence[int],
+) -> EpilogueOperand | None:
+    """How a GEMM's epilogue reads a tensor of ``sizes``/``strides`` against its output of ``out_sizes``/
+    ``out_strides`` (``[..., M, N]``): `LIKE_OUTPUT`, or one value per output column (every dim but the last of
+    size 1, right-aligned) as `PER_NC` with no image stride; None otherwise (a per-row or per-batch operand)."""
+    if not _addressable(sizes, strides, len(out_sizes)) or not out_sizes:
+        return None
+    if _like_output(sizes, strides, out_sizes, out_strides):
+        return EpilogueOperand(LIKE_OUTPUT, dtype)
+    if not sizes or any(s != 1 for s in sizes[:-1]) or sizes[-1] not in (1, out_sizes[-1]):
+        return None
+    return EpilogueOperand(PER_NC, dtype, 0, strides[-1] if sizes[-1] > 1 else 0)
+
+
+def _like_output(
+    sizes: Sequence[int], strides: Sequence[int], out_sizes: Sequence[int], out_strides: Sequence[int]
+) -> bool:
+    """The output's sizes, and its element offsets wherever a dim has more than one element."""
+    return list(sizes) == list(out_sizes) and all(
+        s == 1 or a == b for s, a, b in zip(sizes, strides, out_strides, strict=True)
+    )
 
 
 def _addressable(sizes: Sequence[int], strides: Sequence[int], rank: int) -> bool:
@@ -125,5 +156,6 @@ __all__ = [
     "ConvPrologue",
     "EpilogueOperand",
     "epilogue_operand",
+    "gemm_epilogue_operand",
     "prologue_operand",
 ]

@@ -28,7 +28,7 @@ from .draft import (
     describe,
     profiling_name,
 )
-from .elementwise import conv_epilogue_chain, copy_value, draft_elementwise
+from .elementwise import copy_value, draft_elementwise, epilogue_chain
 from .layout_plan import channels_last_weight, same_addresses
 from .op_draft import ProgramDraft
 from .schedule import choose_schedule
@@ -126,7 +126,7 @@ def draft_conv(
         recorded_end = [int(s) for s in tensor_val(chain_end).stride()]
         if chain_end not in pd.out_index or same_addresses(out_sizes, out_strides, recorded_end):
             out_meta = TensorMeta(tuple(out_sizes), tuple(out_strides), x.dtype)
-            fused = conv_epilogue_chain(chain_end, pd, fused_into or {}, result, out_meta)
+            fused = epilogue_chain(chain_end, pd, fused_into or {}, result, out_meta)
     if fused is not None:  # the convolution writes the chain's value (conv/epilogue.py)
         problem = replace(problem, epilogue=fused.epilogue)
         result = chain_end

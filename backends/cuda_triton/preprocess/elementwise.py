@@ -11,6 +11,7 @@ run in the epilogue of the convolution that makes ``s``. `draft_elementwise` dra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from torch.fx import Node
@@ -202,8 +203,8 @@ def draft_elementwise(node: Node, pd: ProgramDraft, fused_into: dict[Node, Node]
 
 @dataclass(frozen=True)
 class FusedChain:
-    """An elementwise chain a convolution applies in its epilogue: the chain, the operands' refs (the record's
-    extra inputs, in order) and the nodes it covers."""
+    """An elementwise chain a convolution or a GEMM applies in its epilogue: the chain, the operands' refs (the
+    record's extra inputs, in order) and the nodes it covers."""
 
     epilogue: ConvEpilogue
     steps: list[Step]
@@ -211,12 +212,31 @@ class FusedChain:
     covered: list[Node | None]
 
 
-def conv_epilogue_chain(
-    end: Node, pd: ProgramDraft, fused_into: dict[Node, Node], result: Node, out: TensorMeta
+Operand = ValueRef | ConstantRef
+# How an op's epilogue reads one chain operand (its view as the chain reads it, its stored tensor): the
+# `EpilogueOperand` and a function giving the record's input for it (called only once every operand is placed, so
+# a declined chain adds no value or constant); None when the epilogue cannot read it.
+Placement = tuple[EpilogueOperand, Callable[[], Operand]]
+Place = Callable[[TensorMeta, Operand], Placement | None]
+
+
+def epilogue_chain(
+    end: Node,
+    pd: ProgramDraft,
+    fused_into: dict[Node, Node],
+    result: Node,
+    out: TensorMeta,
+    place: Place | None = None,
 ) -> FusedChain | None:
-    """The chain ending at ``end`` as the epilogue of a convolution whose (unstored) ``result`` has layout
-    ``out``; None when the epilogue cannot compute it (another output shape or dtype, an operand it cannot
-    address, the result read other than whole)."""
+    """The chain ending at ``end`` as the epilogue of an op whose (unstored) ``result`` has layout ``out``; None
+    when the epilogue cannot compute it (another output shape or dtype, an operand it cannot address, the result
+    read other than whole). ``place`` reads each other operand (default: a convolution's, `epilogue_operand`
+    against ``out``)."""
+
+    def conv_place(v: TensorMeta, ref: Operand) -> Placement | None:
+        op = epilogue_operand(v.sizes, v.strides, TRITON_PTR_DTYPE[v.dtype], out.sizes, out.strides)
+        return None if op is None else (op, lambda: ref)
+
     try:
         b, value, refs, covered = _build_chain(end, pd, fused_into, (result, out))
         meta = output_meta(end)
@@ -228,18 +248,16 @@ def conv_epilogue_chain(
     first, *rest = spec.inputs
     if (first.role, first.offset, first.view) != ("in0", 0, out) or len(rest) > MAX_OPERANDS:
         return None
-    operands: list[EpilogueOperand] = []
-    ref_list: list[ValueRef | ConstantRef] = []
+    placed: list[Placement] = []
     for chain_input in rest:
         ref = refs[int(chain_input.role[2:])]
-        v = chain_input.view
-        op = epilogue_operand(v.sizes, v.strides, TRITON_PTR_DTYPE[v.dtype], out.sizes, out.strides)
-        if ref is None or chain_input.offset or op is None:
+        p = None if ref is None or chain_input.offset else (place or conv_place)(chain_input.view, ref)
+        if p is None:
             return None
-        operands.append(op)
-        ref_list.append(ref)
-    epilogue = ConvEpilogue(spec.program, tuple(operands))
-    return FusedChain(epilogue, program_steps(spec.program, first_is_result=True), ref_list, covered[::-1])
+        placed.append(p)
+    epilogue = ConvEpilogue(spec.program, tuple(op for op, _ in placed))
+    operands = [make_ref() for _, make_ref in placed]
+    return FusedChain(epilogue, program_steps(spec.program, first_is_result=True), operands, covered[::-1])
 
 
 @dataclass(frozen=True)
@@ -336,7 +354,7 @@ def _chain_end(x: Node, fused_into: dict[Node, Node]) -> Node:
 __all__ = [
     "FusedChain",
     "FusedPrologue",
-    "conv_epilogue_chain",
+    "epilogue_chain",
     "conv_prologue_chain",
     "copy_value",
     "draft_elementwise",

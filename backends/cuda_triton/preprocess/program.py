@@ -4,7 +4,9 @@ Each call node goes to the drafter of its op family (`families.DRAFTERS`, keyed 
 Nodes that draft nothing: the zero pads and batch norms a convolution folds, ops computed from constants (they
 become constants where they are read), the elementwise ops fused into a chain, and ``getitem``s (the drafter of
 the multi-output op they read binds them). A chain that only a convolution reads may wait for it
-(`plan_conv_prologue`): the convolution computes it in its input loads, or drafts it just before itself.
+(`plan_conv_prologue`): the convolution computes it in its input loads, or drafts it just before itself. A
+convolution or GEMM whose result only a chain reads waits for the chain's end, to compute it in its epilogue
+(`plan_conv_epilogues`, `plan_gemm_epilogues`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from ..conv.compile_pool import CompileJob
 from ..ops.registry import OpCompileJob
 from ..partition.config import ConfigTable, configs_for
 from ..partition.config.elementwise import GLU
+from ..partition.config.gemm import GEMM_OPS
 from ..partition.options import CudaTritonOptions
 from ..utils.graph import constant_names
 from .conv import draft_conv
 from .draft import CudaTritonPreprocessError, Draft, describe, value_record
 from .elementwise import conv_prologue_chain, draft_elementwise, is_elementwise_node, plan_chains
 from .families import DRAFTED_FAMILIES, DRAFTERS
+from .gemm import draft_gemm, is_epilogue_view
 from .op_draft import ProgramDraft
 from .schedule import TuningLookup
 
@@ -64,21 +68,61 @@ def plan_conv_epilogues(
         except ValueError:
             continue
         fold = batch_norm_fold(node, args, consts)[0] if pd.draft.options.fold_batch_norm else None
-        result = node if fold is None else fold.output
-        if result in pd.out_index or len(result.users) != 1:
-            continue
-        (user,) = result.users
-        if not is_elementwise_node(user) or aten_overload(user.target) is GLU:
-            continue
-        end = user
-        while end in fused_into:
-            end = fused_into[end]
-        if end in out:
+        end = _epilogue_chain_end(node if fold is None else fold.output, pd, fused_into)
+        if end is None or end in out:
             continue  # one convolution per chain
         out[end] = node
         if fold is not None:
             bn_folded.update((fold.bn, fold.output))
     return out
+
+
+def _epilogue_chain_end(result: Node, pd: ProgramDraft, fused_into: dict[Node, Node]) -> Node | None:
+    """The end of the elementwise chain that alone reads ``result`` (no delegate output); None when none does."""
+    if result in pd.out_index or len(result.users) != 1:
+        return None
+    (user,) = result.users
+    if not is_elementwise_node(user) or aten_overload(user.target) is GLU:
+        return None
+    end = user
+    while end in fused_into:
+        end = fused_into[end]
+    return end
+
+
+def plan_gemm_epilogues(
+    calls: list[Node], fused_into: dict[Node, Node], pd: ProgramDraft, taken: set[Node]
+) -> dict[Node, tuple[Node, list[Node]]]:
+    """{chain end: (GEMM, the views between them)} for each GEMM whose result, through reshapes and permutes that
+    nothing else reads, only an elementwise chain reads: the chain may run in the GEMM's epilogue (`draft_gemm`
+    decides, by the views and the chain's operands). ``taken``: chain ends a convolution already claims."""
+    out: dict[Node, tuple[Node, list[Node]]] = {}
+    for node in calls:
+        if aten_overload(node.target) not in GEMM_OPS or node in pd.foldable:
+            continue
+        result, views = node, []
+        while result not in pd.out_index and len(result.users) == 1:
+            (user,) = result.users
+            if not is_epilogue_view(user):
+                break
+            result = user
+            views.append(user)
+        end = _epilogue_chain_end(result, pd, fused_into)
+        if end is None or end in out or end in taken:
+            continue  # one producer per chain
+        out[end] = (node, views)
+    return out
+
+
+def _draft_by_family(node: Node, pd: ProgramDraft) -> None:
+    config = _TABLE.config_for(node)
+    drafter = DRAFTERS.get(config.family) if config is not None else None
+    if drafter is None:
+        what = "batch norm that no convolution folds" if is_batch_norm_node(node) else "op"
+        raise CudaTritonPreprocessError(
+            f"{describe(node)} is in the delegated subgraph, but the delegate has no drafter for this {what}"
+        )
+    drafter(node, pd)
 
 
 def plan_conv_prologue(end: Node, pd: ProgramDraft, fused_into: dict[Node, Node]) -> bool:
@@ -124,7 +168,12 @@ def draft_program(
     # Convolutions whose result only an elementwise chain reads are drafted where the chain ends, so that the
     # chain's other operands exist when the convolution's epilogue reads them (`plan_conv_epilogues`).
     epilogue_of = plan_conv_epilogues(calls, fused_into, pd, bn_folded) if options.fuse_epilogues else {}
+    gemm_epilogue_of = (
+        plan_gemm_epilogues(calls, fused_into, pd, set(epilogue_of)) if options.fuse_epilogues else {}
+    )
     deferred = set(epilogue_of.values())
+    for gemm, views in gemm_epilogue_of.values():
+        deferred.update((gemm, *views))
 
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -144,9 +193,9 @@ def draft_program(
                 )
         elif folds_into_users(node, options.allow_tf32):
             continue  # each convolution reading it folds it into its padding (any other pad is a pad kernel)
+        elif node in deferred:
+            continue  # drafted where its chain ends
         elif is_conv_node(node):
-            if node in deferred:
-                continue
             fold, _ = draft_conv(node, pd)
             if fold is not None:
                 bn_folded.update((fold.bn, fold.output))
@@ -158,17 +207,16 @@ def draft_program(
             conv = epilogue_of.get(node)
             if conv is not None and draft_conv(conv, pd, node, fused_into)[1]:
                 continue
+            if node in gemm_epilogue_of:
+                gemm, views = gemm_epilogue_of[node]
+                if draft_gemm(gemm, pd, node, fused_into, views):
+                    continue
+                for view in views:  # the chain is a kernel of its own after all
+                    _draft_by_family(view, pd)
             if not (options.fuse_prologues and plan_conv_prologue(node, pd, fused_into)):
                 draft_elementwise(node, pd, fused_into)
         else:
-            config = _TABLE.config_for(node)
-            drafter = DRAFTERS.get(config.family) if config is not None else None
-            if drafter is None:
-                what = "batch norm that no convolution folds" if is_batch_norm_node(node) else "op"
-                raise CudaTritonPreprocessError(
-                    f"{describe(node)} is in the delegated subgraph, but the delegate has no drafter for this {what}"
-                )
-            drafter(node, pd)
+            _draft_by_family(node, pd)
     for n in pd.out_index:
         if n not in pd.value_of:
             raise CudaTritonPreprocessError(f"delegate output '{n.name}' is not computed by the delegate")

@@ -10,7 +10,7 @@ absent). A kernel that takes a prologue declares the same with ``p<k>`` (role ``
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 from ...kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
 from ..epilogue import MAX_OPERANDS, ConvEpilogue
@@ -41,14 +41,24 @@ def _chain_constexprs(chain: ConvEpilogue | None, program: str, kinds: str) -> t
     return ((program, chain.program), (kinds, chain.kinds))
 
 
-def epilogue_args(problem: ConvProblem, active: bool = True) -> tuple[TensorArg | ScalarArg, ...]:
+class TakesEpilogue(Protocol):
+    """What the epilogue's arguments need of an op: a `ConvProblem` or a `GemmSpec` (ops/gemm/spec.py)."""
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def epilogue(self) -> ConvEpilogue | None: ...
+
+
+def epilogue_args(problem: TakesEpilogue, active: bool = True) -> tuple[TensorArg | ScalarArg, ...]:
     """The three operand slots; with ``active`` False (a launch of the op that does not apply the epilogue,
     e.g. a split-K share) all absent."""
     chain = problem.epilogue if active else None
     return _chain_args(chain, EPILOGUE_ROLES, "e", TRITON_PTR_DTYPE[problem.dtype])
 
 
-def epilogue_constexprs(problem: ConvProblem, active: bool = True) -> tuple[tuple[str, Any], ...]:
+def epilogue_constexprs(problem: TakesEpilogue, active: bool = True) -> tuple[tuple[str, Any], ...]:
     return _chain_constexprs(problem.epilogue if active else None, "PROGRAM", "E_KINDS")
 
 

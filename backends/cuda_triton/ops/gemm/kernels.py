@@ -6,11 +6,14 @@ program, accumulating in fp32 over BLOCK_K slices of K (the Triton tutorial's ma
 weight tiles stay in L2, row and column indices wrapped modulo M and N so only the K tail needs a mask). Strides
 are runtime arguments; the one that is 1 in each operand is a constexpr (``*_UNIT``) so that loads vectorise.
 fp32 runs on TF32 tensor cores when allowed (both tiles rounded to nearest first, as the convolutions do: see
-conv/templates/_tf32.py), else in exact fp32. The epilogue (`_epilogue`) is where a fused elementwise chain goes.
+conv/templates/_tf32.py), else in exact fp32. The epilogue (`_epilogue`) applies a fused elementwise chain
+(``PROGRAM``, conv/epilogue.py; empty: none) after the bias, its operands read like the output (``E_KINDS`` 1) or
+per column (2), before the one rounding to the output's dtype.
 
 Split-K (SPLIT_K > 1, for few output tiles over a long K such as a batch-1 classifier): program_id(2) takes one
 contiguous share of the K slices and stores its fp32 partial sums into the workspace [SPLIT_K, B, M, N];
-`gemm_splitk_reduce_kernel` adds them in a fixed order (deterministic), then applies the epilogue.
+`gemm_splitk_reduce_kernel` adds them in a fixed order (deterministic), then applies the epilogue (the shares
+apply none).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import triton.language as tl
 
 from ...conv.templates._splitk import MAX_SPLIT, MIN_SHARE
 from ...conv.templates._tf32 import round_to_tf32
+from ...conv.templates.epilogue_jit import apply_epilogue
 from ...conv.templates.gemm_jit import grouped_tile_ids, split_k_range
 from ...conv.templates.geometry import NUM_SMS, fit_block
 from ...kernel.launch import Schedule, cdiv
@@ -41,16 +45,34 @@ def _tile_ptrs(base, rows, cols, S_ROW, S_COL, ROW_UNIT: tl.constexpr, COL_UNIT:
 
 
 @triton.jit
-def _epilogue(acc, bias_ptr, c_ptr, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
-              HAS_BIAS: tl.constexpr, C_N_UNIT: tl.constexpr):  # fmt: skip
-    """alpha * acc + beta * bias, rounded once to the output's dtype and stored (rows past M, cols past N not)."""
+def _epilogue(acc, bias_ptr, c_ptr, c_off, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+              e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+              HAS_BIAS: tl.constexpr, C_N_UNIT: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr):  # fmt: skip
+    """alpha * acc + beta * bias, then the chain PROGRAM, rounded once to the output's dtype and stored at
+    ``c_off`` (the batch's offset) + the tile's offsets (rows past M, cols past N not)."""
     ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
     acc = acc * ALPHA
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_m[:, None] * SBM + offs_n[None, :] * SBN, mask=ok, other=0.0)
         acc += BETA * bias.to(tl.float32)
-    c_ptrs = _tile_ptrs(c_ptr, offs_m, offs_n, SCM, SCN, False, C_N_UNIT)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=ok)
+    if C_N_UNIT:
+        offs = offs_m[:, None] * SCM + offs_n[None, :]
+    else:
+        offs = offs_m[:, None] * SCM + offs_n[None, :] * SCN
+    if len(PROGRAM) > 0:
+        # An operand like the output is read at the output's offsets, the batch's included; a per-column one is
+        # PER_NC with no image stride (offs_m stands in for the image).
+        if E_KINDS[0] == 1:
+            e1_ptr += c_off
+        if E_KINDS[1] == 1:
+            e2_ptr += c_off
+        if E_KINDS[2] == 1:
+            e3_ptr += c_off
+        acc = apply_epilogue(
+            acc, offs, offs_m, offs_n, ok, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+            PROGRAM, E_KINDS,
+        )  # fmt: skip
+    tl.store(c_ptr + c_off + offs, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -59,11 +81,12 @@ def gemm_kernel(
     M, N, K,
     SAB, SAM, SAK, SWB, SWK, SWN, SBM, SBN, SCB, SCM, SCN,
     ALPHA, BETA,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     A_M_UNIT: tl.constexpr, A_K_UNIT: tl.constexpr, W_K_UNIT: tl.constexpr, W_N_UNIT: tl.constexpr,
     C_N_UNIT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
     ROUND_TF32: tl.constexpr, INT64: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
     """Grid: (tiles of [M, N], B, SPLIT_K). With SPLIT_K > 1, ``c_ptr`` is the fp32 workspace."""
     pid_m, pid_n = grouped_tile_ids(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
@@ -96,8 +119,9 @@ def gemm_kernel(
         acc = tl.dot(a, w, acc, input_precision=PRECISION)
 
     if SPLIT_K == 1:
-        _epilogue(acc, bias_ptr, c_ptr + batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
-                  HAS_BIAS, C_N_UNIT)  # fmt: skip
+        _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+                  e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, C_N_UNIT, PROGRAM,
+                  E_KINDS)  # fmt: skip
     else:  # this share's partial sums into the workspace [SPLIT_K, B, M, N]
         share_base = (tl.program_id(2).to(tl.int64) * tl.num_programs(1) + batch) * M * N
         ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
@@ -108,8 +132,9 @@ def gemm_kernel(
 def gemm_splitk_reduce_kernel(
     ws_ptr, bias_ptr, c_ptr,
     M, N, SBM, SBN, SCB, SCM, SCN, ALPHA, BETA,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, C_N_UNIT: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
     """out[b] = the epilogue of the sum of the SPLIT_K partial sums. Grid: (tiles of [M, N], B, 1)."""
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -121,8 +146,9 @@ def gemm_splitk_reduce_kernel(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in tl.static_range(SPLIT_K):  # a fixed order: the sum is deterministic
         acc += tl.load(ws + s * tl.num_programs(1) * M * N, mask=ok, other=0.0)
-    _epilogue(acc, bias_ptr, c_ptr + batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
-              HAS_BIAS, C_N_UNIT)  # fmt: skip
+    _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+              e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, C_N_UNIT, PROGRAM,
+              E_KINDS)  # fmt: skip
 
 
 # ---- schedules ---------------------------------------------------------------------------------------------

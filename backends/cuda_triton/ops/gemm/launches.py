@@ -2,15 +2,18 @@
 
 `gemm_kernel` arguments (PTX order): a, w, bias, out pointers (out is the fp32 workspace for split-K; a
 missing bias is a's pointer, never read), int32 M, N, K and the strides of a [B, M, K], w [B, K, N], bias
-[M, N] and out [B, M, N] (int64 when an offset needs it), fp32 alpha and beta; everything else is a constexpr.
+[M, N] and out [B, M, N] (int64 when an offset needs it), fp32 alpha and beta, the epilogue's three operand slots
+(conv/templates/epilogue_args.py); everything else is a constexpr.
 Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), B, SPLIT_K). A split-K schedule adds `gemm_splitk_reduce_kernel`
-(workspace, bias, out; M, N, the bias and out strides, alpha, beta), grid (tiles of 64 x 64, B, 1).
+(workspace, bias, out; M, N, the bias and out strides, alpha, beta, the epilogue's slots), grid (tiles of 64 x 64,
+B, 1), which then applies the epilogue instead of the shares.
 """
 
 from __future__ import annotations
 
 from ...conv.templates._splitk import split_k_of
 from ...conv.templates._tf32 import tf32_rounding
+from ...conv.templates.epilogue_args import epilogue_args, epilogue_constexprs
 from ...kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
@@ -92,6 +95,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         *(out_strides if split == 1 else (ScalarArg("SCB", index, 0), ScalarArg("SCM", index, spec.n),
                                            ScalarArg("SCN", index, 1))),
         *alpha_beta,
+        *epilogue_args(spec, active=split == 1),
     )  # fmt: skip
     constexprs = (
         ("A_M_UNIT", sam == 1),
@@ -109,6 +113,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         ("BLOCK_K", bk),
         ("GROUP_M", schedule["GROUP_M"]),
         ("SPLIT_K", split),
+        *epilogue_constexprs(spec, active=split == 1),
     )
     grid = (cdiv(spec.m, bm) * cdiv(spec.n, bn), spec.batch, split)
     main = KernelLaunch(gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
@@ -123,6 +128,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         *bias_args,
         *out_strides,
         *alpha_beta,
+        *epilogue_args(spec),
     )
     reduce_constexprs = (
         ("SPLIT_K", split),
@@ -130,6 +136,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         ("C_N_UNIT", scn == 1),
         ("BLOCK_M", REDUCE_BLOCK),
         ("BLOCK_N", REDUCE_BLOCK),
+        *epilogue_constexprs(spec),
     )
     reduce_grid = (cdiv(spec.m, REDUCE_BLOCK) * cdiv(spec.n, REDUCE_BLOCK), spec.batch, 1)
     return [

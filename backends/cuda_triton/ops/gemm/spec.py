@@ -8,14 +8,19 @@ broadcasts to [M, N] (addmm's ``self``: [N], [1, N], [M, 1], [M, N], or a scalar
 ``allow_tf32`` (default off, as PyTorch's own matmuls: ``torch.backends.cuda.matmul.allow_tf32`` is False unless
 set; docs/gemm.md) lets fp32 run on TF32 tensor cores; the partitioner passes its option.
 
+``epilogue`` (default none): an elementwise chain on the result, after the bias and before the one rounding
+(conv/epilogue.py: operands like the output or one value per column, `gemm_epilogue_operand`), its operands the
+roles ``epilogue1``..``epilogue3``.
+
 Tensor roles, by the op's argument order: addmm(in0=bias, in1=a, in2=w); mm/bmm(in0=a, in1=w);
 linear(in0=x, in1=weight, in2=bias); the output is "out", the split-K partial sums "workspace".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ...conv.epilogue import ConvEpilogue
 from ...kernel.launch import Support
 from ..data_movement.views import view_strides
 from ..tensor_meta import TensorMeta, float_dtype_support
@@ -51,6 +56,7 @@ class GemmSpec:
     beta: float = 1.0
     allow_tf32: bool = False
     problem: str = ""  # why the arguments cannot run here ("" when they can): supports() reports it
+    epilogue: ConvEpilogue | None = None
 
     # -- construction from the edge ops' arguments -------------------------------------------------------
     @staticmethod
@@ -103,10 +109,11 @@ class GemmSpec:
     def with_out_strides(self, strides: tuple[int, ...]) -> GemmSpec:
         """The same GEMM writing another output layout ([M, N] or [B, M, N] outputs only)."""
         view = (0, *strides) if len(strides) == 2 else tuple(strides)
-        return GemmSpec(
-            self.op, self.dtype, self.a, self.w, self.bias, self.out_sizes, tuple(strides), view,
-            self.alpha, self.beta, self.allow_tf32, self.problem,
-        )  # fmt: skip
+        return replace(self, out_strides=tuple(strides), out_view=view)
+
+    def with_epilogue(self, epilogue: ConvEpilogue | None) -> GemmSpec:
+        """The same GEMM applying ``epilogue`` to its result."""
+        return replace(self, epilogue=epilogue)
 
     # -- derived ------------------------------------------------------------------------------------------
     @property
