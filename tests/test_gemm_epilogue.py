@@ -247,3 +247,26 @@ def test_emulated_convnext_matches_eager(dtype: str, fuse: bool) -> None:
     assert_one_delegate_matches_eager(
         model, example, options, {"fp32": 1e-4, "fp16": 2e-2, "bf16": 5e-2}[dtype] * 5
     )
+
+
+@pytest.mark.timeout(600)
+def test_a_chain_the_epilogue_cannot_read_is_a_kernel_of_its_own() -> None:
+    """A lone block: its residual is the delegate's input (contiguous, the GEMM's chain layout is channels-last)
+    and its result a delegate output, so fc2's chain stays an elementwise kernel, drafted after the views the GEMM
+    waited with; the emulated blob still matches eager."""
+    from cuda_triton import CudaTritonOptions
+    from cuda_triton.serialization import GemmRecord
+    from cuda_triton.serialization.blob import deserialize
+    from cuda_triton.tools import emulate_pte as E
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    torch.manual_seed(0)
+    model, example = ConvNeXtBlock(16).eval(), (torch.randn(1, 16, 6, 6),)
+    options = CudaTritonOptions(allow_tf32=False)
+    ep = E.lower(model, example, options=options)
+    (lowered,) = [m for _, m in ep.graph_module.named_modules() if isinstance(m, LoweredBackendModule)]
+    blob = deserialize(lowered.processed_bytes)
+    chains = [[s.op for s in op.epilogue] for op in blob.ops if isinstance(op, GemmRecord)]
+    assert chains == [["gelu"], []], chains
+    assert [op.KIND_NAME for op in blob.ops][-1] == "elementwise"
+    assert_one_delegate_matches_eager(model, example, options, 5e-4)
