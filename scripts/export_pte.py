@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument(
         "--no-fuse-epilogues", action="store_true",
-        help="run every elementwise chain as its own kernel (default: in the convolution before it, where it can)",
+        help="run every elementwise chain as its own kernel (default: in the convolution or GEMM before it, where it can)",
     )  # fmt: skip
     ap.add_argument(
         "--no-fuse-prologues", action="store_true",

@@ -17,8 +17,8 @@ key                 value (UTF-8 bytes)              meaning
                                                      convolution into its weight and bias
 ``channels_last``   ``"0"`` / ``"1"``                plan the intermediates of 2-D/3-D convolutions
                                                      channels-last (default 1); 0 keeps the recorded layouts
-``fuse_epilogues``  ``"0"`` / ``"1"``                run an elementwise chain after a convolution in the
-                                                     convolution's epilogue where its kernel takes one (default 1)
+``fuse_epilogues``  ``"0"`` / ``"1"``                run an elementwise chain after a convolution or a GEMM
+                                                     in its epilogue where its kernel takes one (default 1)
 ``fuse_prologues``  ``"0"`` / ``"1"``                run an elementwise chain that only a convolution reads in
                                                      the convolution's input loads where its kernel takes one
                                                      (default 1)
@@ -119,8 +119,9 @@ class CudaTritonOptions:
             fastest, and the one that makes a 1x1 convolution a plain GEMM); the delegate's outputs keep the
             layouts the program records. Off: every intermediate takes the layout the graph records.
         fuse_epilogues: an elementwise chain (activation, residual add, per-channel or per-(N, C) multiply) whose
-            only input from a convolution is that convolution's result runs in the convolution's epilogue, where
-            the chosen kernel takes one (``conv/epilogue.py``); off: every chain is a kernel of its own.
+            only input from a convolution or a GEMM (addmm, mm, bmm, linear) is that op's result runs in the op's
+            epilogue, where the chosen kernel takes one (``conv/epilogue.py``, docs/gemm.md); off: every chain is
+            a kernel of its own.
         fuse_prologues: an elementwise chain that only a convolution reads, computed from one feature map and
             per-(N, C) operands (squeeze-excitation's ``x * sigmoid(s)`` before the next 1x1 convolution), runs
             as the convolution loads its input, where the chosen kernel takes one (``conv/epilogue.py``); off:
