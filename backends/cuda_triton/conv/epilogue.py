@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ..ops.elementwise.program import MAX_INPUTS, Program
 
@@ -85,42 +86,47 @@ def epilogue_operand(
     dtype: str,
     out_sizes: Sequence[int],
     out_strides: Sequence[int],
+    per_column: bool = False,
 ) -> EpilogueOperand | None:
     """How an epilogue reads a tensor of ``sizes``/``strides`` against a convolution output of ``out_sizes``/
-    ``out_strides`` (batched, ``[N, C, *spatial]``); None when neither way reads it right."""
-    if not _addressable(sizes, strides, len(out_sizes)):
+    ``out_strides`` (batched, ``[N, C, *spatial]``): `LIKE_OUTPUT` or `PER_NC`. With ``per_column``, against a
+    GEMM's output (``[..., M, N]``): `LIKE_OUTPUT`, or one value per output column (every dim but the last of size
+    1, right-aligned) as `PER_NC` with no image stride. None when neither way reads it right (for a GEMM, a
+    per-row or per-batch operand)."""
+    if not out_sizes or not _addressable(sizes, strides, len(out_sizes)):
         return None
-    if _like_output(sizes, strides, out_sizes, out_strides):
-        return EpilogueOperand(LIKE_OUTPUT, dtype)
-    return _per_nc_operand(sizes, strides, dtype, out_sizes)
+    broadcast = _per_column_operand if per_column else _per_nc_operand
+    return _like_output(sizes, strides, dtype, out_sizes, out_strides) or broadcast(
+        sizes, strides, dtype, out_sizes
+    )
 
 
-def gemm_epilogue_operand(
-    sizes: Sequence[int],
-    strides: Sequence[int],
-    dtype: str,
-    out_sizes: Sequence[int],
-    out_strides: Sequence[int],
+# The GEMM family's epilogue operands (ops.gemm): `epilogue_operand` against a [..., M, N] output.
+gemm_epilogue_operand = partial(epilogue_operand, per_column=True)
+
+
+def _per_column_operand(
+    sizes: Sequence[int], strides: Sequence[int], dtype: str, out_sizes: Sequence[int]
 ) -> EpilogueOperand | None:
-    """How a GEMM's epilogue reads a tensor of ``sizes``/``strides`` against its output of ``out_sizes``/
-    ``out_strides`` (``[..., M, N]``): `LIKE_OUTPUT`, or one value per output column (every dim but the last of
-    size 1, right-aligned) as `PER_NC` with no image stride; None otherwise (a per-row or per-batch operand)."""
-    if not _addressable(sizes, strides, len(out_sizes)) or not out_sizes:
-        return None
-    if _like_output(sizes, strides, out_sizes, out_strides):
-        return EpilogueOperand(LIKE_OUTPUT, dtype)
+    """One value per output column of a GEMM: `PER_NC` with no image stride."""
     if not sizes or any(s != 1 for s in sizes[:-1]) or sizes[-1] not in (1, out_sizes[-1]):
         return None
     return EpilogueOperand(PER_NC, dtype, 0, strides[-1] if sizes[-1] > 1 else 0)
 
 
 def _like_output(
-    sizes: Sequence[int], strides: Sequence[int], out_sizes: Sequence[int], out_strides: Sequence[int]
-) -> bool:
-    """The output's sizes, and its element offsets wherever a dim has more than one element."""
-    return list(sizes) == list(out_sizes) and all(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    dtype: str,
+    out_sizes: Sequence[int],
+    out_strides: Sequence[int],
+) -> EpilogueOperand | None:
+    """`LIKE_OUTPUT` for a tensor of the output's sizes and of its element offsets wherever a dim has more than
+    one element; None otherwise."""
+    like = list(sizes) == list(out_sizes) and all(
         s == 1 or a == b for s, a, b in zip(sizes, strides, out_strides, strict=True)
     )
+    return EpilogueOperand(LIKE_OUTPUT, dtype) if like else None
 
 
 def _addressable(sizes: Sequence[int], strides: Sequence[int], rank: int) -> bool:
