@@ -137,3 +137,39 @@ def test_gpu_graph_bench_main(carried, build) -> None:
     )  # the model is one delegate
     assert r["modes"]["direct"]["graphs"] == 0 and "host_us_median" in graph
     assert (out / r["etdump"]).exists()
+
+
+def test_gpu_faults_checks_the_cubins_of_the_gpus_arch(carried, build) -> None:
+    """A corrupted cubin of another arch than the GPU's is never loaded: counted apart, not as unrefused."""
+    faults = importlib.import_module("gpu_faults")
+    gpu_validate = importlib.import_module("gpu_validate")
+    programs = faults.programs_from_manifest(
+        gpu_validate.EXPORTS, json.loads(gpu_validate.MANIFEST.read_text()), None
+    )
+    runner = build / "cuda_triton_runner"
+    same = faults.run_corruptions(runner, programs, 15, workers=2, device_arch=80)
+    other = faults.run_corruptions(runner, programs, 15, workers=2, device_arch=90)
+    assert same["cubin_corruptions"] == 3 and same["other_arch_cubin_corruptions"] == 0 and same["ok"]
+    assert other["cubin_corruptions"] == 0 and other["other_arch_cubin_corruptions"] == 3
+
+
+def test_bench_models_report_merges_runs(tmp_path, monkeypatch) -> None:
+    """`bench_models.py report` over several runs (one per device carry): their rows in order, each with its run's
+    date and its ETDump's path; runs of different GPUs are refused."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    bench_models = importlib.import_module("bench_models")
+    paths = []
+    for i, gpu in enumerate(("H100", "H100", "H200")):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        row = {"name": f"m{i}", "etdump": f"m{i}.etdp", "ok": True}
+        (run / "bench_models.json").write_text(json.dumps({"date": f"d{i}", "gpu": gpu, "rows": [row]}))
+        paths.append(str(run / "bench_models.json"))
+    merged = bench_models.merge_runs(paths[:2])
+    assert [r["name"] for r in merged["rows"]] == ["m0", "m1"] and merged["date"] == "d0, d1"
+    assert (
+        merged["rows"][1]["etdump"] == str(tmp_path / "run1" / "m1.etdp")
+        and merged["rows"][1]["run_date"] == "d1"
+    )
+    with pytest.raises(SystemExit, match="different GPUs"):
+        bench_models.merge_runs(paths)
