@@ -81,15 +81,20 @@ def _through_views(
     return sizes, strides, steps
 
 
+def _inverse(dims: Sequence[int]) -> list[int]:
+    """The permutation that undoes ``permute(dims)``."""
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d] = i
+    return inverse
+
+
 def _undo_views(sizes: list[int], strides: list[int], steps: list[_Step]) -> list[int] | None:
     """Strides of a tensor of the chain's ``sizes`` (``strides``, 0 where it broadcasts) in the GEMM's shape,
     the views undone; None when it has none."""
     for before, dims in reversed(steps):
         if dims is not None:
-            inverse = [0] * len(dims)
-            for i, d in enumerate(dims):
-                inverse[d] = i
-            sizes, strides = before, [strides[i] for i in inverse]
+            sizes, strides = before, [strides[i] for i in _inverse(dims)]
         else:
             new = view_strides(sizes, strides, before) if sizes != before else strides
             if len(new) != len(before):
@@ -102,10 +107,7 @@ def _undo_views_of(t: torch.Tensor, steps: list[_Step]) -> torch.Tensor:
     """The same undoing on a tensor (a constant's values)."""
     for before, dims in reversed(steps):
         if dims is not None:
-            inverse = [0] * len(dims)
-            for i, d in enumerate(dims):
-                inverse[d] = i
-            t = t.permute(inverse)
+            t = t.permute(_inverse(dims))
         else:
             t = t.reshape(before)
     return t
