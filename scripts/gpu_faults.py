@@ -251,11 +251,12 @@ def run_corruptions(
         pass
     by_class = {c: sum(r["class"] == c for r in runs) for c in CLASSES}
     by_kind = {k: {c: sum(r["class"] == c for r in runs if r["kind"] == k) for c in CLASSES} for k in KINDS}
-    cubin_runs = [r for r in runs if r["kind"] == "cubin"]
-    other_arch = [
-        r for r in cubin_runs if device_arch is not None and r["cubin_arch"] not in (None, device_arch)
-    ]
-    cubin_runs = [r for r in cubin_runs if r not in other_arch]
+    foreign = device_arch is not None  # only cubins of the GPU's arch must be refused
+    cubin_runs, other_arch = [], []
+    for r in runs:
+        if r["kind"] == "cubin":
+            is_other = foreign and r["cubin_arch"] not in (None, device_arch)
+            (other_arch if is_other else cubin_runs).append(r)
     cubins_not_refused = [r for r in cubin_runs if not r["refused_cubin"]]
     examples: dict[str, list[dict[str, Any]]] = {}
     for r in runs:

@@ -71,14 +71,22 @@ def _through_views(
             steps.append((sizes, dims))
             sizes, strides = [sizes[d] for d in dims], [strides[d] for d in dims]
         else:
-            new = view_strides(sizes, strides, out_sizes) if sizes != out_sizes else strides
-            if len(new) != len(out_sizes):
+            new = _view(sizes, strides, out_sizes)
+            if new is None:
                 return None
             steps.append((sizes, None))
-            sizes, strides = out_sizes, list(new)
+            sizes, strides = out_sizes, new
         if sizes != out_sizes:
             return None
     return sizes, strides, steps
+
+
+def _view(sizes: list[int], strides: list[int], new_sizes: list[int]) -> list[int] | None:
+    """The strides of the same bytes seen as ``new_sizes``; None when no view gives them."""
+    if sizes == new_sizes:
+        return list(strides)
+    new = view_strides(sizes, strides, new_sizes)
+    return new if len(new) == len(new_sizes) else None
 
 
 def _inverse(dims: Sequence[int]) -> list[int]:
@@ -96,10 +104,10 @@ def _undo_views(sizes: list[int], strides: list[int], steps: list[_Step]) -> lis
         if dims is not None:
             sizes, strides = before, [strides[i] for i in _inverse(dims)]
         else:
-            new = view_strides(sizes, strides, before) if sizes != before else strides
-            if len(new) != len(before):
+            new = _view(sizes, strides, before)
+            if new is None:
                 return None
-            sizes, strides = before, list(new)
+            sizes, strides = before, new
     return strides
 
 
