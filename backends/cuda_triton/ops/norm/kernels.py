@@ -102,12 +102,23 @@ def _affine(y, w_ptr, b_ptr, rows, cols, mask, col_ok, groups, group_channels, c
 
 
 @triton.jit
-def _rows(x_ptr, M, ksizes, x_k, out_k, K_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
-          BLOCK_K: tl.constexpr, INDEX_64: tl.constexpr):  # fmt: skip
-    """This program's rows, their output offsets, and what `_row_tile` reads them with (x_ptr, x offsets, mask)."""
+def _row_view(
+    x_ptr, M, L,
+    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+    K_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr, BLOCK_K: tl.constexpr,
+    INDEX_64: tl.constexpr,
+):  # fmt: skip
+    """The row kernels' [M, L] view of their arguments: this program's rows, their output offsets, what
+    `_row_tile` reads them with (x_ptr, x offsets, mask) and the in-row index space (L, sizes, x and out
+    strides)."""
     rows = program_range(BLOCK_K, INDEX_64)
-    x_rows, out_rows = _offsets(rows, ksizes, x_k, out_k, K_RANK, X_K_KINDS, OUT_K_KINDS)
-    return rows, out_rows, (x_ptr, x_rows, rows < M)
+    x_rows, out_rows = _offsets(rows, (ksize1, ksize2, ksize3, ksize4), (x_k0, x_k1, x_k2, x_k3, x_k4),
+                                (out_k0, out_k1, out_k2, out_k3, out_k4), K_RANK, X_K_KINDS,
+                                OUT_K_KINDS)  # fmt: skip
+    shape = (L, (rsize1, rsize2, rsize3, rsize4), (x_r0, x_r1, x_r2, x_r3, x_r4),
+             (out_r0, out_r1, out_r2, out_r3, out_r4))  # fmt: skip
+    return rows, out_rows, (x_ptr, x_rows, rows < M), shape
 
 
 @triton.jit
@@ -133,11 +144,12 @@ def row_norm_kernel(
     PER_GROUP: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
     INDEX_64: tl.constexpr,
 ):  # fmt: skip
-    rows, out_rows, tile = _rows(x_ptr, M, (ksize1, ksize2, ksize3, ksize4), (x_k0, x_k1, x_k2, x_k3, x_k4),
-                                 (out_k0, out_k1, out_k2, out_k3, out_k4), K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K,
-                                 INDEX_64)  # fmt: skip
-    shape = (L, (rsize1, rsize2, rsize3, rsize4), (x_r0, x_r1, x_r2, x_r3, x_r4),
-             (out_r0, out_r1, out_r2, out_r3, out_r4))  # fmt: skip
+    rows, out_rows, tile, shape = _row_view(
+        x_ptr, M, L,
+        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
+    )  # fmt: skip
     if ONE_TILE:
         x, cols, mask, out_cols = _row_tile(*tile, 0, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
         mean = tl.div_rn(tl.sum(x, axis=1), divisor)
@@ -197,11 +209,12 @@ def softmax_kernel(
     X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, LOG: tl.constexpr, ONE_TILE: tl.constexpr,
     BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
 ):  # fmt: skip
-    rows, out_rows, tile = _rows(x_ptr, M, (ksize1, ksize2, ksize3, ksize4), (x_k0, x_k1, x_k2, x_k3, x_k4),
-                                 (out_k0, out_k1, out_k2, out_k3, out_k4), K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K,
-                                 INDEX_64)  # fmt: skip
-    shape = (L, (rsize1, rsize2, rsize3, rsize4), (x_r0, x_r1, x_r2, x_r3, x_r4),
-             (out_r0, out_r1, out_r2, out_r3, out_r4))  # fmt: skip
+    rows, out_rows, tile, shape = _row_view(
+        x_ptr, M, L,
+        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
+    )  # fmt: skip
     m = tl.full((BLOCK_K,), float("-inf"), tl.float32)
     s = tl.zeros((BLOCK_K,), tl.float32)
     if ONE_TILE:
