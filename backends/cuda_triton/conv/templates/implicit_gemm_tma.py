@@ -31,7 +31,6 @@ runs the implicit GEMM (on fp16 tensor cores where that pays, _f16_mma.py).
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 
@@ -39,17 +38,10 @@ from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTe
 from ..problem import ConvProblem
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32
-from .gemm_common import (
-    GROUP_M,
-    GemmShapedTemplate,
-    dot_constexprs,
-    tile_constexprs,
-    tma_tap_problems,
-    weight_k_major,
-)
+from .gemm_common import GROUP_M, dot_constexprs, tile_constexprs, tma_tap_problems, weight_k_major
 from .gemm_jit import grouped_tile_ids, store_output
 from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
-from .implicit_gemm import ImplicitGemmTemplate
+from .implicit_gemm import TapMajorWeightTemplate
 from .launch_args import dim_constexprs, size_args
 
 
@@ -133,7 +125,7 @@ def span_rows(g: Geometry) -> int:
     return (od - 1) * hp * wp + (oh - 1) * wp + ow
 
 
-class ImplicitGemmTmaTemplate(GemmShapedTemplate):
+class ImplicitGemmTmaTemplate(TapMajorWeightTemplate):
     """TMA-fed implicit GEMM for dense stride-1 convolutions (see module docstring)."""
 
     def __init__(self) -> None:
@@ -156,15 +148,7 @@ class ImplicitGemmTmaTemplate(GemmShapedTemplate):
             return Support.no("tensors beyond 32-bit offsets")
         return Support.yes()
 
-    def _schedule(
-        self,
-        problem: ConvProblem,
-        bm: int,
-        bn: int,
-        bk: int,
-        warps: int,
-        stages: int,
-    ) -> Schedule:
+    def _schedule(self, problem: ConvProblem, bm: int, bn: int, bk: int, warps: int, stages: int) -> Schedule:
         g = Geometry.of(problem)
         bm, bn, bk = fit_block(bm, span_rows(g)), fit_block(bn, g.cout), fit_block(bk, g.cin)
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
@@ -186,19 +170,12 @@ class ImplicitGemmTmaTemplate(GemmShapedTemplate):
         return self._schedule(problem, bm, bn, 64, warps, 4)
 
     # -- weight and launches -------------------------------------------------------------------------------
-    def _gemm_schedule(self, schedule: Schedule) -> Schedule:
-        """The implicit GEMM schedule whose prepared weight this one reads."""
-        return ImplicitGemmTemplate.tap_major_schedule(schedule["BLOCK_N"], schedule["BLOCK_K"])
-
-    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
-        return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
-
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return [input_pad(problem)]
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
-        _, taps, cin_p, cout_p = _IMPLICIT_GEMM.prepared_shape(problem, self._gemm_schedule(schedule))
+        taps, cin_p, cout_p = self.tap_major_shape(problem, schedule)
         dp, hp, wp = padded_extent(g)
         od, oh, ow = g.out_spatial
         dt = TRITON_PTR_DTYPE[problem.dtype]
@@ -230,5 +207,4 @@ class ImplicitGemmTmaTemplate(GemmShapedTemplate):
         return [pad_copy_launch(problem), main]
 
 
-_IMPLICIT_GEMM = ImplicitGemmTemplate()
 TEMPLATES = [ImplicitGemmTmaTemplate()]

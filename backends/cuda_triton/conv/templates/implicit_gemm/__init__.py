@@ -29,6 +29,6 @@ kernel (1), the prepared weight is fp16 with a trailer after its W_NUMEL values,
 (an unused pointer otherwise). Launches: [amax, scale or channels-last copy,] conv [, split-K reduction].
 """
 
-from .template import TEMPLATES, ImplicitGemmTemplate
+from .template import TEMPLATES, ImplicitGemmTemplate, TapMajorWeightTemplate
 
-__all__ = ["TEMPLATES", "ImplicitGemmTemplate"]
+__all__ = ["TEMPLATES", "ImplicitGemmTemplate", "TapMajorWeightTemplate"]

@@ -292,4 +292,25 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         return launches
 
 
+class TapMajorWeightTemplate(GemmShapedTemplate):
+    """A TMA-fed template (implicit_gemm_tma, implicit_gemm_box): it reads the implicit GEMM's plain tap-major
+    prepared weight (`ImplicitGemmTemplate.tap_major_schedule`) for its schedule's blocks."""
+
+    def _gemm_schedule(self, schedule: Schedule) -> Schedule:
+        """The implicit GEMM schedule whose prepared weight this one reads (F16_MMA: scaled fp16 + trailer)."""
+        return ImplicitGemmTemplate.tap_major_schedule(
+            schedule["BLOCK_N"], schedule["BLOCK_K"], uses_f16_mma(schedule)
+        )
+
+    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
+        return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
+
+    def tap_major_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int]:
+        """(taps, CIN_P, COUT_P) of the prepared weight ``schedule`` reads."""
+        _, taps, cin_p, cout_p = _IMPLICIT_GEMM.prepared_shape(problem, self._gemm_schedule(schedule))
+        return taps, cin_p, cout_p
+
+
+# The template whose prepared weight the TMA-fed templates read.
+_IMPLICIT_GEMM = ImplicitGemmTemplate()
 TEMPLATES = [ImplicitGemmTemplate()]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from ....kernel.launch import (
     TRITON_PTR_DTYPE,
     KernelLaunch,
@@ -21,9 +19,9 @@ from .._cl_copy import copy_launch, input_cl
 from .._f16_mma import amax_launch, f16_mma_allowed, f16_scratch, scale_launch, uses_f16_mma
 from .._interpreter import dot_needs_fp32
 from .._tf32 import tf32_rounding
-from ..gemm_common import GemmShapedTemplate, tma_tap_problems
+from ..gemm_common import tma_tap_problems
 from ..geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
-from ..implicit_gemm import ImplicitGemmTemplate
+from ..implicit_gemm import TapMajorWeightTemplate
 from ..launch_args import dim_constexprs, size_args
 from .boxes import box_count, box_of, box_shapes, box_waste, nvmma_swizzle, reads_strided_view, ws_maxnreg
 from .gluon_kernel import GLUON_ARCHS, conv_box_kernel
@@ -65,7 +63,7 @@ _WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
 _BOXES_PER_CONFIG = 2
 
 
-class ImplicitGemmBoxTemplate(GemmShapedTemplate):
+class ImplicitGemmBoxTemplate(TapMajorWeightTemplate):
     """Gluon implicit GEMM on 4-D TMA boxes of the unpadded input (see the package docstring)."""
 
     def __init__(self) -> None:
@@ -189,15 +187,6 @@ class ImplicitGemmBoxTemplate(GemmShapedTemplate):
         return box == box_shapes(g, math.prod(box))[0] and programs >= NUM_SMS
 
     # -- weight and launches -------------------------------------------------------------------------------
-    def _gemm_schedule(self, schedule: Schedule) -> Schedule:
-        """The implicit GEMM schedule whose prepared weight this one reads (F16_MMA: scaled fp16 + trailer)."""
-        return ImplicitGemmTemplate.tap_major_schedule(
-            schedule["BLOCK_N"], schedule["BLOCK_K"], uses_f16_mma(schedule)
-        )
-
-    def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
-        return _IMPLICIT_GEMM.prepare_weight(weight, problem, self._gemm_schedule(schedule))
-
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         if uses_f16_mma(schedule):  # the scaled fp16 copy (channels-last whatever the input's layout)
             return f16_scratch(problem, 2)
@@ -205,7 +194,7 @@ class ImplicitGemmBoxTemplate(GemmShapedTemplate):
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
-        _, taps, cin_p, cout_p = _IMPLICIT_GEMM.prepared_shape(problem, self._gemm_schedule(schedule))
+        taps, cin_p, cout_p = self.tap_major_shape(problem, schedule)
         _, h, w = g.spatial
         _, oh, ow = g.out_spatial
         dt = TRITON_PTR_DTYPE[problem.dtype]
@@ -274,9 +263,6 @@ def _f16_mode(problem: ConvProblem) -> int:
     """2 for fp32 where fp16 tensor cores are allowed (run on the scaled fp16 copy, F16_MMA=2), else 0 (16-bit,
     or fp32 as TF32)."""
     return 2 if f16_mma_allowed(problem) else 0
-
-
-_IMPLICIT_GEMM = ImplicitGemmTemplate()
 
 
 TEMPLATES = [ImplicitGemmBoxTemplate()]
