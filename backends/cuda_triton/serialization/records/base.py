@@ -25,6 +25,7 @@ from ..encoding import (
     ascii_ok,
     check,
 )
+from .params import ParamField, read_params, write_params
 
 if TYPE_CHECKING:  # context.py imports this module's operand types
     from .context import RecordContext
@@ -243,6 +244,8 @@ class OpRecord:
     FIXED_INPUTS: ClassVar[int | None] = 1
     # Whether the kind computes a result of its own the steps apply to (False only for elementwise records).
     HAS_RESULT: ClassVar[bool] = True
+    # The kind's ``params`` fields, in their order (docs/blob_format.md, per kind).
+    PARAMS: ClassVar[tuple[ParamField, ...]] = ()
 
     name: str = ""
     template: str = ""
@@ -266,6 +269,12 @@ class OpRecord:
     # The kind's own part.
     def encode_params(self, w: Writer) -> None:
         """Writes the kind's ``params`` (docs/blob_format.md, per kind)."""
+        write_params(w, self.PARAMS, self)
+
+    @classmethod
+    def read_params(cls, params: Reader) -> dict[str, Any]:
+        """The kind's `PARAMS` fields, read from ``params``."""
+        return read_params(params, cls.PARAMS)
 
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> OpRecord:
@@ -337,14 +346,6 @@ def constant_operand(op: Operand, what: str, optional: bool = False) -> int | No
     check(isinstance(op, ConstantRef), f"{what} must be a constant, got {op!r}")
     assert isinstance(op, ConstantRef)
     return op.constant
-
-
-def read_code(params: Reader, table: dict[str, int], what: str) -> str:
-    """The name behind a one-byte code of ``table`` (name -> code), read from ``params``."""
-    code = params.u8()
-    names = {c: name for name, c in table.items()}
-    check(code in names, f"bad {what} code {code}")
-    return names[code]
 
 
 def tensor_operands(ops: list[Operand], what: str) -> list[ValueRef | ConstantRef]:

@@ -20,6 +20,7 @@ from .base import (
     value_operand,
 )
 from .context import RecordContext
+from .params import dims, flag, i64
 
 ARG_LIMIT = 1 << 31  # stride, padding, dilation, output_padding, groups are below this
 
@@ -38,6 +39,17 @@ class ConvRecord(EpilogueRecord):
     KIND = 0
     KIND_NAME = "conv"
     FIXED_INPUTS = 3
+    # Then the prologue: its steps and how many of the inputs are its operands (`encode_params`).
+    PARAMS = (
+        *(
+            dims(name, "conv argument")
+            for name in ("stride", "padding_before", "padding_after", "dilation", "output_padding")
+        ),
+        flag("transposed"),
+        i64("groups"),
+        dims("weight_sizes", "weight sizes"),
+        dims("weight_strides", "weight strides"),
+    )
 
     stride: list[int]
     padding_before: list[int]
@@ -66,18 +78,7 @@ class ConvRecord(EpilogueRecord):
         return list(self.epilogue_inputs)
 
     def encode_params(self, w: Writer) -> None:
-        for dims in (
-            self.stride,
-            self.padding_before,
-            self.padding_after,
-            self.dilation,
-            self.output_padding,
-        ):
-            w.i64s(dims)
-        w.flag(self.transposed)
-        w.i64(self.groups)
-        w.i64s(self.weight_sizes)
-        w.i64s(self.weight_strides)
+        super().encode_params(w)
         w.u32(len(self.prologue))
         for step in self.prologue:
             step.encode(w)
@@ -85,10 +86,7 @@ class ConvRecord(EpilogueRecord):
 
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> ConvRecord:
-        stride, pb, pa, dil, op_ = (params.dims("conv argument") for _ in range(5))
-        transposed = params.flag("transposed")
-        groups = params.i64()
-        ws, wst = params.dims("weight sizes"), params.dims("weight strides")
+        fields = cls.read_params(params)
         prologue = [Step.decode(params) for _ in range(params.count("prologue steps", MAX_STEPS))]
         n_prologue = params.u32()
         inputs = parts.inputs
@@ -100,12 +98,10 @@ class ConvRecord(EpilogueRecord):
         prologue_inputs = tensor_operands(inputs[split:], "conv prologue inputs")
         parts = RecordParts(inputs[:split], parts.outputs, parts.steps, parts.common)
         return ConvRecord(
-            stride=stride, padding_before=pb, padding_after=pa, dilation=dil, transposed=transposed,
-            output_padding=op_, groups=groups, input=value_operand(inputs[0], "conv input"),
+            **fields, input=value_operand(inputs[0], "conv input"),
             weight=constant_operand(inputs[1], "conv weight"),  # type: ignore[arg-type]
             bias=constant_operand(inputs[2], "conv bias", optional=True), output=parts.single_output("conv"),
-            weight_sizes=ws, weight_strides=wst, prologue=prologue, prologue_inputs=prologue_inputs,
-            **parts.with_epilogue(3, "conv"),
+            prologue=prologue, prologue_inputs=prologue_inputs, **parts.with_epilogue(3, "conv"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:

@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 
 from ..checks import data_movement as shape
 from ..encoding import MAX_OPERANDS, Reader, Writer, check, finite
-from .base import Operand, OpRecord, RecordParts, ValueRef, expect_count, read_code, value_operand
+from .base import Operand, OpRecord, RecordParts, ValueRef, expect_count, value_operand
 from .context import RecordContext
+from .params import code, dims, f64, f64s, flag, i64, ints
 
 PAD_MODES = {
     "constant": shape.PAD_CONSTANT,
@@ -53,10 +54,7 @@ class DataMovementRecord(OpRecord):
 
     def encode_params(self, w: Writer) -> None:
         w.u8(self.OP)
-        self.encode_fields(w)
-
-    def encode_fields(self, w: Writer) -> None:
-        pass
+        super().encode_params(w)
 
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> DataMovementRecord:
@@ -74,16 +72,12 @@ class DataMovementRecord(OpRecord):
     ) -> DataMovementRecord:
         expect_count(f"{cls.__name__} inputs", sources, 1, cls.MAX_SOURCES)
         expect_count(f"{cls.__name__} outputs", targets, 1, cls.MAX_TARGETS)
-        return cls(**cls.operand_fields(sources, targets), **cls.read_fields(params), **common)
+        return cls(**cls.operand_fields(sources, targets), **cls.read_params(params), **common)
 
     @classmethod
     def operand_fields(cls, sources: list[int], targets: list[int]) -> dict[str, Any]:
         """The fields that name the values read and written, from the record's inputs and outputs."""
         return {"input": sources[0], "output": targets[0]}
-
-    @classmethod
-    def read_fields(cls, params: Reader) -> dict[str, Any]:
-        return {}
 
     def check(self, ctx: RecordContext, where: str) -> None:
         if self.SAME_DTYPE:
@@ -136,13 +130,7 @@ class PermuteRecord(DataMovementRecord):
     input: int
     output: int
     perm: list[int]
-
-    def encode_fields(self, w: Writer) -> None:
-        w.i64s(self.perm)
-
-    @classmethod
-    def read_fields(cls, params: Reader) -> dict[str, Any]:
-        return {"perm": params.dims("perm")}
+    PARAMS = (dims("perm", "perm"),)
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         sizes = ctx.rule(
@@ -154,12 +142,7 @@ class PermuteRecord(DataMovementRecord):
 class JoinRecord(DataMovementRecord):
     """Cat and split: parts joined along ``dim`` (a field of each), the only parameter."""
 
-    def encode_fields(self, w: Writer) -> None:
-        w.i64(self.dim)  # type: ignore[attr-defined]
-
-    @classmethod
-    def read_fields(cls, params: Reader) -> dict[str, Any]:
-        return {"dim": params.i64()}
+    PARAMS = (i64("dim"),)
 
 
 @dataclass
@@ -213,14 +196,7 @@ class SliceRecord(DataMovementRecord):
     start: int
     end: int
     step: int = 1
-
-    def encode_fields(self, w: Writer) -> None:
-        for x in (self.dim, self.start, self.end, self.step):
-            w.i64(x)
-
-    @classmethod
-    def read_fields(cls, params: Reader) -> dict[str, Any]:
-        return dict(zip(("dim", "start", "end", "step"), (params.i64() for _ in range(4)), strict=True))
+    PARAMS = tuple(i64(name) for name in ("dim", "start", "end", "step"))
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         sizes = ctx.rule(
@@ -241,16 +217,7 @@ class PadRecord(DataMovementRecord):
     pad: list[int]
     mode: str = "constant"  # "constant" | "reflect" | "replicate" | "circular"
     value: float = 0.0
-
-    def encode_fields(self, w: Writer) -> None:
-        w.u8(PAD_MODES[self.mode])
-        w.i64s(self.pad)
-        w.f64(self.value)
-
-    @classmethod
-    def read_fields(cls, params: Reader) -> dict[str, Any]:
-        mode = read_code(params, PAD_MODES, "pad mode")
-        return {"mode": mode, "pad": params.ints("pad"), "value": params.f64()}
+    PARAMS = (code("mode", PAD_MODES, "pad mode"), ints("pad", "pad"), f64("value"))
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         check(self.mode in PAD_MODES, f"{where}: bad pad mode {self.mode!r}")
@@ -280,20 +247,12 @@ class UpsampleRecord(DataMovementRecord):
     mode: str = "nearest"  # "nearest" | "nearest_exact" | "linear" | "cubic"
     align_corners: bool = False
     scales: list[float] = field(default_factory=list)
-
-    def encode_fields(self, w: Writer) -> None:
-        w.u8(UPSAMPLE_MODES[self.mode])
-        w.flag(self.align_corners)
-        w.i64s(self.output_size)
-        w.f64s(self.scales)
-
-    @classmethod
-    def read_fields(cls, params: Reader) -> dict[str, Any]:
-        mode = read_code(params, UPSAMPLE_MODES, "upsample mode")
-        align_corners = params.flag("align_corners")
-        output_size = params.dims("upsample output size")
-        scales = params.f64s("upsample scales")
-        return {"mode": mode, "align_corners": align_corners, "output_size": output_size, "scales": scales}
+    PARAMS = (
+        code("mode", UPSAMPLE_MODES, "upsample mode"),
+        flag("align_corners"),
+        dims("output_size", "upsample output size"),
+        f64s("scales", "upsample scales"),
+    )
 
     def check_shape(self, ctx: RecordContext, where: str) -> None:
         check(self.mode in UPSAMPLE_MODES, f"{where}: bad upsample mode {self.mode!r}")

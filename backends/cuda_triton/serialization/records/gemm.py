@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from ..checks.elementwise import broadcasts_to
 from ..checks.gemm import gemm_record_sizes
-from ..encoding import Reader, Writer, check, check_dims, finite
+from ..encoding import Reader, check, check_dims, finite
 from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
 from .context import RecordContext
+from .params import dims, f64
 
 
 @dataclass
@@ -21,6 +22,7 @@ class GemmRecord(EpilogueRecord):
     KIND = 4
     KIND_NAME = "gemm"
     FIXED_INPUTS = 3
+    PARAMS = (dims("b_sizes", "b sizes"), f64("alpha"), f64("beta"))
 
     a: int
     b: ValueRef | ConstantRef
@@ -33,21 +35,14 @@ class GemmRecord(EpilogueRecord):
     def fixed_operands(self) -> list[Operand]:
         return [ValueRef(self.a), self.b, self.bias]
 
-    def encode_params(self, w: Writer) -> None:
-        w.i64s(self.b_sizes)
-        w.f64(self.alpha)
-        w.f64(self.beta)
-
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> GemmRecord:
-        b_sizes = params.dims("b sizes")
-        alpha, beta = params.f64(), params.f64()
+        fields = cls.read_params(params)
         inputs = parts.inputs
         check(isinstance(inputs[1], ValueRef | ConstantRef), "gemm b must be a value or a constant")
         return GemmRecord(
-            a=value_operand(inputs[0], "gemm a"), b=inputs[1], bias=inputs[2],  # type: ignore[arg-type]
-            output=parts.single_output("gemm"), b_sizes=b_sizes, alpha=alpha, beta=beta,
-            **parts.with_epilogue(3, "gemm"),
+            **fields, a=value_operand(inputs[0], "gemm a"), b=inputs[1],  # type: ignore[arg-type]
+            bias=inputs[2], output=parts.single_output("gemm"), **parts.with_epilogue(3, "gemm"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..checks import norm as shape
-from ..encoding import Reader, Writer, check, finite
-from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, read_code, value_operand
+from ..encoding import Reader, check, finite
+from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
 from .context import RecordContext
+from .params import code, f64, i64
 
 NORM_OPS = {
     "batch_norm": shape.BATCH_NORM,
@@ -27,6 +28,7 @@ class NormRecord(EpilogueRecord):
     KIND = 5
     KIND_NAME = "norm"
     FIXED_INPUTS = 5
+    PARAMS = (code("op", NORM_OPS, "normalisation op"), i64("dim"), i64("groups"), f64("eps"))
 
     op: str  # "batch_norm" | "layer_norm" | "group_norm" | "softmax" | "log_softmax"
     input: int
@@ -42,21 +44,13 @@ class NormRecord(EpilogueRecord):
     def fixed_operands(self) -> list[Operand]:
         return [ValueRef(self.input), self.weight, self.bias, self.mean, self.var]
 
-    def encode_params(self, w: Writer) -> None:
-        w.u8(NORM_OPS[self.op])
-        w.i64(self.dim)
-        w.i64(self.groups)
-        w.f64(self.eps)
-
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> NormRecord:
-        op = read_code(params, NORM_OPS, "normalisation op")
-        dim, groups, eps = params.i64(), params.i64(), params.f64()
+        fields = cls.read_params(params)
         inputs = parts.inputs
         return NormRecord(
-            op=op, input=value_operand(inputs[0], "norm input"), output=parts.single_output("norm"),
-            dim=dim, groups=groups, eps=eps, weight=inputs[1], bias=inputs[2], mean=inputs[3], var=inputs[4],
-            **parts.with_epilogue(5, "norm"),
+            **fields, input=value_operand(inputs[0], "norm input"), output=parts.single_output("norm"),
+            weight=inputs[1], bias=inputs[2], mean=inputs[3], var=inputs[4], **parts.with_epilogue(5, "norm"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:

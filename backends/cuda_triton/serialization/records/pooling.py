@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 from ...ops.pooling import shape
 from ..checks.pooling import pool_record_sizes
-from ..encoding import Reader, Writer, check
-from .base import EpilogueRecord, Operand, RecordParts, ValueRef, read_code, value_operand
+from ..encoding import Reader, check
+from .base import EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
 from .context import RecordContext
+from .params import code, dims, flag, i64
 
 POOL_OPS = {"max": shape.MAX_POOL, "avg": shape.AVG_POOL, "adaptive_avg": shape.ADAPTIVE_AVG_POOL}
 
@@ -22,6 +23,16 @@ class PoolingRecord(EpilogueRecord):
 
     KIND = 3
     KIND_NAME = "pooling"
+    PARAMS = (
+        code("op", POOL_OPS, "pooling op"),
+        *(
+            dims(name, "pooling argument")
+            for name in ("kernel", "stride", "padding", "dilation", "output_size")
+        ),
+        flag("ceil_mode"),
+        flag("count_include_pad"),
+        i64("divisor_override"),
+    )
 
     op: str  # "max" | "avg" | "adaptive_avg"
     input: int
@@ -38,26 +49,12 @@ class PoolingRecord(EpilogueRecord):
     def fixed_operands(self) -> list[Operand]:
         return [ValueRef(self.input)]
 
-    def encode_params(self, w: Writer) -> None:
-        w.u8(POOL_OPS[self.op])
-        for dims in (self.kernel, self.stride, self.padding, self.dilation, self.output_size):
-            w.i64s(dims)
-        w.flag(self.ceil_mode)
-        w.flag(self.count_include_pad)
-        w.i64(self.divisor_override)
-
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> PoolingRecord:
-        op = read_code(params, POOL_OPS, "pooling op")
-        kernel, stride, padding, dilation, output_size = (params.dims("pooling argument") for _ in range(5))
-        ceil_mode = params.flag("ceil_mode")
-        count_include_pad = params.flag("count_include_pad")
-        divisor_override = params.i64()
+        fields = cls.read_params(params)
         return PoolingRecord(
-            op=op, input=value_operand(parts.inputs[0], "pooling input"),
-            output=parts.single_output("pooling"), kernel=kernel, stride=stride, padding=padding, dilation=dilation,
-            output_size=output_size, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
-            divisor_override=divisor_override, **parts.with_epilogue(1, "pooling"),
+            **fields, input=value_operand(parts.inputs[0], "pooling input"),
+            output=parts.single_output("pooling"), **parts.with_epilogue(1, "pooling"),
         )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..checks.reduction import reduction_out_sizes
-from ..encoding import MAX_OP_NAME, Reader, Writer, ascii_ok, check
+from ..encoding import MAX_OP_NAME, Reader, ascii_ok, check
 from .base import EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
 from .context import RecordContext
+from .params import dims, flag, string
 
 
 @dataclass
@@ -17,6 +18,7 @@ class ReductionRecord(EpilogueRecord):
 
     KIND = 2
     KIND_NAME = "reduction"
+    PARAMS = (string("op", "reduction op", MAX_OP_NAME), dims("dims", "reduced dims"), flag("keepdim"))
 
     op: str  # the reduction family's name: "sum", "mean", "amax", ...
     dims: list[int]
@@ -27,18 +29,11 @@ class ReductionRecord(EpilogueRecord):
     def fixed_operands(self) -> list[Operand]:
         return [ValueRef(self.input)]
 
-    def encode_params(self, w: Writer) -> None:
-        w.string(self.op)
-        w.i64s(self.dims)
-        w.flag(self.keepdim)
-
     @classmethod
     def decode(cls, params: Reader, parts: RecordParts) -> ReductionRecord:
-        op = params.string("reduction op", MAX_OP_NAME)
-        dims = params.dims("reduced dims")
-        keepdim = params.flag("keepdim")
+        fields = cls.read_params(params)
         return ReductionRecord(
-            op=op, dims=dims, keepdim=keepdim, input=value_operand(parts.inputs[0], "reduction input"),
+            **fields, input=value_operand(parts.inputs[0], "reduction input"),
             output=parts.single_output("reduction"), **parts.with_epilogue(1, "reduction"),
         )  # fmt: skip
 
