@@ -332,6 +332,23 @@ class EpilogueRecord(OpRecord):
         return self.epilogue
 
 
+@dataclass(kw_only=True)
+class UnaryEpilogueRecord(EpilogueRecord):
+    """An epilogue kind whose one fixed input is the value ``input``: its record is its `PARAMS`, that input, the
+    output and the epilogue."""
+
+    def fixed_operands(self) -> list[Operand]:
+        return [ValueRef(self.input)]  # type: ignore[attr-defined]
+
+    @classmethod
+    def decode(cls, params: Reader, parts: RecordParts) -> OpRecord:
+        fields = cls.read_params(params)
+        return cls(
+            **fields, input=value_operand(parts.inputs[0], f"{cls.KIND_NAME} input"),
+            output=parts.single_output(cls.KIND_NAME), **parts.with_epilogue(1, cls.KIND_NAME),
+        )  # fmt: skip
+
+
 def value_operand(op: Operand, what: str) -> int:
     """The value index of an operand that must be a value."""
     check(isinstance(op, ValueRef), f"{what} must be a value, got {op!r}")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from ...ops.pooling import shape
 from ..checks.pooling import pool_record_sizes
-from ..encoding import Reader, check
-from .base import EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
+from ..encoding import check
+from .base import UnaryEpilogueRecord
 from .context import RecordContext
 from .params import code, dims, flag, i64
 
@@ -17,7 +17,7 @@ POOL_OPS = {"max": shape.MAX_POOL, "avg": shape.AVG_POOL, "adaptive_avg": shape.
 
 
 @dataclass
-class PoolingRecord(EpilogueRecord):
+class PoolingRecord(UnaryEpilogueRecord):
     """inputs ``[input, *epilogue_inputs]``. max / avg: kernel, stride, padding, dilation (one entry per spatial
     dim; avg: dilation all 1); adaptive avg: output_size."""
 
@@ -45,17 +45,6 @@ class PoolingRecord(EpilogueRecord):
     ceil_mode: bool = False
     count_include_pad: bool = False
     divisor_override: int = 0  # avg only; 0: none
-
-    def fixed_operands(self) -> list[Operand]:
-        return [ValueRef(self.input)]
-
-    @classmethod
-    def decode(cls, params: Reader, parts: RecordParts) -> PoolingRecord:
-        fields = cls.read_params(params)
-        return PoolingRecord(
-            **fields, input=value_operand(parts.inputs[0], "pooling input"),
-            output=parts.single_output("pooling"), **parts.with_epilogue(1, "pooling"),
-        )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:
         check(self.op in POOL_OPS, f"{where}: bad pooling op {self.op!r}")

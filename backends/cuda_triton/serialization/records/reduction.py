@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..checks.reduction import reduction_out_sizes
-from ..encoding import MAX_OP_NAME, Reader, ascii_ok, check
-from .base import EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
+from ..encoding import MAX_OP_NAME, ascii_ok, check
+from .base import UnaryEpilogueRecord
 from .context import RecordContext
 from .params import dims, flag, string
 
 
 @dataclass
-class ReductionRecord(EpilogueRecord):
+class ReductionRecord(UnaryEpilogueRecord):
     """inputs ``[input, *epilogue_inputs]``; ``dims`` strictly increasing."""
 
     KIND = 2
@@ -25,17 +25,6 @@ class ReductionRecord(EpilogueRecord):
     keepdim: bool
     input: int
     output: int
-
-    def fixed_operands(self) -> list[Operand]:
-        return [ValueRef(self.input)]
-
-    @classmethod
-    def decode(cls, params: Reader, parts: RecordParts) -> ReductionRecord:
-        fields = cls.read_params(params)
-        return ReductionRecord(
-            **fields, input=value_operand(parts.inputs[0], "reduction input"),
-            output=parts.single_output("reduction"), **parts.with_epilogue(1, "reduction"),
-        )  # fmt: skip
 
     def check(self, ctx: RecordContext, where: str) -> None:
         check(ascii_ok(self.op, MAX_OP_NAME, allow_empty=False), f"{where}: bad reduction op {self.op!r}")
