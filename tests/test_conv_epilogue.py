@@ -79,7 +79,8 @@ def _problem(
     return (problem if epilogue is None else replace(problem, epilogue=epilogue)), x, w
 
 
-TAKERS = [("gemm", 1, 1), ("implicit_gemm", 3, 1), ("depthwise", 3, 16)]
+# The 3x3 depthwise takes the direct channels-last kernel, the 5x5 the taps kernel (several taps per load).
+TAKERS = [("gemm", 1, 1), ("implicit_gemm", 3, 1), ("depthwise", 3, 16), ("depthwise", 5, 16)]
 
 
 @pytest.mark.timeout(600)
@@ -104,6 +105,8 @@ def test_kernel_applies_the_chain(dtype: str, template_name: str, kernel: int, g
     template = get_template(template_name)
     schedule = template.heuristic_schedule(problem)
     assert template.supports(problem) and template.takes_epilogue(problem, schedule)
+    if template_name == "depthwise":
+        assert ("TAP_ROWS" in dict(schedule.params)) == (kernel == 5)
     out = torch.empty_strided(sizes, strides, dtype=x.dtype).fill_(float("nan"))
     tensors = {
         "input": x, "weight": template.prepare_weight(w, problem, schedule), "bias": bias, "output": out,

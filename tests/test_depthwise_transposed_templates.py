@@ -26,7 +26,11 @@ from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, se
 from cuda_triton.conv.templates.depthwise import TEMPLATES as DW_TEMPLATES  # noqa: E402
 from cuda_triton.conv.templates.depthwise import DepthwiseTemplate  # noqa: E402
 from cuda_triton.conv.templates.depthwise import schedules as depthwise_schedules  # noqa: E402
-from cuda_triton.conv.templates.depthwise.geometry import interior_fraction  # noqa: E402
+from cuda_triton.conv.templates.depthwise.geometry import (  # noqa: E402
+    interior_fraction,
+    is_taps,
+    tap_rows_and_slots,
+)
 from cuda_triton.conv.templates.depthwise.kernels import _tile_is_interior  # noqa: E402
 from cuda_triton.conv.templates.transposed import TEMPLATES as TR_TEMPLATES  # noqa: E402
 from cuda_triton.conv.templates.transposed import TransposedTemplate  # noqa: E402
@@ -193,7 +197,7 @@ def test_depthwise_every_schedule():
     p = ConvParams((1, 1), (1, 0), (0, 1), (1, 1), False, (0, 0), 40)
     problem = ConvProblem.from_tensors(x, w, b, p)
     schedules = DW.schedules(problem)
-    assert len(schedules) == len(depthwise_schedules.CL_SPACE)
+    assert len(schedules) == len(depthwise_schedules.CL_SPACE) + len(depthwise_schedules.TAPS_SPACE)
     for s in schedules:
         check(DW, x, w, b, p, 4, schedule=s)
     # contiguous kernel: a 1-D row of 600 and a 2-D 9 x 33 plane between them make every
@@ -357,8 +361,68 @@ def test_depthwise_paths_half(layout, dtype):
     check(DW, x, w, b, p, taps, schedule=_cheapest(problem, lambda f: 0.0 < f < 1.0))
 
 
+_TAPS_CASES = [c for c in DW_CASES if c[10] == "cl"]
+_TAPS_PARAMS = [
+    (c, d) for d in ("fp32", "fp16", "bf16") for c in _TAPS_CASES if d == "fp32" or c[0] in _DW_HALF
+]
+
+
+@pytest.mark.parametrize(("case", "dtype"), _TAPS_PARAMS, ids=[f"{c[0]}-{d}" for c, d in _TAPS_PARAMS])
+def test_depthwise_taps_kernel(case, dtype):
+    """The channels-last taps kernel (several taps per load) on every channels-last case: strides, dilations,
+    asymmetric padding, channel multipliers, 1-D to 3-D, a partial channel block; one, two and all filter rows
+    per load."""
+    torch.manual_seed(hash((case[0], dtype, "taps")) % 2**31)
+    x, w, b, p, taps = _dw_inputs(case, DTYPES[dtype])
+    problem = ConvProblem.from_tensors(x, w, b, p, allow_tf32=False)
+    rows_seen = set()
+    for rows in (1, 2, 7):
+        s = Schedule.make(1, 1, BLOCK_H=2, BLOCK_W=4, BLOCK_C=16, TAP_ROWS=rows)
+        effective = tap_rows_and_slots(problem, s)[0]
+        if effective in rows_seen:
+            continue
+        rows_seen.add(effective)
+        check(DW, x, w, b, p, taps, schedule=s)
+
+
+def test_depthwise_taps_schedules_fit_registers():
+    """Taps schedules are offered for channels-last inputs only, and only where a thread's share of the loaded
+    [positions, slots, channels] tile stays within `TAPS_MAX_PER_THREAD`."""
+    cl = ConvProblem.from_shapes(
+        (1, 96, 56, 56), (301056, 1, 5376, 96), (96, 1, 7, 7), (49, 1, 7, 1), True,
+        ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 96), "float16",
+    )  # fmt: skip
+    offered = [s for s in DW.schedules(cl) if is_taps(s)]
+    assert offered
+    for s in offered:
+        slots = tap_rows_and_slots(cl, s)[1]
+        per_thread = s["BLOCK_H"] * s["BLOCK_W"] * s["BLOCK_C"] * slots / (32 * s.num_warps)
+        assert per_thread <= depthwise_schedules.TAPS_MAX_PER_THREAD
+    nc = ConvProblem.from_shapes(
+        (1, 96, 56, 56), (301056, 3136, 56, 1), (96, 1, 7, 7), (49, 49, 7, 1), True,
+        ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 96), "float16",
+    )  # fmt: skip
+    assert not any(is_taps(s) for s in DW.schedules(nc))
+
+
+@pytest.mark.parametrize(("side", "want_taps"), [(7, True), (5, True), (3, False)])
+def test_depthwise_heuristic_takes_taps_for_wide_filters(side, want_taps):
+    """5x5 and 7x7 channels-last filters take the taps kernel (one filter row per load on a 56x56 map); 3x3
+    keeps the direct kernel."""
+    pad = side // 2
+    problem = ConvProblem.from_shapes(
+        (1, 96, 56, 56), (301056, 1, 5376, 96), (96, 1, side, side), (side * side, 1, side, 1), True,
+        ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 96), "float16",
+    )  # fmt: skip
+    s = DW.heuristic_schedule(problem)
+    assert s in DW.schedules(problem)
+    assert is_taps(s) == want_taps
+    if side == 7:
+        assert s["TAP_ROWS"] == 1
+
+
 def test_depthwise_heuristic_in_space():
-    """The heuristic names a schedule of the space, interior-heavy for the public suite's depthwise shapes."""
+    """The heuristic names a schedule of the space for the public suite's depthwise shapes."""
     conformer = ConvProblem.from_shapes(
         (8, 512, 500), (256000, 500, 1), (512, 1, 15), (15, 15, 1), False,
         ConvParams((1,), (7,), (7,), (1,), False, (0,), 512), "float16",
@@ -370,8 +434,9 @@ def test_depthwise_heuristic_in_space():
     for problem in (conformer, effnet):
         s = DW.heuristic_schedule(problem)
         assert s in DW.schedules(problem)
-        # The conformer's fp16 1-D rows take the band kernel (one masked path, tests/test_depthwise_band.py).
-        assert "SEG" in s.as_dict() if problem is conformer else interior_fraction(problem, s) >= 0.5
+        # The conformer's fp16 1-D rows take the band kernel (one masked path, tests/test_depthwise_band.py),
+        # EfficientNet's 5x5 the taps kernel.
+        assert "SEG" in s.as_dict() if problem is conformer else is_taps(s)
 
 
 def test_depthwise_supports():
@@ -563,7 +628,12 @@ def _aot_problems():
         (2, 128, 100), (12800, 100, 1), (128, 128, 4), (512, 4, 1), False,
         ConvParams((4,), (0,), (0,), (1,), True, (0,), 1), "float32",
     )  # fmt: skip
-    return [(DW, dwcl), (DW, dwnc), (TR, trcl), (TR, trnc)]
+    # A 7x7 filter gives the taps kernel its real slot counts (8, 16 and 64 taps per load).
+    dwcl7 = ConvProblem.from_shapes(
+        (1, 96, 14, 14), (18816, 1, 1344, 96), (96, 1, 7, 7), (49, 1, 7, 1), True,
+        ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 96), "bfloat16",
+    )  # fmt: skip
+    return [(DW, dwcl), (DW, dwcl7), (DW, dwnc), (TR, trcl), (TR, trnc)]
 
 
 def test_every_schedule_compiles_aot(monkeypatch):
@@ -583,6 +653,7 @@ def test_every_schedule_compiles_aot(monkeypatch):
         len(depthwise_schedules.CL_SPACE)
         + len(depthwise_schedules.NC_SPACE)
         + len(depthwise_schedules.NC_MULTI_SPACE)
+        + len(depthwise_schedules.TAPS_SPACE)
     )
     assert len(launches) >= depthwise_space + len(TransposedTemplate.CL_SPACE)
     todo = list(launches.values())

@@ -31,6 +31,18 @@ def is_band(schedule: Schedule) -> bool:
     return "SEG" in dict(schedule.params)
 
 
+def is_taps(schedule: Schedule) -> bool:
+    """Whether the schedule runs `_depthwise_cl_taps_kernel` (its schedules carry TAP_ROWS)."""
+    return "TAP_ROWS" in dict(schedule.params)
+
+
+def tap_rows_and_slots(problem: ConvProblem, schedule: Schedule) -> tuple[int, int]:
+    """(TAP_ROWS, TAP_SLOTS) of a taps schedule on ``problem``: filter rows per load (the schedule's, at most the
+    filter's), and the power-of-two slot count covering that many rows of taps."""
+    rows = min(schedule["TAP_ROWS"], pad3(problem.kernel, 1)[1])
+    return rows, next_pow2(rows * problem.kernel[-1])
+
+
 def band_is_1d(problem: ConvProblem) -> bool:
     """Whether the band kernel's problem is 1-D rows (one input and output row per plane, one filter row), which
     `_depthwise_band1d_kernel` serves."""
@@ -73,9 +85,9 @@ def _interior_share(out: int, inp: int, block: int, k: int, s: int, p: int, d: i
 
 
 def interior_fraction(problem: ConvProblem, schedule: Schedule) -> float:
-    """Share of a launch's programs that take the unmasked interior path (none for the band kernel, whose single
-    path masks every load)."""
-    if is_band(schedule):
+    """Share of a launch's programs that take the unmasked interior path (none for the band and taps kernels,
+    whose single path masks every load)."""
+    if is_band(schedule) or is_taps(schedule):
         return 0.0
     p = problem.params
     ins, outs = pad3(problem.in_spatial, 1), pad3(problem.out_spatial, 1)

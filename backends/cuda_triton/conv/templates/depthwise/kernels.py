@@ -24,6 +24,20 @@ def _spatial_tile(pid, OD, OH, OW, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr)
 
 
 @triton.jit
+def _cl_tile(
+    OD, OH, OW, C_OUT: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr
+):
+    """A channels-last program's tile (grid axis 0: image and spatial tile, axis 1: channel block): its column and
+    row tile, output depth and image, and the [BLOCK_H * BLOCK_W] positions x [BLOCK_C] channels with masks."""
+    wt, ht, od, n = _spatial_tile(tl.program_id(0), OD, OH, OW, BLOCK_H, BLOCK_W)
+    offs_p = tl.arange(0, BLOCK_H * BLOCK_W)
+    oh = ht * BLOCK_H + offs_p // BLOCK_W
+    ow = wt * BLOCK_W + offs_p % BLOCK_W
+    co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    return wt, ht, od, n, oh, ow, (oh < OH) & (ow < OW), co, co < C_OUT
+
+
+@triton.jit
 def _output_offsets(n, co, out_pos, OD, OH, OW, C_OUT: tl.constexpr, OUT_CL: tl.constexpr):
     """Element offsets in y of the outputs (image n, channel co, position out_pos of the OD x OH x OW map), in
     y's layout."""
@@ -142,16 +156,7 @@ def _depthwise_cl_kernel(
 ):
     C_OUT: tl.constexpr = C_IN * MULT
     EVEN_C: tl.constexpr = C_OUT % BLOCK_C == 0
-    pid = tl.program_id(0)
-    pid_c = tl.program_id(1)
-    wt, ht, od, n = _spatial_tile(pid, OD, OH, OW, BLOCK_H, BLOCK_W)
-
-    offs_p = tl.arange(0, BLOCK_H * BLOCK_W)
-    oh = ht * BLOCK_H + offs_p // BLOCK_W
-    ow = wt * BLOCK_W + offs_p % BLOCK_W
-    p_ok = (oh < OH) & (ow < OW)
-    co = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
-    c_ok = co < C_OUT
+    wt, ht, od, n, oh, ow, p_ok, co, c_ok = _cl_tile(OD, OH, OW, C_OUT, BLOCK_H, BLOCK_W, BLOCK_C)
     ci = co // MULT
 
     # Pointers of tap (0, 0, 0); every other tap adds a scalar (the kw part a compile-time constant, which
@@ -166,7 +171,7 @@ def _depthwise_cl_kernel(
     # The tap loops are unrolled (static_range), so each weight vector is loaded once per program whichever
     # path runs, and the compiler is free to issue those loads early.
     interior = _tile_is_interior(
-        od, ht, wt, pid_c * BLOCK_C, ID, IH, IW, OH, OW,
+        od, ht, wt, tl.program_id(1) * BLOCK_C, ID, IH, IW, OH, OW,
         C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
     )  # fmt: skip
     if interior:
@@ -191,8 +196,21 @@ def _depthwise_cl_kernel(
                         xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None] & c_ok[None, :], other=0.0)
                         wv = tl.load(w_tap, mask=c_ok, other=0.0)
                     acc += xv.to(tl.float32) * wv[None, :]
-    acc = add_bias(acc, b_ptr, co, c_ok, HAS_BIAS)
+    _store_cl_tile(
+        acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
+        e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+        C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
+    )  # fmt: skip
 
+
+@triton.jit
+def _store_cl_tile(acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
+                   e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+                   C_OUT: tl.constexpr, OUT_CL: tl.constexpr, HAS_BIAS: tl.constexpr, PROGRAM: tl.constexpr,
+                   E_KINDS: tl.constexpr):  # fmt: skip
+    """Bias, the fused elementwise chain and the store of a channels-last kernel's [positions, channels] tile of
+    image n (positions (od, oh, ow), channels co)."""
+    acc = add_bias(acc, b_ptr, co, c_ok, HAS_BIAS)
     out_pos = (od * OH + oh) * OW + ow
     y_base = y_ptr + n.to(tl.int64) * (OD * OH * OW * C_OUT)
     if OUT_CL:
@@ -200,7 +218,7 @@ def _depthwise_cl_kernel(
     else:
         y_off = co[None, :] * (OD * OH * OW) + out_pos[:, None]
     if len(PROGRAM) > 0:  # a fused elementwise chain (conv/epilogue.py); the tile is one image's
-        rows_n = n.to(tl.int64) + tl.zeros_like(offs_p).to(tl.int64)
+        rows_n = n.to(tl.int64) + tl.zeros_like(out_pos).to(tl.int64)
         offs = n.to(tl.int64) * (OD * OH * OW * C_OUT) + y_off
         mask = p_ok[:, None] & c_ok[None, :]
         acc = apply_epilogue(
@@ -208,6 +226,92 @@ def _depthwise_cl_kernel(
             PROGRAM, E_KINDS,
         )  # fmt: skip
     tl.store(y_base + y_off, acc.to(y_ptr.dtype.element_ty), mask=p_ok[:, None] & c_ok[None, :])
+
+
+@triton.jit
+def _depthwise_cl_taps_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    ID,
+    IH,
+    IW,
+    OD,
+    OH,
+    OW,
+    e1_ptr,
+    e1_sn,
+    e1_sc,
+    e2_ptr,
+    e2_sn,
+    e2_sc,
+    e3_ptr,
+    e3_sn,
+    e3_sc,
+    C_IN: tl.constexpr,
+    MULT: tl.constexpr,
+    KD: tl.constexpr,
+    KH: tl.constexpr,
+    KW: tl.constexpr,
+    SD: tl.constexpr,
+    SH: tl.constexpr,
+    SW: tl.constexpr,
+    PD: tl.constexpr,
+    PH: tl.constexpr,
+    PW: tl.constexpr,
+    DD: tl.constexpr,
+    DH: tl.constexpr,
+    DW: tl.constexpr,
+    OUT_CL: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    TAP_ROWS: tl.constexpr,
+    TAP_SLOTS: tl.constexpr,
+    PROGRAM: tl.constexpr,
+    E_KINDS: tl.constexpr,
+):
+    # One load per TAP_ROWS filter rows instead of one per tap: a [positions, taps, channels] tile, so the
+    # loads of every tap of those rows are in flight together. Small maps at batch 1 give each SM a few warps
+    # only, and a tap at a time leaves each warp waiting out a memory latency per tap.
+    C_OUT: tl.constexpr = C_IN * MULT
+    _, _, od, n, oh, ow, p_ok, co, c_ok = _cl_tile(OD, OH, OW, C_OUT, BLOCK_H, BLOCK_W, BLOCK_C)
+    ci = co // MULT
+
+    # Tap slot s of a load is filter row (first row + s // KW), column s % KW; slots past the rows are masked.
+    slot = tl.arange(0, TAP_SLOTS)
+    slot_kh = slot // KW
+    slot_kw = slot % KW
+    iw = (ow * SW - PW)[:, None] + (slot_kw * DW)[None, :]
+    col_ok = p_ok[:, None] & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
+    x_base = x_ptr + n.to(tl.int64) * (ID * IH * IW * C_IN)
+    acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
+    for kd in tl.static_range(KD):
+        idd = od * SD - PD + kd * DD
+        d_ok = (idd >= 0) & (idd < ID)
+        for first_row in tl.static_range(0, KH, TAP_ROWS):
+            kh = first_row + slot_kh
+            slot_ok = (slot < TAP_ROWS * KW) & (kh < KH)
+            ih = (oh * SH - PH)[:, None] + (kh * DH)[None, :]
+            ok = col_ok & slot_ok[None, :] & (ih.to(tl.uint32) < IH) & d_ok
+            x_off = ((idd * IH + ih) * IW + iw) * C_IN
+            xv = tl.load(
+                x_base + x_off[:, :, None] + ci[None, None, :],
+                mask=ok[:, :, None] & c_ok[None, None, :],
+                other=0.0,
+            )
+            taps = (kd * KH + kh) * KW + slot_kw
+            wv = tl.load(
+                w_ptr + taps[:, None] * C_OUT + co[None, :], mask=slot_ok[:, None] & c_ok[None, :], other=0.0
+            )
+            acc += tl.sum(xv.to(tl.float32) * wv[None, :, :], axis=1)
+    _store_cl_tile(
+        acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
+        e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+        C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
+    )  # fmt: skip
 
 
 @triton.jit

@@ -1,5 +1,5 @@
-"""The depthwise tuning space (four schedule families: channels-last, contiguous one channel, contiguous several
-channels, band) and the heuristic that picks one schedule of it."""
+"""The depthwise tuning space (five schedule families: channels-last, channels-last taps, contiguous one channel,
+contiguous several channels, band) and the heuristic that picks one schedule of it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from .geometry import (
     grid,
     interior_fraction,
     is_band,
+    is_taps,
+    tap_rows_and_slots,
 )
 
 # Fewest filter taps along W for which the heuristic picks the band kernel (see `heuristic_schedule`).
@@ -56,6 +58,30 @@ CL_SPACE = (
     (1, 8, 64, 2),
     (1, 16, 16, 1),
 )
+# (BLOCK_H, BLOCK_W, BLOCK_C, TAP_ROWS, num_warps) of the channels-last taps kernel: the winners of an H100
+# sweep over ConvNeXt's 7x7 and EfficientNet's 5x5 layers at batch 1 (small tiles, 1-2 warps: ~4 programs per
+# SM), one or two filter rows per load, all rows for the smallest maps.
+TAPS_SPACE = (
+    (2, 8, 32, 1, 2),
+    (4, 8, 32, 1, 2),
+    (2, 8, 64, 1, 2),
+    (4, 8, 64, 1, 4),
+    (1, 4, 64, 1, 1),
+    (2, 4, 32, 1, 1),
+    (1, 4, 32, 2, 1),
+    (2, 4, 32, 2, 1),
+    (2, 8, 32, 2, 2),
+    (2, 8, 64, 2, 4),
+    (1, 4, 32, 7, 1),
+)
+# Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load; past this the
+# loaded tile spills registers.
+TAPS_MAX_PER_THREAD = 256
+# Fewest filter taps along H and W for which the heuristic picks the taps kernel (measured: 5x5 and 7x7).
+TAPS_MIN_SIDE = 5
+# Programs the taps heuristic aims for: about four per SM, the H100 sweep's winners on every batch-1 layer.
+TAPS_TARGET_PROGRAMS = 4 * NUM_SMS
+
 # (BLOCK_H, BLOCK_W, num_warps) for contiguous inputs, one channel per program (BLOCK_C absent, i.e. 1).
 NC_SPACE = (
     (1, 16, 1),
@@ -134,6 +160,21 @@ def band_schedules(problem: ConvProblem) -> list[Schedule]:
     ]
 
 
+def taps_schedules(problem: ConvProblem) -> list[Schedule]:
+    """The taps kernel's schedules for a channels-last ``problem`` whose loaded tile fits a thread's registers."""
+    out_h, out_w = pad3(problem.out_spatial, 1)[1:]
+    h_cap, w_cap = next_pow2(out_h), max(4, next_pow2(out_w))
+    c_cap = max(32, next_pow2(problem.out_channels))  # the space's narrowest channel block
+    found = []
+    for bh, bw, bc, rows, warps in TAPS_SPACE:
+        schedule = Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, TAP_ROWS=rows)
+        slots = tap_rows_and_slots(problem, schedule)[1]
+        fits = bh * bw * bc * slots <= TAPS_MAX_PER_THREAD * 32 * warps
+        if bh <= h_cap and bw <= w_cap and bc <= c_cap and fits and schedule not in found:
+            found.append(schedule)
+    return found
+
+
 def schedules(problem: ConvProblem) -> list[Schedule]:
     """The tuning space for ``problem``: the direct kernel of its input layout, and the band kernel where it
     serves."""
@@ -146,7 +187,7 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
             Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc)
             for bh, bw, bc, warps in CL_SPACE
             if bh <= h_cap and bw <= w_cap and bc <= max(16, c_cap)
-        ]
+        ] + taps_schedules(problem)
         fallback = Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)
     else:
         w_cap = max(16, next_pow2(out_w))
@@ -194,11 +235,35 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     # k=3 8.43 vs 3.66: the direct kernels' per-tap cost grows with k, the band's barely does.
     if band and band_is_1d(problem) and problem.kernel[-1] >= BAND_MIN_TAPS:
         return min(band, key=lambda sch: band_cost(problem, sch))
-    space = [sch for sch in space if not is_band(sch)] or space
+    taps = [sch for sch in space if is_taps(sch)]
+    _, kh, kw = pad3(problem.kernel, 1)
+    if taps and min(kh, kw) >= TAPS_MIN_SIDE:
+        return min(taps, key=lambda sch: taps_cost(problem, sch))
+    space = [sch for sch in space if not is_band(sch) and not is_taps(sch)] or space
     if not cl and out_h > 1:
         # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
         space = [s for s in space if block_c(s) == 1] or space
     return min(space, key=cost)
+
+
+def taps_cost(problem: ConvProblem, schedule: Schedule) -> tuple[float, bool, float, int]:
+    """The taps heuristic's order: padding waste; one filter row per load on maps of 28 x 28 or more with 7+
+    columns, else several (the H100 sweep: one row won on ConvNeXt's 56x56 and 28x28 maps, two on 14x14 and on
+    5x5 filters); programs near `TAPS_TARGET_PROGRAMS`; fewer warps."""
+    _, out_h, out_w = pad3(problem.out_spatial, 1)
+    bh, bw, bc = schedule["BLOCK_H"], schedule["BLOCK_W"], schedule["BLOCK_C"]
+    programs = prod(grid(problem, schedule))
+    waste = (
+        programs * bh * bw * bc / (problem.batch * prod(pad3(problem.out_spatial, 1)) * problem.out_channels)
+    )
+    one_row = out_h * out_w >= 28 * 28 and problem.kernel[-1] >= 7
+    rows_fit = (schedule["TAP_ROWS"] == 1) == one_row
+    return (
+        round(waste, 1),
+        not rows_fit,
+        abs(math.log2(programs / TAPS_TARGET_PROGRAMS)),
+        schedule.num_warps,
+    )
 
 
 def band_cost(problem: ConvProblem, schedule: Schedule) -> tuple[float, bool, float]:

@@ -14,11 +14,22 @@ from ..base import ConvTemplate
 from ..epilogue_args import epilogue_args, epilogue_constexprs
 from ..geometry import INT32_MAX, Geometry, dense_sample_problems, pad3
 from ..launch_args import dim_constexprs, size_args
-from .geometry import band_geometry, band_is_1d, block_c, channels_last, grid, is_band, output_channels_last
+from .geometry import (
+    band_geometry,
+    band_is_1d,
+    block_c,
+    channels_last,
+    grid,
+    is_band,
+    is_taps,
+    output_channels_last,
+    tap_rows_and_slots,
+)
 from .kernels import (
     _depthwise_band1d_kernel,
     _depthwise_band_kernel,
     _depthwise_cl_kernel,
+    _depthwise_cl_taps_kernel,
     _depthwise_nc_kernel,
 )
 from .schedules import heuristic_schedule, schedules
@@ -104,6 +115,10 @@ class DepthwiseTemplate(ConvTemplate):
         ]
         if channels_last(problem):
             fn, args = _depthwise_cl_kernel, (*args, *epilogue_args(problem))
+            if is_taps(schedule):
+                fn = _depthwise_cl_taps_kernel
+                rows, slots = tap_rows_and_slots(problem, schedule)
+                constexprs += [("TAP_ROWS", rows), ("TAP_SLOTS", slots)]
             constexprs += epilogue_constexprs(problem)
         else:
             fn = _depthwise_nc_kernel
