@@ -281,21 +281,25 @@ def _depthwise_cl_taps_kernel(
     ci = co // MULT
 
     # Tap slot s of a load is filter row (first row + s // KW), column s % KW; slots past the rows are masked.
+    # The loaded tile is [slots, positions, channels]: the lanes of a warp spread over channels, then positions,
+    # so each thread holds every slot of its elements and the reduction over slots needs no shuffles.
     slot = tl.arange(0, TAP_SLOTS)
     slot_kh = slot // KW
     slot_kw = slot % KW
-    iw = (ow * SW - PW)[:, None] + (slot_kw * DW)[None, :]
-    col_ok = p_ok[:, None] & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
+    iw = (slot_kw * DW)[:, None] + (ow * SW - PW)[None, :]
+    col_ok = p_ok[None, :] & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
     x_base = x_ptr + n.to(tl.int64) * (ID * IH * IW * C_IN)
-    acc = tl.zeros((BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32)
+    # Built as a reduction over slots, so the accumulator has the layout the loop's sums have (no conversion
+    # through shared memory per load).
+    acc = tl.sum(tl.zeros((TAP_SLOTS, BLOCK_H * BLOCK_W, BLOCK_C), dtype=tl.float32), axis=0)
     for kd in tl.static_range(KD):
         idd = od * SD - PD + kd * DD
         d_ok = (idd >= 0) & (idd < ID)
         for first_row in tl.static_range(0, KH, TAP_ROWS):
             kh = first_row + slot_kh
             slot_ok = (slot < TAP_ROWS * KW) & (kh < KH)
-            ih = (oh * SH - PH)[:, None] + (kh * DH)[None, :]
-            ok = col_ok & slot_ok[None, :] & (ih.to(tl.uint32) < IH) & d_ok
+            ih = (kh * DH)[:, None] + (oh * SH - PH)[None, :]
+            ok = col_ok & slot_ok[:, None] & (ih.to(tl.uint32) < IH) & d_ok
             x_off = ((idd * IH + ih) * IW + iw) * C_IN
             xv = tl.load(
                 x_base + x_off[:, :, None] + ci[None, None, :],
@@ -306,7 +310,7 @@ def _depthwise_cl_taps_kernel(
             wv = tl.load(
                 w_ptr + taps[:, None] * C_OUT + co[None, :], mask=slot_ok[:, None] & c_ok[None, :], other=0.0
             )
-            acc += tl.sum(xv.to(tl.float32) * wv[None, :, :], axis=1)
+            acc += tl.sum(xv.to(tl.float32) * wv[:, None, :], axis=0)
     _store_cl_tile(
         acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
         e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
