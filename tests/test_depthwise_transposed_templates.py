@@ -407,8 +407,8 @@ def test_depthwise_taps_schedules_fit_registers():
 
 @pytest.mark.parametrize(("side", "want_taps"), [(7, True), (5, True), (3, False)])
 def test_depthwise_heuristic_takes_taps_for_wide_filters(side, want_taps):
-    """5x5 and 7x7 channels-last filters take the taps kernel (one filter row per load on a 56x56 map); 3x3
-    keeps the direct kernel."""
+    """At batch 1, 5x5 and 7x7 channels-last filters take the taps kernel (one filter row per load on a 56x56
+    map); 3x3 filters and big batches keep the direct kernel."""
     pad = side // 2
     problem = ConvProblem.from_shapes(
         (1, 96, 56, 56), (301056, 1, 5376, 96), (96, 1, side, side), (side * side, 1, side, 1), True,
@@ -419,6 +419,12 @@ def test_depthwise_heuristic_takes_taps_for_wide_filters(side, want_taps):
     assert is_taps(s) == want_taps
     if side == 7:
         assert s["TAP_ROWS"] == 1
+    # At batch 32 the direct kernel has the warps to hide its latency (`TAPS_MAX_OUTPUTS`).
+    batched = ConvProblem.from_shapes(
+        (32, 96, 56, 56), (301056, 1, 5376, 96), (96, 1, side, side), (side * side, 1, side, 1), True,
+        ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 96), "float16",
+    )  # fmt: skip
+    assert not is_taps(DW.heuristic_schedule(batched))
 
 
 def test_depthwise_heuristic_in_space():

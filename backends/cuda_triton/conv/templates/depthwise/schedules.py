@@ -79,6 +79,10 @@ TAPS_SPACE = (
 TAPS_MAX_PER_THREAD = 256
 # Fewest filter taps along H and W for which the heuristic picks the taps kernel (measured: 5x5 and 7x7).
 TAPS_MIN_SIDE = 5
+# Most outputs for which the heuristic picks the taps kernel. The taps kernel wins where the direct kernel leaves
+# SMs with few warps (every batch-1 layer measured, 1.2-2.9x); with EfficientNet-B0 and MobileNetV3 at batch 32
+# (H100) the models ran 1-3% slower with it, the direct kernel having the warps to hide its latency there.
+TAPS_MAX_OUTPUTS = 2**21
 # Programs the taps heuristic aims for: about four per SM, the H100 sweep's winners on every batch-1 layer.
 TAPS_TARGET_PROGRAMS = 4 * NUM_SMS
 
@@ -237,7 +241,8 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
         return min(band, key=lambda sch: band_cost(problem, sch))
     taps = [sch for sch in space if is_taps(sch)]
     _, kh, kw = pad3(problem.kernel, 1)
-    if taps and min(kh, kw) >= TAPS_MIN_SIDE:
+    outputs = problem.batch * prod(pad3(problem.out_spatial, 1)) * problem.out_channels
+    if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= TAPS_MAX_OUTPUTS:
         return min(taps, key=lambda sch: taps_cost(problem, sch))
     space = [sch for sch in space if not is_band(sch) and not is_taps(sch)] or space
     if not cl and out_h > 1:
