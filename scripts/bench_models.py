@@ -284,7 +284,8 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
 
 def merge_runs(paths: list[str]) -> dict[str, Any]:
     """Several `run` results (one device call each, e.g. one per carry) as one: their rows in order, each row
-    with its run's date and its ETDump's path; the header fields of the first run, the dates of all."""
+    with its run's date (a row of an earlier merged report keeps its own) and its ETDump's path; the header
+    fields of the first run, the dates of all."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     gpus = {r["gpu"] for r in runs}
     if len(gpus) > 1:
@@ -298,7 +299,7 @@ def merge_runs(paths: list[str]) -> dict[str, Any]:
         for row in run["rows"]:
             if row.get("etdump"):
                 row["etdump"] = str(Path(path).parent / row["etdump"])
-            merged["rows"].append({**row, "run_date": run["date"]})
+            merged["rows"].append({**row, "run_date": row.get("run_date", run["date"])})  # a merged report's own
     return merged
 
 
