@@ -299,7 +299,9 @@ def merge_runs(paths: list[str]) -> dict[str, Any]:
         for row in run["rows"]:
             if row.get("etdump"):
                 row["etdump"] = str(Path(path).parent / row["etdump"])
-            merged["rows"].append({**row, "run_date": row.get("run_date", run["date"])})  # a merged report's own
+            merged["rows"].append(
+                {**row, "run_date": row.get("run_date", run["date"])}
+            )  # a merged report's own
     return merged
 
 
@@ -332,7 +334,9 @@ def report(args: argparse.Namespace) -> int:
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel("median latency (ms, log)")
     ax.set_yscale("log")
-    ax.set_title(f"{s['gpu']}, {s['date']}")
+    dates = sorted(r.get("run_date") or s["date"] for r in rows)
+    span = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    ax.set_title(f"{s['gpu']}, {span}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
