@@ -405,26 +405,34 @@ def test_depthwise_taps_schedules_fit_registers():
     assert not any(is_taps(s) for s in DW.schedules(nc))
 
 
-@pytest.mark.parametrize(("side", "want_taps"), [(7, True), (5, True), (3, False)])
-def test_depthwise_heuristic_takes_taps_for_wide_filters(side, want_taps):
-    """At batch 1, 5x5 and 7x7 channels-last filters take the taps kernel (one filter row per load on a 56x56
-    map); 3x3 filters and big batches keep the direct kernel."""
+def _dw_cl_problem(n: int, c: int, hw: int, side: int) -> ConvProblem:
     pad = side // 2
-    problem = ConvProblem.from_shapes(
-        (1, 96, 56, 56), (301056, 1, 5376, 96), (96, 1, side, side), (side * side, 1, side, 1), True,
-        ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 96), "float16",
+    return ConvProblem.from_shapes(
+        (n, c, hw, hw), (c * hw * hw, 1, hw * c, c), (c, 1, side, side), (side * side, 1, side, 1), True,
+        ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), c), "float16",
     )  # fmt: skip
+
+
+# (batch, channels, map side, filter side, taps kernel?, filter rows per load)
+_TAPS_CHOICES = [
+    (1, 96, 56, 7, True, 2),  # ConvNeXt-T's first stage
+    (1, 240, 28, 5, True, 5),  # EfficientNet-B0: every row of a 5x5 filter per load
+    (1, 384, 14, 3, True, 2),  # a small 3x3 layer
+    (1, 96, 56, 3, False, None),  # a 3x3 layer of more than 2^18 outputs
+    (1, 16, 28, 3, False, None),  # a 3x3 layer of 16 channels: half of a 32-channel block would be idle
+    (32, 96, 56, 7, False, None),  # batch 32: the direct kernel has the warps to hide its latency
+]
+
+
+@pytest.mark.parametrize(("n", "c", "hw", "side", "want_taps", "rows"), _TAPS_CHOICES)
+def test_depthwise_heuristic_taps_choice(n, c, hw, side, want_taps, rows):
+    """Which channels-last layers the heuristic gives the taps kernel, and how many filter rows per load."""
+    problem = _dw_cl_problem(n, c, hw, side)
     s = DW.heuristic_schedule(problem)
     assert s in DW.schedules(problem)
     assert is_taps(s) == want_taps
-    if side == 7:
-        assert s["TAP_ROWS"] == 1
-    # At batch 32 the direct kernel has the warps to hide its latency (`TAPS_MAX_OUTPUTS`).
-    batched = ConvProblem.from_shapes(
-        (32, 96, 56, 56), (301056, 1, 5376, 96), (96, 1, side, side), (side * side, 1, side, 1), True,
-        ConvParams((1, 1), (pad, pad), (pad, pad), (1, 1), False, (0, 0), 96), "float16",
-    )  # fmt: skip
-    assert not is_taps(DW.heuristic_schedule(batched))
+    if want_taps:
+        assert tap_rows_and_slots(problem, s)[0] == rows
 
 
 def test_depthwise_heuristic_in_space():

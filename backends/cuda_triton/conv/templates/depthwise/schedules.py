@@ -77,11 +77,15 @@ TAPS_SPACE = (
 # Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load; past this the
 # loaded tile spills registers.
 TAPS_MAX_PER_THREAD = 256
-# Fewest filter taps along H and W for which the heuristic picks the taps kernel (measured: 5x5 and 7x7).
-TAPS_MIN_SIDE = 5
-# Most outputs for which the heuristic picks the taps kernel. The taps kernel wins where the direct kernel leaves
-# SMs with few warps (every batch-1 layer measured, 1.2-2.9x); with EfficientNet-B0 and MobileNetV3 at batch 32
-# (H100) the models ran 1-3% slower with it, the direct kernel having the warps to hide its latency there.
+# When the heuristic picks the taps kernel: a channels-last filter of at least 3x3 on a layer of at most
+# `taps_max_outputs` outputs. The taps kernel wins where the direct kernel leaves SMs with few warps (the H100
+# tuner, every batch-1 depthwise layer of ConvNeXt-T, EfficientNet-B0 and MobileNetV3: 5x5 and 7x7 filters
+# 1.1-3.5x, 3x3 filters on maps up to 2^18 outputs 1.1-1.7x); 3x3 layers of more outputs, or of fewer than 32
+# channels (a half-empty channel block), stayed faster on the direct kernel, and at batch 32 EfficientNet-B0 and
+# MobileNetV3 ran 1-3% slower with taps on their 5x5 layers.
+TAPS_MIN_SIDE = 3
+TAPS_MIN_CHANNELS = 32
+TAPS_MAX_OUTPUTS_3X3 = 2**18
 TAPS_MAX_OUTPUTS = 2**21
 # Programs the taps heuristic aims for: about four per SM, the H100 sweep's winners on every batch-1 layer.
 TAPS_TARGET_PROGRAMS = 4 * NUM_SMS
@@ -242,8 +246,9 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     taps = [sch for sch in space if is_taps(sch)]
     _, kh, kw = pad3(problem.kernel, 1)
     outputs = problem.batch * prod(pad3(problem.out_spatial, 1)) * problem.out_channels
-    if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= TAPS_MAX_OUTPUTS:
-        return min(taps, key=lambda sch: taps_cost(problem, sch))
+    if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= taps_max_outputs(kh, kw):
+        if problem.out_channels >= TAPS_MIN_CHANNELS or min(kh, kw) > 3:
+            return min(taps, key=lambda sch: taps_cost(problem, sch))
     space = [sch for sch in space if not is_band(sch) and not is_taps(sch)] or space
     if not cl and out_h > 1:
         # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
@@ -251,18 +256,27 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     return min(space, key=cost)
 
 
+def taps_max_outputs(kh: int, kw: int) -> int:
+    """Most outputs of a layer with a ``kh`` x ``kw`` filter for which the heuristic picks the taps kernel."""
+    return TAPS_MAX_OUTPUTS_3X3 if min(kh, kw) <= 3 else TAPS_MAX_OUTPUTS
+
+
+def wanted_tap_rows(problem: ConvProblem) -> int:
+    """Filter rows per load the heuristic wants: every row of a 5-wide filter (32 slots), else two (the tuner's
+    winners on the H100: all rows on every 5x5 layer, two rows on 3x3 and on all but the smallest 7x7 map)."""
+    kh = pad3(problem.kernel, 1)[1]
+    return kh if problem.kernel[-1] == 5 else min(2, kh)
+
+
 def taps_cost(problem: ConvProblem, schedule: Schedule) -> tuple[float, bool, float, int]:
-    """The taps heuristic's order: padding waste; one filter row per load on maps of 28 x 28 or more with 7+
-    columns, else several (the H100 sweep: one row won on ConvNeXt's 56x56 and 28x28 maps, two on 14x14 and on
-    5x5 filters); programs near `TAPS_TARGET_PROGRAMS`; fewer warps."""
-    _, out_h, out_w = pad3(problem.out_spatial, 1)
+    """The taps heuristic's order: padding waste; the filter rows per load of `wanted_tap_rows`; programs near
+    `TAPS_TARGET_PROGRAMS`; fewer warps."""
     bh, bw, bc = schedule["BLOCK_H"], schedule["BLOCK_W"], schedule["BLOCK_C"]
     programs = prod(grid(problem, schedule))
     waste = (
         programs * bh * bw * bc / (problem.batch * prod(pad3(problem.out_spatial, 1)) * problem.out_channels)
     )
-    one_row = out_h * out_w >= 28 * 28 and problem.kernel[-1] >= 7
-    rows_fit = (schedule["TAP_ROWS"] == 1) == one_row
+    rows_fit = tap_rows_and_slots(problem, schedule)[0] == wanted_tap_rows(problem)
     return (
         round(waste, 1),
         not rows_fit,
