@@ -16,9 +16,9 @@ loop with no bounds math: a load at a compile-time offset from its row's pointer
 (tiles touching the padding or the edge, partial channel blocks) run the masked loop.
 
 Five kernels: the two direct ones, chosen by the input layout (the read-heavy side); the taps kernel, a schedule
-choice for channels-last inputs (the heuristic picks it for 5x5 and wider filters on layers of at most 2^21
-outputs); and the band kernel (general and 1-D), a schedule choice for contiguous half-precision inputs (the
-heuristic picks it for 1-D rows with 7+ taps):
+choice for channels-last inputs (the heuristic picks it for small layers: `heuristic_schedule`); and the band
+kernel (general and 1-D), a schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D
+rows with 7+ taps):
 
 ``_depthwise_cl_kernel`` (channels-last input): a program computes a tile of ``BLOCK_H x BLOCK_W`` output
 positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C.
