@@ -73,9 +73,12 @@ def entries(models: list[str], dtypes: list[str], batches: list[int], host_io: b
 def prepare(args: argparse.Namespace) -> int:
     gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.host_io)
     gv.DEVICE_COMMAND = DEVICE_COMMAND
-    rc = gv.prepare(argparse.Namespace(set=SET, archs=args.archs, only=args.only, fresh=args.fresh))
+    rc = gv.prepare(
+        argparse.Namespace(set=SET, archs=args.archs, only=args.only, fresh=args.fresh), finish=False
+    )
     if rc == 0:
         tile_large_batches()
+        gv.finish_carry()
     return rc
 
 
@@ -99,11 +102,6 @@ def tile_large_batches() -> None:
         io["tiled_from"] = {"io": f"{single}.io.json", "times": batch}
         io_path.write_text(json.dumps(io, indent=1) + "\n")
         print(f"[prepare] {e['name']}: input and reference are {single}'s, repeated {batch} times")
-    size = gv._dir_bytes(gv.CARRY)
-    print(
-        f"[prepare] {gv.CARRY}: {size / 2**20:.1f} MiB"
-        + (" (ABOVE the carry limit)" if size > gv.CARRY_LIMIT_BYTES else "")
-    )
 
 
 def materialize(io: dict[str, Any]) -> None:
@@ -169,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if not gv.MANIFEST.exists():
         print(f"{gv.MANIFEST} not found: run `python scripts/bench_models.py prepare` here", file=sys.stderr)
         return 2
+    gv.join_carry()
     manifest = json.loads(gv.MANIFEST.read_text())
     import torch
 

@@ -61,7 +61,13 @@ BUILD_DEPS = CARRY / "build_deps.tar.xz"
 MANIFEST = CARRY / "manifest.json"
 EXPORT_CACHE = ROOT / "build" / "gpu_validate_exports"  # ignored; reused by later `prepare` runs
 BUILD_DIR = ROOT / "build" / "gpu"
-CARRY_LIMIT_BYTES = 62 * 1024 * 1024
+# The device tool copies at most 64 MiB a call, the working tree (~5 MiB) included. A carry above PART_BYTES is
+# split (`split_carry`): the largest export files are cut, and the bytes beyond the limit go to sibling folders
+# (.carry/gpu_validate_part1, ...) that earlier calls carry while the machine stays warm (a warm machine keeps
+# ignored paths between calls); `join_carry` puts the files back together there and checks their SHA-256.
+PART_BYTES = 58 * 2**20
+PART_DIR_PREFIX = "gpu_validate_part"
+SPLIT_RECORD_BYTES = 512  # room for a cut file's record in the manifest (its name, sizes, digest, pieces)
 ET_LIBS = ("libexecutorch.so", "libexecutorch_kernels_optimized.so", "libexecutorch_threadpool.so",
            "libexecutorch_etdump.so")  # fmt: skip
 DEVICE_COMMAND = "PYTHONPATH=backends python scripts/gpu_validate.py run --out $OUT"
@@ -170,7 +176,9 @@ def _sources_digest() -> str:
     return h.hexdigest()
 
 
-def prepare(args: argparse.Namespace) -> int:
+def prepare(args: argparse.Namespace, finish: bool = True) -> int:
+    """Export the set's programs into the carry; with ``finish``, split it to the device tool's limit
+    (`finish_carry`)."""
     entries = SETS[args.set]
     if CARRY.exists():
         shutil.rmtree(CARRY)
@@ -239,14 +247,101 @@ def prepare(args: argparse.Namespace) -> int:
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
     size = _dir_bytes(CARRY)
     print(f"[prepare] wrote {CARRY} ({size / 2**20:.1f} MiB, {len(manifest['entries'])} programs)")
-    if size > CARRY_LIMIT_BYTES:
-        print(
-            "[prepare] WARNING: above the device tool's carry limit; use a smaller --set or --only",
-            file=sys.stderr,
-        )
-    print("\nOn the GPU machine (device tool, carry ['.carry/gpu_validate']):\n")
-    print(f"    {DEVICE_COMMAND}\n")
+    if finish:
+        finish_carry()
     return 0
+
+
+def finish_carry() -> None:
+    """Split the carry where it exceeds one call's limit, then print the device calls that run it."""
+    parts = split_carry()
+    print(f"[prepare] {CARRY}: {_dir_bytes(CARRY) / 2**20:.1f} MiB")
+    if parts:
+        print("\nThe carry is split. On ONE warm GPU machine, with no other call between them:\n")
+        for part in parts:
+            print(f"    carry ['{part.relative_to(ROOT)}'], command: true")
+        print(f"    carry ['{CARRY.relative_to(ROOT)}'], command: {DEVICE_COMMAND}\n")
+    else:
+        print(f"\nOn the GPU machine (device tool, carry ['{CARRY.relative_to(ROOT)}']):\n")
+        print(f"    {DEVICE_COMMAND}\n")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def split_carry(limit: int = PART_BYTES) -> list[Path]:
+    """Keep the carry within ``limit`` bytes: cut the largest export files, moving their tails in pieces of at
+    most ``limit`` bytes to sibling folders (each within ``limit``), recorded in the manifest's ``split`` list.
+    Returns the sibling folders (none when the carry fits). Stale sibling folders are removed first."""
+    for old in CARRY.parent.glob(f"{PART_DIR_PREFIX}*"):
+        shutil.rmtree(old)
+    over = _dir_bytes(CARRY) - limit
+    if over <= 0:
+        return []
+    manifest = json.loads(MANIFEST.read_text())
+    split: list[dict[str, Any]] = []
+    dirs: list[Path] = []
+    room = 0  # bytes left in the last sibling folder
+    for path in sorted(EXPORTS.iterdir(), key=lambda f: f.stat().st_size, reverse=True):
+        if over <= 0:
+            break
+        size = path.stat().st_size
+        keep = max(0, size - over - SPLIT_RECORD_BYTES)
+        record: dict[str, Any] = {"file": path.name, "size": size, "sha256": _sha256(path), "pieces": []}
+        with path.open("r+b") as f:
+            offset = keep
+            while offset < size:
+                if room == 0:
+                    dirs.append(CARRY.parent / f"{PART_DIR_PREFIX}{len(dirs) + 1}")
+                    dirs[-1].mkdir()
+                    room = limit
+                f.seek(offset)
+                chunk = f.read(min(room, size - offset))
+                piece = f"{path.name}.{offset}"
+                (dirs[-1] / piece).write_bytes(chunk)
+                record["pieces"].append([dirs[-1].name, piece])
+                offset += len(chunk)
+                room -= len(chunk)
+            f.truncate(keep)
+        over -= size - keep - SPLIT_RECORD_BYTES  # the manifest grows by the record
+        split.append(record)
+    manifest["split"] = split
+    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+    for d in dirs:
+        print(f"[prepare] {d}: {_dir_bytes(d) / 2**20:.1f} MiB of split export files")
+    return dirs
+
+
+def join_carry() -> None:
+    """Put the files `split_carry` cut back together from the sibling folders earlier calls carried (a no-op for
+    files already whole); exits with the folder to carry when a piece is missing, or when a joined file's SHA-256
+    differs from the one recorded at the split."""
+    manifest = json.loads(MANIFEST.read_text())
+    for record in manifest.get("split", []):
+        path = EXPORTS / record["file"]
+        if path.stat().st_size == record["size"] and _sha256(path) == record["sha256"]:
+            continue
+        sources = [CARRY.parent / folder / piece for folder, piece in record["pieces"]]
+        missing = sorted({str(p.parent.relative_to(ROOT)) for p in sources if not p.exists()})
+        if missing:
+            raise SystemExit(
+                f"{path.name} is split and pieces are missing: carry {', '.join(missing)} in earlier calls on the "
+                "same warm machine (`prepare` printed the calls)"
+            )
+        first_offset = int(sources[0].name.rsplit(".", 1)[1])
+        with path.open("r+b") as f:
+            f.truncate(first_offset)
+            f.seek(first_offset)
+            for piece in sources:
+                f.write(piece.read_bytes())
+        if _sha256(path) != record["sha256"]:
+            raise SystemExit(f"{path.name}: joined from its pieces, its SHA-256 differs from the split's")
+        print(f"[run] joined {path.name} from {len(sources)} pieces")
 
 
 def _export_cmd(model: str, dtype: str, out: Path, flags: list[str], archs: str) -> list[str]:
@@ -480,6 +575,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    join_carry()
     manifest = json.loads(MANIFEST.read_text())
     import torch
 

@@ -173,3 +173,39 @@ def test_bench_models_report_merges_runs(tmp_path, monkeypatch) -> None:
     )
     with pytest.raises(SystemExit, match="different GPUs"):
         bench_models.merge_runs(paths)
+
+
+def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
+    """A carry above one device call's limit is cut into the main folder plus sibling folders, each within the
+    limit; joining them back gives the original bytes, a second join is a no-op, and a missing sibling folder is
+    a clear error naming it. A carry within the limit is not split."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    gv = importlib.import_module("gpu_validate")
+    carry = tmp_path / ".carry" / "gpu_validate"
+    exports = carry / "exports"
+    exports.mkdir(parents=True)
+    for name, value in (("ROOT", tmp_path), ("CARRY", carry), ("EXPORTS", exports)):
+        monkeypatch.setattr(gv, name, value)
+    monkeypatch.setattr(gv, "MANIFEST", carry / "manifest.json")
+    rng = np.random.default_rng(0)
+    files = {"big.pte": rng.bytes(2500), "small.pte": rng.bytes(700), "x.io.json": b"{}"}
+    for name, data in files.items():
+        (exports / name).write_bytes(data)
+    gv.MANIFEST.write_text(json.dumps({"entries": []}))
+    limit = 1200
+    parts = gv.split_carry(limit)
+    assert len(parts) >= 2 and [p.name for p in parts][:2] == ["gpu_validate_part1", "gpu_validate_part2"]
+    for folder in (carry, *parts):
+        assert gv._dir_bytes(folder) <= limit
+    assert (exports / "big.pte").stat().st_size < len(files["big.pte"])
+    gv.join_carry()
+    for name, data in files.items():
+        assert (exports / name).read_bytes() == data
+    gv.join_carry()  # already whole
+    gv.split_carry(limit)
+    import shutil
+
+    shutil.rmtree(tmp_path / ".carry" / "gpu_validate_part2")
+    with pytest.raises(SystemExit, match="gpu_validate_part2"):
+        gv.join_carry()
+    assert gv.split_carry(10**6) == [] and not list((tmp_path / ".carry").glob("gpu_validate_part*"))
