@@ -168,6 +168,17 @@ def test_other_templates_decline_a_prologue() -> None:
         )
 
 
+@pytest.mark.parametrize(("cin", "takes"), [(120, True), (319, True), (320, False), (672, False)])
+def test_gemm_declines_a_prologue_on_long_reductions(cin: int, takes: bool) -> None:
+    """1x1 convs with a reduction of `PROLOGUE_MAX_K` or more run the chain as its own kernel (measured faster)."""
+    from cuda_triton.conv.templates.gemm import PROLOGUE_MAX_K
+
+    assert PROLOGUE_MAX_K == 320
+    _, problem, _, _, _ = _case("fp16", cin, (4, 4), 8)
+    gemm = get_template("gemm")
+    assert gemm.takes_prologue(problem, gemm.heuristic_schedule(problem)) == takes
+
+
 @pytest.mark.timeout(600)
 def test_prologue_kernel_compiles_for_every_arch() -> None:
     from cuda_triton.kernel.aot import compile_launch

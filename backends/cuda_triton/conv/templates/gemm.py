@@ -50,6 +50,12 @@ from .gemm_jit import (
 from .geometry import NUM_SMS, Geometry, fit_block
 from .launch_args import dim_constexprs, size_args
 
+# Shortest reduction (taps x C_in) for which the kernel declines a prologue. H100, fp16, squeeze-excitation's
+# x * s before a 1x1 (scripts/bench_conv_epilogue.py, docs/bench/h100-conv-epilogue.md): fused against the
+# elementwise kernel plus the plain conv, K = 16-120 1.03-1.77x, but K = 320 0.85-0.92x and K = 672 0.82x at
+# batch 1 (1.00x at 32): on the few tiles of a batch-1 layer each K step waits on the A tile's scaling.
+PROLOGUE_MAX_K = 320
+
 
 @triton.jit
 def conv_gemm_kernel(
@@ -219,7 +225,10 @@ class GemmTemplate(GemmShapedTemplate):
         return True  # in the kernel's store, or with split-K in the reduction's
 
     def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        return True  # on each A tile as it is loaded, whatever the split
+        # On each A tile as it is loaded, whatever the split; not for reductions of PROLOGUE_MAX_K or more, where
+        # scaling every A tile in registers on the way to the MMA costs more than a separate elementwise kernel.
+        g = Geometry.of(problem)
+        return g.taps * g.cin < PROLOGUE_MAX_K
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return workspace(problem, schedule)
