@@ -53,7 +53,7 @@ from cuda_triton.tools.bench_contenders import (  # noqa: E402
     ours_call,
 )
 from cuda_triton.tools.bench_report import fmt_us, is_target, render  # noqa: E402
-from cuda_triton.tools.suites import PUBLIC_SUITE, load_suite  # noqa: E402
+from cuda_triton.tools.suites import PUBLIC_SUITE, load_cases  # noqa: E402
 from cuda_triton.tools.timing import gpu_state, time_gpu_us, time_side_by_side  # noqa: E402
 from cuda_triton.tools.warmup import CaseWarmup, job_label, time_limit, warm_cases  # noqa: E402
 
@@ -234,7 +234,12 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--suite", type=Path, default=PUBLIC_SUITE)
+    ap.add_argument(
+        "--suite",
+        default=str(PUBLIC_SUITE),
+        help="a suite file (bench/*.py), or json:PATH for the convolutions of exported programs "
+        "(scripts/pte_problems.py); with --all-cases, every one is timed",
+    )
     ap.add_argument("--dtypes", default="float16,bfloat16,float32")
     ap.add_argument("--cases", default="", help="comma-separated substrings of case names to keep")
     ap.add_argument("--all-cases", action="store_true", help="also time cases outside the target set")
@@ -273,7 +278,7 @@ def parse_args() -> argparse.Namespace:
 def select_cases(args: argparse.Namespace) -> list[nc.Case]:
     """The suite's cases in every --dtypes, narrowed by --cases and (without --all-cases) to the target set."""
     keep = [s for s in args.cases.split(",") if s]
-    suite = load_suite(args.suite)
+    suite = load_cases(args.suite)
     cases = []
     for dtype in args.dtypes.split(","):
         for c in suite:

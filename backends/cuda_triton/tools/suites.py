@@ -4,6 +4,8 @@
   scripts/bench_conv.py and always tuned over every schedule by scripts/tune.py;
 * ``bench/unseen_suite.py``: convolutions in neither the suite nor the tuning table (same ``Case`` type), for
   measuring what the table's fallback and the heuristics do with shapes nobody tuned;
+* a problems file (``json:PATH``, written by scripts/pte_problems.py): the convolutions of exported programs, as
+  suite cases (`load_cases`), so scripts/bench_conv.py can time a model's own layers;
 * ``bench/tuning_layer_sets.txt``: named sets of convolutions to re-tune together (``tune.py --problems
   set:NAME``), one a line: set name, dtype, layout, ``ConvProblem.signature()``.
 
@@ -13,7 +15,9 @@ These files live in the repository, not in the package: the tools that read them
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,56 @@ def load_suite(path: Path = PUBLIC_SUITE) -> list[Any]:
     sys.modules["public_suite"] = module  # dataclasses need the module registered
     spec.loader.exec_module(module)
     return list(module.PUBLIC)
+
+
+@dataclass(frozen=True)
+class ProblemCase:
+    """A convolution of a problems file (scripts/pte_problems.py) with the fields of a suite's ``Case``."""
+
+    name: str
+    N: int
+    C: int
+    spatial: tuple[int, ...]
+    K: int
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pad_before: tuple[int, ...]
+    pad_after: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    transposed: bool
+    output_padding: tuple[int, ...]
+    channels_last: bool
+
+
+def problem_cases(path: Path) -> list[ProblemCase]:
+    """The convolutions of a problems file (``scripts/pte_problems.py --out``: the distinct convolutions of exported
+    programs) as suite cases, named by their signature; the input's layout gives ``channels_last``."""
+    from cuda_triton.conv.templates.geometry import CHANNELS_LAST, dense_layout
+    from cuda_triton.conv.tuning_keys import problem_from_spec
+
+    cases = []
+    for spec in json.loads(path.read_text()):
+        p = problem_from_spec(spec)
+        k = p.weight_size[1] * p.groups if p.transposed else p.weight_size[0]
+        cases.append(
+            ProblemCase(
+                name=p.signature(), N=p.batch, C=p.in_channels, spatial=tuple(p.in_spatial), K=k,
+                kernel=tuple(p.kernel), stride=tuple(p.params.stride), pad_before=tuple(p.params.padding_before),
+                pad_after=tuple(p.params.padding_after), dilation=tuple(p.params.dilation), groups=p.groups,
+                transposed=p.transposed, output_padding=tuple(p.params.output_padding),
+                channels_last=dense_layout(p.input_size, p.input_stride, prefer=CHANNELS_LAST) == CHANNELS_LAST,
+            )
+        )  # fmt: skip
+    return cases
+
+
+def load_cases(suite: str) -> list[Any]:
+    """The cases of ``suite``: a suite file's ``PUBLIC`` list, or with ``json:PATH`` a problems file's
+    convolutions (`problem_cases`)."""
+    if suite.startswith("json:"):
+        return problem_cases(Path(suite[len("json:") :]))
+    return load_suite(Path(suite))
 
 
 def layer_set(name: str, path: Path = LAYER_SETS) -> list[dict[str, str]]:
