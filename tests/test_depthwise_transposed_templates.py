@@ -397,7 +397,7 @@ def test_depthwise_taps_schedules_fit_registers():
     for s in offered:
         slots = tap_rows_and_slots(cl, s)[1]
         per_thread = s["BLOCK_H"] * s["BLOCK_W"] * s["BLOCK_C"] * slots / (32 * s.num_warps)
-        assert per_thread <= depthwise_schedules.TAPS_MAX_PER_THREAD
+        assert per_thread <= depthwise_schedules.TAPS_MAX_PER_THREAD[cl.element_size]
     nc = ConvProblem.from_shapes(
         (1, 96, 56, 56), (301056, 3136, 56, 1), (96, 1, 7, 7), (49, 49, 7, 1), True,
         ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 96), "float16",

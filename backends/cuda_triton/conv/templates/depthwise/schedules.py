@@ -74,9 +74,10 @@ TAPS_SPACE = (
     (2, 8, 64, 2, 4),
     (1, 4, 32, 7, 1),
 )
-# Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load; past this the
-# loaded tile spills registers.
-TAPS_MAX_PER_THREAD = 256
+# Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load, by element
+# size. ptxas -v for sm_90 on every taps schedule of a 5x5 and a 7x7 layer: no 16-bit schedule up to 256 spilled
+# (at most 243 registers); in fp32 every schedule of 128 but one spilled (8-344 bytes), of 64 one (32 bytes).
+TAPS_MAX_PER_THREAD = {2: 256, 4: 64}
 # When the heuristic picks the taps kernel: a channels-last filter of at least 3x3 on a layer of at most
 # `taps_max_outputs` outputs. The taps kernel wins where the direct kernel leaves SMs with few warps (the H100
 # tuner, every batch-1 depthwise layer of ConvNeXt-T, EfficientNet-B0 and MobileNetV3: 5x5 and 7x7 filters
@@ -177,7 +178,7 @@ def taps_schedules(problem: ConvProblem) -> list[Schedule]:
     for bh, bw, bc, rows, warps in TAPS_SPACE:
         schedule = Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, TAP_ROWS=rows)
         slots = tap_rows_and_slots(problem, schedule)[1]
-        fits = bh * bw * bc * slots <= TAPS_MAX_PER_THREAD * 32 * warps
+        fits = bh * bw * bc * slots <= TAPS_MAX_PER_THREAD[problem.element_size] * 32 * warps
         if bh <= h_cap and bw <= w_cap and bc <= c_cap and fits and schedule not in found:
             found.append(schedule)
     return found
