@@ -10,7 +10,8 @@ With an event tracer attached, every CudaTritonBackend delegate times its work w
 ExecuTorch delegate profiling events: one per delegate (``CudaTritonBackend#<n>``, its whole GPU work, staging
 copies included) and one per op (``CudaTritonBackend#<n>/op<i> <template>``, with the schedule as the event's
 metadata). This prints, per delegate, its GPU time and each op's (median over the executions, and its share of the
-delegate), then the host-side events ExecuTorch records (``Method::execute``, each ``DELEGATE_CALL``, the operators
+delegate), the ops' time summed by record kind and template (where the time goes by op family), then the host-side
+events ExecuTorch records (``Method::execute``, each ``DELEGATE_CALL``, the operators
 run on the CPU), so GPU time and host overhead can be read side by side. Times are in microseconds.
 """
 
@@ -79,6 +80,19 @@ def breakdown(etdump_path: str) -> tuple[list[DelegateProfile], list[Timed]]:
     return list(delegates.values()), host
 
 
+def by_kind(delegates: list[DelegateProfile]) -> list[tuple[str, int, float]]:
+    """(record kind and template, op count, summed median us) over every delegate's ops, most time first: where a
+    program's GPU time goes by op family (an op's metadata starts with its record kind and template)."""
+    totals: dict[str, list[float]] = {}
+    for d in delegates:
+        for op in d.ops:
+            kind = " ".join(op.metadata.split()[:2]) or "?"
+            entry = totals.setdefault(kind, [0, 0.0])
+            entry[0] += 1
+            entry[1] += op.median_us
+    return sorted(((k, int(n), us) for k, (n, us) in totals.items()), key=lambda t: -t[2])
+
+
 def render(delegates: list[DelegateProfile], host: list[Timed]) -> str:
     lines = []
     total = sum(d.delegate.median_us for d in delegates)
@@ -91,6 +105,13 @@ def render(delegates: list[DelegateProfile], host: list[Timed]) -> str:
         for op in d.ops:
             share = 100.0 * op.median_us / d.delegate.median_us if d.delegate.median_us > 0 else 0.0
             lines.append(f"  {op.median_us:10.1f} us {share:5.1f}%  {op.name}  {op.metadata}")
+    kinds = by_kind(delegates)
+    op_total = sum(us for _, _, us in kinds)
+    lines.append("")
+    lines.append("By op kind and template (summed medians):")
+    for kind, count, us in kinds:
+        share = 100.0 * us / op_total if op_total > 0 else 0.0
+        lines.append(f"  {us:10.1f} us {share:5.1f}%  {count:4d} ops  {kind}")
     if host:
         lines.append("")
         lines.append("Host-side events (ExecuTorch's own, median):")
@@ -115,7 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
-                {"delegates": [asdict(d) for d in delegates], "host": [asdict(h) for h in host]}, f, indent=1
+                {
+                    "delegates": [asdict(d) for d in delegates],
+                    "by_kind": [{"kind": k, "ops": n, "us": us} for k, n, us in by_kind(delegates)],
+                    "host": [asdict(h) for h in host],
+                },
+                f,
+                indent=1,
             )
     return 0
 

@@ -67,9 +67,13 @@ def test_every_op_gpu_time_is_in_the_etdump(build, tmp_path, host_planned, capsy
     assert all(
         not line.endswith("via=graph") for line in log.read_text().splitlines() if line.startswith("LAUNCH")
     )
+    kinds = script.by_kind(delegates)
+    assert sum(n for _, n, _ in kinds) == sum(len(p.ops) for p in delegates)
+    assert sum(us for _, _, us in kinds) == pytest.approx(sum(t.median_us for p in delegates for t in p.ops))
+    assert [us for _, _, us in kinds] == sorted((us for _, _, us in kinds), reverse=True)
     assert script.main([str(etdump)]) == 0
     out = capsys.readouterr().out
-    assert "CudaTritonBackend#" in out and f"{KERNEL_NS / 1e3:.1f} us" in out
+    assert "CudaTritonBackend#" in out and f"{KERNEL_NS / 1e3:.1f} us" in out and "By op kind" in out
 
 
 def test_no_op_profile_keeps_the_graph_and_etdumps_the_host_events(build, tmp_path, host_planned) -> None:
