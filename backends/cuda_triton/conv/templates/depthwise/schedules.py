@@ -185,8 +185,8 @@ def taps_schedules(problem: ConvProblem) -> list[Schedule]:
 
 
 def schedules(problem: ConvProblem) -> list[Schedule]:
-    """The tuning space for ``problem``: the direct kernel of its input layout, and the band kernel where it
-    serves."""
+    """The tuning space for ``problem``: the direct kernel of its input layout, the taps kernel for channels-last
+    inputs, and the band kernel where it serves."""
     out_h, out_w = pad3(problem.out_spatial, 1)[1:]
     h_cap = next_pow2(out_h)
     c_cap = next_pow2(problem.out_channels)
@@ -217,8 +217,9 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
 
 
 def heuristic_schedule(problem: ConvProblem) -> Schedule:
-    """Least estimated work first (padding waste, edge programs' masked taps), then a tile near the size
-    that keeps the memory system busy."""
+    """The band kernel for 1-D rows of 7+ taps (`band_cost`), the taps kernel for small channels-last layers
+    (`taps_cost`), else the direct kernel: least estimated work first (padding waste, edge programs' masked taps),
+    then a tile near the size that keeps the memory system busy."""
     _, out_h, out_w = pad3(problem.out_spatial, 1)
     cl = channels_last(problem)
     # Elements per program (H200 sweeps): ~2048 fp16/bf16 or ~1024 fp32 channels-last; contiguous inputs
