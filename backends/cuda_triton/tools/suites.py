@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,49 +26,35 @@ UNSEEN_SUITE = REPO / "bench" / "unseen_suite.py"
 LAYER_SETS = REPO / "bench" / "tuning_layer_sets.txt"
 
 
-def load_suite(path: Path = PUBLIC_SUITE) -> list[Any]:
-    """The ``PUBLIC`` list of a suite file (its ``Case`` objects: name, N, C, K, spatial, kernel, ...)."""
+def _suite_module(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location("public_suite", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load the suite from {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules["public_suite"] = module  # dataclasses need the module registered
     spec.loader.exec_module(module)
-    return list(module.PUBLIC)
+    return module
 
 
-@dataclass(frozen=True)
-class ProblemCase:
-    """A convolution of a problems file (scripts/pte_problems.py) with the fields of a suite's ``Case``."""
-
-    name: str
-    N: int
-    C: int
-    spatial: tuple[int, ...]
-    K: int
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    pad_before: tuple[int, ...]
-    pad_after: tuple[int, ...]
-    dilation: tuple[int, ...]
-    groups: int
-    transposed: bool
-    output_padding: tuple[int, ...]
-    channels_last: bool
+def load_suite(path: Path = PUBLIC_SUITE) -> list[Any]:
+    """The ``PUBLIC`` list of a suite file (its ``Case`` objects: name, N, C, K, spatial, kernel, ...)."""
+    return list(_suite_module(path).PUBLIC)
 
 
-def problem_cases(path: Path) -> list[ProblemCase]:
+def problem_cases(path: Path) -> list[Any]:
     """The convolutions of a problems file (``scripts/pte_problems.py --out``: the distinct convolutions of exported
-    programs) as suite cases, named by their signature; the input's layout gives ``channels_last``."""
+    programs) as the public suite's ``Case`` objects, named by their signature; the input's layout gives
+    ``channels_last``."""
     from cuda_triton.conv.templates.geometry import CHANNELS_LAST, dense_layout
     from cuda_triton.conv.tuning_keys import problem_from_spec
 
+    case_type = _suite_module(PUBLIC_SUITE).Case
     cases = []
     for spec in json.loads(path.read_text()):
         p = problem_from_spec(spec)
         k = p.weight_size[1] * p.groups if p.transposed else p.weight_size[0]
         cases.append(
-            ProblemCase(
+            case_type(
                 name=p.signature(), N=p.batch, C=p.in_channels, spatial=tuple(p.in_spatial), K=k,
                 kernel=tuple(p.kernel), stride=tuple(p.params.stride), pad_before=tuple(p.params.padding_before),
                 pad_after=tuple(p.params.padding_after), dilation=tuple(p.params.dilation), groups=p.groups,
