@@ -292,7 +292,9 @@ def split_carry(limit: int = PART_BYTES) -> list[Path]:
             break
         size = path.stat().st_size
         keep = max(0, size - over - SPLIT_RECORD_BYTES)
-        record: dict[str, Any] = {"file": path.name, "size": size, "sha256": _sha256(path), "pieces": []}
+        record: dict[str, Any] = {
+            "file": path.name, "size": size, "kept": keep, "sha256": _sha256(path), "pieces": []
+        }  # fmt: skip
         with path.open("r+b") as f:
             offset = keep
             while offset < size:
@@ -333,10 +335,9 @@ def join_carry() -> None:
                 f"{path.name} is split and pieces are missing: carry {', '.join(missing)} in earlier calls on the "
                 "same warm machine (`prepare` printed the calls)"
             )
-        first_offset = int(sources[0].name.rsplit(".", 1)[1])
         with path.open("r+b") as f:
-            f.truncate(first_offset)
-            f.seek(first_offset)
+            f.truncate(record["kept"])
+            f.seek(record["kept"])
             for piece in sources:
                 f.write(piece.read_bytes())
         if _sha256(path) != record["sha256"]:

@@ -159,10 +159,7 @@ def _store_cl_tile(acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
     acc = add_bias(acc, b_ptr, co, c_ok, HAS_BIAS)
     out_pos = (od * OH + oh) * OW + ow
     y_base = y_ptr + n.to(tl.int64) * (OD * OH * OW * C_OUT)
-    if OUT_CL:
-        y_off = out_pos[:, None] * C_OUT + co[None, :]
-    else:
-        y_off = co[None, :] * (OD * OH * OW) + out_pos[:, None]
+    y_off = _output_offsets(0, co[None, :], out_pos[:, None], OD, OH, OW, C_OUT, OUT_CL)  # within image n
     if len(PROGRAM) > 0:  # a fused elementwise chain (conv/epilogue.py); the tile is one image's
         rows_n = n.to(tl.int64) + tl.zeros_like(out_pos).to(tl.int64)
         offs = n.to(tl.int64) * (OD * OH * OW * C_OUT) + y_off
