@@ -22,7 +22,8 @@ import triton
 
 @dataclass(frozen=True)
 class Support:
-    """Truthy when supported; otherwise ``reason`` says why not, in a sentence a user understands."""
+    """Truthy when supported; otherwise ``reason`` says why not, in a sentence a user understands (a yes may say
+    why it was taken)."""
 
     ok: bool
     reason: str = ""
@@ -31,8 +32,8 @@ class Support:
         return self.ok
 
     @staticmethod
-    def yes() -> Support:
-        return Support(True)
+    def yes(reason: str = "") -> Support:
+        return Support(True, reason)
 
     @staticmethod
     def no(reason: str) -> Support:

@@ -24,28 +24,15 @@ from torch.fx import Node
 from torch.fx.operator_schemas import normalize_function
 
 from ...conv.binding import aten_overload
+from ...kernel.launch import Support
 from ..options import CudaTritonOptions
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A config's answer for one node: taken, or declined with the reason."""
-
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    @staticmethod
-    def yes(reason: str = "") -> Verdict:
-        return Verdict(True, reason)
-
-    @staticmethod
-    def no(reason: str) -> Verdict:
-        return Verdict(False, reason)
+# A config's answer for one node: taken, or declined with the reason. The same truthy answer with a reason that
+# a template gives for a problem, so a family's `supports` answer passes through as it is.
+Verdict = Support
 
 
 @dataclass(frozen=True)
