@@ -113,36 +113,25 @@ def conv_implicit_gemm_kernel(
     if len(PROLOGUE) > 0:
         n_lo, n_hi = tile_images(n, m_ok)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if FLAT_K:
-        # K = (tap, channel) flattened: each A column has its own tap.
-        K_TOTAL: tl.constexpr = KD * KH * KW * CIN_T
-        for kb in range(k_lo, k_hi):
+    K_TOTAL: tl.constexpr = KD * KH * KW * CIN_T
+    C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
+    for kb in range(k_lo, k_hi):
+        if FLAT_K:
+            # K = (tap, channel) flattened: each A column has its own tap.
             offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
             c = offs_k % CIN_T
             tap = offs_k // CIN_T
             di = d0[:, None] + ((tap // (KH * KW)) * DD)[None, :]
             hi = h0[:, None] + (((tap // KW) % KH) * DH)[None, :]
             wi = w0[:, None] + ((tap % KW) * DW)[None, :]
-            ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
-            ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
+            a_ok = m_ok[:, None] & (offs_k < K_TOTAL)[None, :]
+            a_ok &= (di >= 0) & (di < D) & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
             a_ptrs = x_tile + x_rows[:, None] + di * s_d + hi * s_h + wi * s_w + c[None, :] * s_c
-            a = tl.load(a_ptrs, mask=ok, other=0.0)
-            if len(PROLOGUE) > 0:  # a fused chain on the input, per (image, channel); padding stays zero
-                a = apply_prologue(
-                    a, n, n_lo, n_hi, c, c < CIN_T, ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn,
-                    p3_sc, PROLOGUE, P_KINDS, P_IMAGES,
-                )  # fmt: skip
-            if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
-                a = (a * a_scale).to(tl.float16)
-            elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
-                a = round_to_tf32(a, ROUND_TF32)
-            b = tl.load(weight_ptrs(w_tile, offs_k, offs_n, K_ROWS, COUT_P, W_KMAJOR))
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
-    else:
-        C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
-        for i in range(k_lo, k_hi):
-            tap = i // C_BLOCKS
-            c = (i % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
+            a = tl.load(a_ptrs, mask=a_ok, other=0.0)
+        else:
+            # K = (tap, channel block): one tap a step, BLOCK_K of its channels.
+            tap = kb // C_BLOCKS
+            c = (kb % C_BLOCKS) * BLOCK_K + tl.arange(0, BLOCK_K)
             di = d0 + (tap // (KH * KW)) * DD
             hi = h0 + ((tap // KW) % KH) * DH
             wi = w0 + (tap % KW) * DW
@@ -153,17 +142,20 @@ def conv_implicit_gemm_kernel(
             else:
                 a_ok = ok[:, None] & (c < CIN_T)[None, :]
             a = tl.load(x_tile + rows[:, None] + c[None, :] * s_c, mask=a_ok, other=0.0)
-            if len(PROLOGUE) > 0:
-                a = apply_prologue(
-                    a, n, n_lo, n_hi, c, c < CIN_T, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn,
-                    p3_sc, PROLOGUE, P_KINDS, P_IMAGES,
-                )  # fmt: skip
-            if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
-                a = (a * a_scale).to(tl.float16)
-            elif ROUND_TF32:
-                a = round_to_tf32(a, ROUND_TF32)
+        if len(PROLOGUE) > 0:  # a fused chain on the input, per (image, channel); padding stays zero
+            a = apply_prologue(
+                a, n, n_lo, n_hi, c, c < CIN_T, a_ok, p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn,
+                p3_sc, PROLOGUE, P_KINDS, P_IMAGES,
+            )  # fmt: skip
+        if F16_MMA == 1:  # (F16_MMA == 2 reads the scaled fp16 copy of the input)
+            a = (a * a_scale).to(tl.float16)
+        elif ROUND_TF32:  # fp32 with TF32: round to nearest, not the MMA's truncation (_tf32.py)
+            a = round_to_tf32(a, ROUND_TF32)
+        if FLAT_K:
+            b = tl.load(weight_ptrs(w_tile, offs_k, offs_n, K_ROWS, COUT_P, W_KMAJOR))
+        else:
             b = tl.load(weight_ptrs(w_tile, tap * CIN_P + c, offs_n, K_ROWS, COUT_P, W_KMAJOR))
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
     if F16_MMA:  # undo both scalings (powers of two: exact) before any store
         acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
 
