@@ -41,9 +41,7 @@ from .gemm_jit import (
     grouped_tile_ids,
     input_strides,
     split_k_range,
-    store_output,
-    store_output_with_epilogue,
-    store_split_k_share,
+    store_tile,
     weight_ptrs,
     widen_sizes,
 )
@@ -123,15 +121,10 @@ def conv_gemm_kernel(
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
 
     pixel = offs_m % out_pixels
-    if len(PROGRAM) > 0:  # a fused elementwise chain (with split-K the reduction applies it instead)
-        store_output_with_epilogue(
-            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
-            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
-        )  # fmt: skip
-    elif SPLIT_K == 1:
-        store_output(y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, out_pixels, HAS_BIAS, OUT_CL)
-    else:  # y_ptr is the fp32 workspace
-        store_split_k_share(y_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, M, out_pixels)
+    store_tile(
+        y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, M, out_pixels,
+        e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, SPLIT_K, PROGRAM, E_KINDS,
+    )  # fmt: skip
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles.

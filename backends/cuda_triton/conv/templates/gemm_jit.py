@@ -143,3 +143,27 @@ def store_output_with_epilogue(
         acc, offs, n, offs_n, mask, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, PROGRAM, E_KINDS,
     )  # fmt: skip
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def store_tile(
+    y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, M, out_pixels,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+    HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr, SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr,
+    E_KINDS: tl.constexpr,
+):  # fmt: skip
+    """A GEMM kernel's result tile, rows (image n, output pixel) x channels co_base + offs_n: through the fused
+    elementwise chain (which comes with one tile of all C_OUT channels and no split: a split's reduction applies
+    it), else as split-K share program_id(2) into the fp32 workspace y_ptr (`store_split_k_share`), else with the
+    bias (`store_output`)."""
+    if len(PROGRAM) > 0:
+        store_output_with_epilogue(
+            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
+        )  # fmt: skip
+    elif SPLIT_K > 1:
+        store_split_k_share(y_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, M, out_pixels)
+    else:
+        store_output(
+            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, out_pixels, HAS_BIAS, OUT_CL
+        )

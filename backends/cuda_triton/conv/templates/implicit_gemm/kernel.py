@@ -14,8 +14,7 @@ from ..gemm_jit import (
     input_strides,
     split_k_range,
     store_output,
-    store_output_with_epilogue,
-    store_split_k_share,
+    store_tile,
     weight_ptrs,
     widen_sizes,
 )
@@ -159,15 +158,7 @@ def conv_implicit_gemm_kernel(
     if F16_MMA:  # undo both scalings (powers of two: exact) before any store
         acc = acc * a_unscale * weight_unscale(w_ptr, W_NUMEL)
 
-    if len(PROGRAM) > 0:  # a fused elementwise chain: one group tile, no split (its reduction applies it)
-        store_output_with_epilogue(
-            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
-            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
-        )  # fmt: skip
-    elif SPLIT_K > 1:  # y_ptr is the fp32 workspace
-        store_split_k_share(y_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, BATCH * out_pixels,
-                            out_pixels)  # fmt: skip
-    elif TAIL_SPLIT > 1:
+    if TAIL_SPLIT > 1 and len(PROGRAM) == 0:  # (the template fuses no chain into a tail split)
         if share == 0:
             store_output(
                 y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, out_pixels, HAS_BIAS,
@@ -182,18 +173,8 @@ def conv_implicit_gemm_kernel(
                 ws, b_ptr, acc, 0, offs_m - row0, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, 0, False, True
             )
     else:
-        store_output(
-            y_ptr,
-            b_ptr,
-            acc,
-            n,
-            pixel,
-            m_ok,
-            offs_n,
-            tile * COUT_T,
-            COUT_T,
-            C_OUT,
-            out_pixels,
-            HAS_BIAS,
-            OUT_CL,
-        )
+        store_tile(
+            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, BATCH * out_pixels, out_pixels,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, SPLIT_K, PROGRAM,
+            E_KINDS,
+        )  # fmt: skip
