@@ -318,25 +318,33 @@ def report(args: argparse.Namespace) -> int:
     for r in rows:
         if r.get("etdump"):
             r["delegate_gpu_ms"], r["input_copy_ms"] = delegate_gpu_ms(Path(r["etdump"]))
-    labels = [f"{r['model'].replace('tv:', '')}\n{r['dtype']} b{r['batch']}" for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(rows)), 4))
-    width = 0.27
+    # One horizontal bar pair per program, sorted: the runner's speed-up over torch.compile and over eager on
+    # a log axis, with 1x marked, reads better than three latency bars per program once there are dozens.
+    rows_sorted = sorted(rows, key=lambda r: (r["model"], r["dtype"], r["batch"]))
+    labels = [f"{r['model'].replace('tv:', '')} {r['dtype']} b{r['batch']}" for r in rows_sorted]
+    fig, ax = plt.subplots(figsize=(7, max(3.0, 0.28 * len(rows_sorted) + 1.2)))
+    height = 0.4
     for k, (key, name) in enumerate(
-        (("runner_ms", "cuda_triton runner"), ("eager_ms", "PyTorch eager"), ("compiled_ms", "torch.compile"))
+        (
+            ("speedup_vs_compiled", "vs torch.compile (reduce-overhead)"),
+            ("speedup_vs_eager", "vs PyTorch eager"),
+        )
     ):
-        ax.bar(
-            [i + (k - 1) * width for i in range(len(rows))],
-            [r.get(key) or 0 for r in rows],
-            width,
+        ax.barh(
+            [i + (k - 0.5) * height for i in range(len(rows_sorted))],
+            [r.get(key) or 0 for r in rows_sorted],
+            height,
             label=name,
         )
-    ax.set_xticks(range(len(rows)), labels, fontsize=7)
-    ax.set_ylabel("median latency (ms, log)")
-    ax.set_yscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows_sorted)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("runner speed-up (median latency ratio, log; > 1: the runner is faster)")
     dates = sorted(r.get("run_date") or s["date"] for r in rows)
     span = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
     ax.set_title(f"{s['gpu']}, {span}", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     out.with_suffix(".md").write_text(markdown(s, png.name))

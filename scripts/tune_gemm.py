@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Time every schedule of the GEMM op family against cuBLAS on the linear layers of torchvision models (GPU).
+
+    PYTHONPATH=backends python scripts/tune_gemm.py --out OUT [--models convnext_tiny,efficientnet_b0] \\
+        [--batches 1,32] [--dtypes float16] [--workers 15]
+    PYTHONPATH=backends python scripts/tune_gemm.py --out OUT --dry-run     # anywhere: the layers and schedules
+
+The layers come from the models themselves: a forward pass on the meta device records every ``nn.Linear``'s
+input and, where the next module called is an activation the GEMM epilogue fuses (GELU, ReLU, SiLU, Hardswish),
+that activation. Each distinct (batch, M, K, N, activation) is one case: ``addmm(bias, x, weight.t())`` and its
+activation in the epilogue, as the delegate runs an ``nn.Linear``.
+
+For every case and dtype, each schedule of `ops.gemm.schedule_space` (the heuristic's pick first) runs on an output
+poisoned with NaN and is checked against an fp32 reference, then all of them and cuBLAS (``torch.addmm`` and the
+activation, eager: two kernels) are timed side by side from CUDA graphs (`tools.timing.time_side_by_side`, warm
+L2). Kernels are JIT-compiled by ``--workers`` processes first. The roofline floor is the larger of the bytes
+moved at the GPU's memory bandwidth and the flops at its dense 16-bit tensor rate (nominal figures by GPU name).
+
+Writes OUT/tune_gemm.json (every timing) and OUT/tune_gemm.md (one row per case: heuristic, best schedule,
+cuBLAS, floor). Exit status 1 when a schedule computes a wrong result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from cuda_triton.conv.epilogue import ConvEpilogue
+from cuda_triton.kernel.launch import Schedule, TensorArg
+from cuda_triton.ops.elementwise.program import instruction
+from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, schedules, scratch
+from cuda_triton.ops.tensor_meta import TensorMeta
+
+# The activations an nn.Linear's epilogue takes, by module class name.
+ACTIVATIONS = {"GELU": "gelu", "ReLU": "relu", "SiLU": "silu", "Hardswish": "hardswish"}
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+# Nominal (memory bytes/s, dense 16-bit tensor flop/s) by a substring of the GPU's name.
+ROOFLINES = {"H200": (4.8e12, 989e12), "H100": (3.35e12, 989e12), "A100": (2.0e12, 312e12)}
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    batch: int
+    m: int
+    k: int
+    n: int
+    activation: str  # "" for none
+
+    @property
+    def name(self) -> str:
+        act = f"+{self.activation}" if self.activation else ""
+        return f"{self.model}.b{self.batch}.m{self.m}k{self.k}n{self.n}{act}"
+
+
+def linear_layers(model: str, batch: int) -> list[Case]:
+    """The distinct nn.Linear layers of torchvision's ``model`` at ``batch``, with the activation that follows."""
+    from cuda_triton.models.torchvision_models import import_torchvision
+    from torch import nn
+
+    with torch.device("meta"):
+        net = getattr(import_torchvision().models, model)(weights=None).eval()
+    calls: list[tuple[nn.Module, tuple[int, ...]]] = []
+    hooks = [
+        mod.register_forward_hook(lambda m, inp, out: calls.append((m, tuple(inp[0].shape))))
+        for mod in net.modules()
+        if not list(mod.children())
+    ]
+    with torch.no_grad():
+        net(torch.empty(batch, 3, 224, 224, device="meta"))
+    for h in hooks:
+        h.remove()
+    cases: dict[Case, None] = {}
+    for i, (mod, shape) in enumerate(calls):
+        if not isinstance(mod, nn.Linear):
+            continue
+        nxt = type(calls[i + 1][0]).__name__ if i + 1 < len(calls) else ""
+        m = 1
+        for s in shape[:-1]:
+            m *= s
+        cases[Case(model, batch, m, mod.in_features, mod.out_features, ACTIVATIONS.get(nxt, ""))] = None
+    return list(cases)
+
+
+def make_spec(case: Case, dtype: str) -> GemmSpec:
+    dt = DTYPES[dtype]
+    bias = TensorMeta.of(torch.empty(case.n, dtype=dt, device="meta"))
+    a = TensorMeta.of(torch.empty(case.m, case.k, dtype=dt, device="meta"))
+    w = TensorMeta.of(torch.empty(case.n, case.k, dtype=dt, device="meta").t())
+    spec = GemmSpec.addmm(bias, a, w, allow_tf32=True)
+    if case.activation:
+        spec = spec.with_epilogue(ConvEpilogue((instruction(case.activation, 0),), ()))
+    return spec
+
+
+@dataclass(frozen=True)
+class GemmWarmup:
+    """JIT-compile the launches of ``schedules`` for one case (no GPU memory touched), in a worker process."""
+
+    case: Case
+    dtype: str
+    schedules: tuple[dict[str, int], ...]
+
+    def compile(self) -> tuple[int, list[str]]:
+        from cuda_triton.kernel.launch import running_arch
+
+        spec = make_spec(self.case, self.dtype)
+        errors: list[str] = []
+        for sd in self.schedules:
+            try:
+                for launch in launches(spec, Schedule.from_dict(sd)):
+                    args = [DTYPES[a.dtype] if isinstance(a, TensorArg) else a.value for a in launch.args]
+                    target = launch.for_arch(running_arch())
+                    target.fn.warmup(
+                        *args, grid=target.grid, **target.compile_options(), **dict(target.constexprs)
+                    )
+            except Exception as e:
+                errors.append(f"{Schedule.from_dict(sd).key()}: {type(e).__name__}: {str(e)[:200]}")
+        return len(self.schedules), errors
+
+
+def precompile(jobs: list[GemmWarmup], workers: int) -> None:
+    from cuda_triton.conv.compile_pool import CompilePool
+
+    pool = CompilePool(workers, start_method="spawn")
+    if pool.executor() is None:
+        for job in jobs:
+            job.compile()
+        return
+    pool.submit({f"job{i}": job for i, job in enumerate(jobs)})
+    try:
+        for fut in list(pool.futures.values()):
+            _, errors = fut.result()
+            for e in errors:
+                print(f"[compile] {e}", flush=True)
+    finally:
+        pool.shutdown()
+
+
+def reference(case: Case, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    acc = torch.addmm(tensors["in0"].float(), tensors["in1"].float(), tensors["in2"].float())
+    act = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu,
+           "hardswish": torch.nn.functional.hardswish}.get(case.activation)  # fmt: skip
+    return act(acc) if act else acc
+
+
+def cublas_fn(case: Case, tensors: dict[str, torch.Tensor]):
+    act = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu,
+           "hardswish": torch.nn.functional.hardswish}.get(case.activation)  # fmt: skip
+    bias, a, w = tensors["in0"], tensors["in1"], tensors["in2"]
+
+    def run() -> torch.Tensor:
+        y = torch.addmm(bias, a, w)
+        return act(y) if act else y
+
+    return run
+
+
+def floor_us(case: Case, dtype: str, gpu: str) -> float | None:
+    rates = next((r for key, r in ROOFLINES.items() if key in gpu), None)
+    if rates is None:
+        return None
+    size = DTYPES[dtype].itemsize
+    moved = (case.m * case.k + case.k * case.n + case.m * case.n + case.n) * size
+    return max(moved / rates[0], 2 * case.m * case.n * case.k / rates[1]) * 1e6
+
+
+def measure(case: Case, dtype: str, gpu: str) -> dict[str, Any]:
+    from cuda_triton.tools.timing import time_side_by_side
+
+    spec = make_spec(case, dtype)
+    dt = DTYPES[dtype]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    tensors = {
+        "in0": torch.randn(case.n, device="cuda", generator=gen).to(dt),
+        "in1": torch.randn(case.m, case.k, device="cuda", generator=gen).to(dt),
+        "in2": (torch.randn(case.n, case.k, device="cuda", generator=gen) / case.k**0.5).to(dt).t(),
+    }
+    expected = reference(case, tensors)
+    tol = (2e-2 if dtype == "bfloat16" else 4e-3) * max(1.0, expected.abs().max().item())
+    heuristic = heuristic_schedule(spec)
+    fns: dict[str, Any] = {}
+    wrong: list[str] = []
+    for sched in schedules(spec):
+        out = torch.full((case.m, case.n), float("nan"), device="cuda", dtype=dt)
+        bound = {**tensors, "out": out}
+        for s in scratch(spec, sched):
+            bound[s.role] = torch.empty(s.sizes, device="cuda", dtype=getattr(torch, s.dtype))
+        kernel_launches = launches(spec, sched)
+
+        def run(kl=kernel_launches, t=bound) -> None:
+            for launch in kl:
+                launch.run(t)
+
+        run()
+        err = (out.float() - expected).abs().max().item()
+        if not err <= tol:  # NaN included
+            wrong.append(f"{sched.key()}: max error {err:.3g} > {tol:.3g}")
+            continue
+        fns[sched.key()] = run
+    fns["cublas"] = cublas_fn(case, tensors)
+    times = {name: t for name, (t, _) in time_side_by_side(fns, reps=15, target_ms=1.0, warm_ms=10).items()}
+    ours = {k: v for k, v in times.items() if k != "cublas"}
+    best = min(ours, key=ours.get) if ours else None
+    return {
+        "case": case.name, "dtype": dtype, "m": case.m, "k": case.k, "n": case.n, "batch": case.batch,
+        "activation": case.activation, "heuristic": heuristic.key(), "heuristic_us": times.get(heuristic.key()),
+        "best": best, "best_us": ours.get(best), "cublas_us": times["cublas"], "floor_us": floor_us(case, dtype, gpu),
+        "times_us": times, "wrong": wrong,
+    }  # fmt: skip
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| case | dtype | heuristic us | best us | best schedule | cuBLAS us | floor us | heuristic / best | "
+        "cuBLAS / best |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        h, b, c, f = r["heuristic_us"], r["best_us"], r["cublas_us"], r["floor_us"]
+        lines.append(
+            f"| {r['case']} | {r['dtype']} | {h:.1f} | {b:.1f} | `{r['best']}` | {c:.1f} | "
+            f"{'-' if f is None else f'{f:.1f}'} | {h / b:.2f} | {c / b:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--models", default="convnext_tiny,efficientnet_b0,mobilenet_v3_large")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--dtypes", default="float16")
+    ap.add_argument("--workers", type=int, default=8, help="compile worker processes (0: compile inline)")
+    ap.add_argument("--dry-run", action="store_true", help="list the cases and their schedules only (no GPU)")
+    args = ap.parse_args()
+    dtypes = args.dtypes.split(",")
+    if unknown := set(dtypes) - set(DTYPES):
+        ap.error(f"unknown dtypes {sorted(unknown)}; choose from {sorted(DTYPES)}")
+    cases: list[Case] = []
+    for model in args.models.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            cases += linear_layers(model, batch)
+    print(f"[tune_gemm] {len(cases)} cases x {len(dtypes)} dtypes", flush=True)
+    if args.dry_run:
+        for case in cases:
+            for dtype in dtypes:
+                spec = make_spec(case, dtype)
+                print(f"  {case.name} {dtype}: {len(schedules(spec))} schedules, heuristic "
+                      f"{heuristic_schedule(spec).key()}")  # fmt: skip
+        return 0
+    if not torch.cuda.is_available():
+        print("tune_gemm: no CUDA device (use --dry-run on a machine without a GPU)", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    precompile(
+        [
+            GemmWarmup(c, d, tuple(s.as_dict() for s in schedules(make_spec(c, d))))
+            for c in cases
+            for d in dtypes
+        ],
+        args.workers,
+    )
+    print(f"[tune_gemm] compiled in {time.time() - t0:.0f} s", flush=True)
+    gpu = torch.cuda.get_device_name()
+    rows = []
+    for i, case in enumerate(cases):
+        for dtype in dtypes:
+            row = measure(case, dtype, gpu)
+            rows.append(row)
+            print(f"[{i + 1}/{len(cases)}] {case.name} {dtype}: heuristic {row['heuristic_us']:.1f} us, best "
+                  f"{row['best_us']:.1f} us ({row['best']}), cuBLAS {row['cublas_us']:.1f} us"
+                  + (f", {len(row['wrong'])} WRONG" if row["wrong"] else ""), flush=True)  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "gpu": gpu, "torch": torch.__version__, "host": platform.node(),
+        "command": "PYTHONPATH=backends python scripts/tune_gemm.py " + " ".join(sys.argv[1:]),
+    }  # fmt: skip
+    (args.out / "tune_gemm.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    header = f"# GEMM schedules against cuBLAS ({gpu}, {meta['date']})\n\nCommand: `{meta['command']}`\n\n"
+    (args.out / "tune_gemm.md").write_text(header + table(rows))
+    print(table(rows))
+    return 1 if any(r["wrong"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
