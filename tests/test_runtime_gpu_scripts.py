@@ -209,3 +209,21 @@ def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
     with pytest.raises(SystemExit, match="gpu_validate_part2"):
         gv.join_carry()
     assert gv.split_carry(10**6) == [] and not list((tmp_path / ".carry").glob("gpu_validate_part*"))
+
+
+def test_tune_gemm_lists_a_models_linear_layers(tmp_path) -> None:
+    """`tune_gemm.py --dry-run`: convnext_tiny's linear layers at batch 2, each with the activation after it, and
+    a schedule space for each (no GPU)."""
+    from torchvision_support import torchvision_or_skip
+
+    torchvision_or_skip()
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "backends")}
+    cmd = [sys.executable, str(ROOT / "scripts" / "tune_gemm.py"), "--out", str(tmp_path), "--dry-run"]
+    cmd += ["--models", "convnext_tiny", "--batches", "2"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=True).stdout
+    lines = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    # 4 stages x (expand + GELU, project) + the classifier
+    assert len(lines) == 9 and "convnext_tiny.b2.m6272k96n384+gelu" in lines
+    assert "convnext_tiny.b2.m6272k384n96" in lines and "convnext_tiny.b2.m2k768n1000" in lines
