@@ -19,7 +19,8 @@ demo           small mixed net (strided, 'same' depthwise, dilated,    one of ea
                transposed, 1-D 'same' with even kernel)
 ============== ======================================================= =========================================
 
-BatchNorm layers stay as they are (ExecuTorch does not fold them into convolutions); they run on the CPU.
+BatchNorm layers stay as modules; the delegate folds one that follows a forward convolution into that
+convolution's weight and bias (`_passes/batch_norm_fold.py`) and runs any other as its batch-norm op.
 """
 
 from __future__ import annotations
