@@ -180,3 +180,38 @@ def test_entry_mismatch_is_a_clear_error() -> None:
     )
     with pytest.raises(AotCompileError, match="runtime parameters"):
         compile_cache_key(bad, 90)
+
+
+@pytest.mark.timeout(600)
+def test_kernel_stats_reports_and_diffs(tmp_path) -> None:
+    """`scripts/kernel_stats.py`: ptxas usage and PTX counts of a problem's launches, and `diff` of two runs."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = {
+        "input_size": [1, 16, 12, 12], "input_stride": [2304, 1, 192, 16], "weight_size": [16, 1, 5, 5],
+        "weight_stride": [25, 1, 5, 1], "has_bias": True, "dtype": "float16", "allow_tf32": True,
+        "stride": [1, 1], "padding_before": [2, 2], "padding_after": [2, 2], "dilation": [1, 1],
+        "transposed": False, "output_padding": [0, 0], "groups": 16,
+    }  # fmt: skip
+    (tmp_path / "p.json").write_text(json.dumps([spec]))
+    env = {**os.environ, "PYTHONPATH": str(root / "backends")}
+    env.pop("TRITON_INTERPRET", None)
+    script = str(root / "scripts" / "kernel_stats.py")
+    out = tmp_path / "a.json"
+    subprocess.run([sys.executable, script, f"json:{tmp_path / 'p.json'}", "--json", str(out)], env=env,
+                   check=True, capture_output=True, timeout=500)  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert rows and all(r["registers"] > 0 and r["spill_stores"] >= 0 and r["st_global"] > 0 for r in rows)
+    same = subprocess.run(
+        [sys.executable, script, "diff", str(out), str(out)], capture_output=True, text=True
+    )
+    assert same.returncode == 0 and f"0 of {len(rows)} launches differ" in same.stdout
+    rows[0]["ptx_sha256"], rows[0]["registers"] = "0" * 16, rows[0]["registers"] + 8
+    (tmp_path / "b.json").write_text(json.dumps({"arch": 90, "rows": rows}))
+    changed = subprocess.run([sys.executable, script, "diff", str(out), str(tmp_path / "b.json")],
+                             capture_output=True, text=True)  # fmt: skip
+    assert changed.returncode == 1 and "registers" in changed.stdout
