@@ -10,7 +10,7 @@ Each problem's launches (the shipped tuning table's or heuristic's schedule, or 
 schedule of the supporting templates) are compiled as the export compiles them (`kernel.aot.compile_launch`, the
 Triton of this machine), then ``ptxas -v`` reports registers, spill bytes and stack frame, and the PTX is counted
 for the instructions that tell a layout problem (``shfl``, ``bar.sync``) or a memory one (global and shared
-loads and stores). The PTX's SHA-256 says whether two trees compile a launch to the same code: ``diff`` lists the
+loads and stores). The SHA-256 of the PTX without its debug lines says whether two trees compile a launch to the same code: ``diff`` lists the
 launches whose PTX or counts differ. A slow kernel with spills or thousands of shuffles has a code-generation
 problem, not a schedule problem.
 
@@ -66,6 +66,23 @@ def ptxas_usage(ptx: str, arch: int) -> dict[str, int]:
     }
 
 
+def code_of(ptx: str) -> str:
+    """The PTX without its debug information (source file and line of each instruction, the debug sections), so
+    that moving a kernel's source lines does not count as a code change."""
+    kept = []
+    in_debug = False
+    for line in ptx.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(".section") and ".debug" in stripped:
+            in_debug = True
+        if in_debug:
+            in_debug = stripped != "}"
+            continue
+        if not stripped.startswith((".loc", ".file", "//")):
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def launch_stats(launch, arch: int) -> dict[str, Any]:
     from cuda_triton.kernel.aot import compile_launch
 
@@ -77,7 +94,7 @@ def launch_stats(launch, arch: int) -> dict[str, Any]:
         "shared": kernel.shared,
         **ptxas_usage(kernel.ptx, arch),
         **counts,
-        "ptx_sha256": hashlib.sha256(kernel.ptx.encode()).hexdigest()[:16],
+        "ptx_sha256": hashlib.sha256(code_of(kernel.ptx).encode()).hexdigest()[:16],
     }
 
 
