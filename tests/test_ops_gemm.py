@@ -147,6 +147,34 @@ def test_small_batches_split_k() -> None:
     assert [la.name for la in launches(spec, schedule)] == ["gemm_kernel", "gemm_splitk_reduce_kernel"]
 
 
+@pytest.mark.timeout(60)
+def test_heuristic_follows_the_measured_rules() -> None:
+    """The rules kernels.heuristic_schedule_for states, on ConvNeXt-T's and the classifiers' linear layers."""
+
+    def pick(m: int, k: int, n: int) -> dict[str, int]:
+        x = TensorMeta.contiguous((m, k), "float16")
+        w = TensorMeta((k, n), (1, k), "float16")
+        spec = GemmSpec.addmm(TensorMeta.contiguous((n,), "float16"), x, w)
+        s = heuristic_schedule(spec)
+        return {**dict(s.params), "num_warps": s.num_warps}
+
+    # many tiles: 64 x 128 on 4 warps; BLOCK_K 32 where the output is wider than the reduction
+    assert pick(100352, 96, 384) == {
+        "BLOCK_M": 64,
+        "BLOCK_N": 128,
+        "BLOCK_K": 32,
+        "GROUP_M": 8,
+        "num_warps": 4,
+    }
+    assert pick(100352, 384, 96)["BLOCK_K"] == 64
+    # few tiles: split K only for at most 16 tiles with K >= 1024, at most 4 ways
+    assert "SPLIT_K" not in pick(784, 768, 192)  # 39 tiles
+    assert "SPLIT_K" not in pick(1, 768, 1000)  # K too short
+    assert pick(49, 3072, 768)["SPLIT_K"] == 4
+    assert pick(1, 1280, 1000)["SPLIT_K"] == 4 and pick(1, 1280, 1000)["BLOCK_M"] == 16
+    assert pick(32, 1280, 1000)["BLOCK_M"] == 16 and "SPLIT_K" not in pick(32, 1280, 1000)  # 32 tiles
+
+
 def test_any_output_layout() -> None:
     gen = torch.Generator().manual_seed(6)
     a, w = _randn(gen, 2, 9, 13), _randn(gen, 2, 13, 11)

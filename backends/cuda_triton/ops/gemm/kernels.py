@@ -155,6 +155,7 @@ def gemm_splitk_reduce_kernel(
 REDUCE_BLOCK = 64
 REDUCE_WARPS = 4
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K.
+# The BLOCK_K 32 rows give short reductions (ConvNeXt's K = 96) an unmasked K loop and more programs per SM.
 _CONFIGS = (
     (128, 128, 64, 8, 3),
     (128, 64, 64, 4, 4),
@@ -163,6 +164,13 @@ _CONFIGS = (
     (32, 64, 64, 4, 4),
     (16, 64, 64, 4, 4),
     (16, 128, 64, 4, 3),
+    (256, 128, 64, 8, 3),
+    (128, 256, 64, 8, 3),
+    (128, 128, 64, 4, 3),
+    (128, 128, 32, 4, 4),
+    (128, 64, 32, 4, 4),
+    (64, 128, 32, 4, 4),
+    (64, 64, 32, 4, 4),
 )
 
 
@@ -198,19 +206,39 @@ def split_k_options(
     return sorted({split, split // 2} - {0, 1})
 
 
+# The heuristic's split-K rule, fitted to scripts/tune_gemm.py on the H100 (docs/performance.md, "GEMM
+# schedules"): a split pays for its reduce launch only when few tiles each run a long K loop.
+SPLIT_MAX_TILES = 16
+SPLIT_MIN_K = 1024
+SPLIT_MAX = 4
+
+
 def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool) -> Schedule:
     """Big tiles when there are many; small row tiles for small M (a batch-1 classifier has M = 1), split along
-    K when the tiles leave most of the GPU idle."""
+    K when few tiles each run a long K loop.
+
+    With tiles to fill the GPU, 64 x 128 tiles on 4 warps beat 128 x 128 on 8 (more programs resident per SM
+    overlap one tile's epilogue with another's loads); a layer whose output is wider than its reduction (an
+    expanding MLP layer, store-bound) takes BLOCK_K 32 for the same reason."""
+    bk = 64
     if m <= 64:
-        bm, bn, warps, stages = (16 if m <= 16 else 32 if m <= 32 else 64), 64, 4, 4
+        bm, bn, warps, stages = (16 if m <= 32 else 64), 64, 4, 4
     elif cdiv(m, 128) * cdiv(n, 128) * batch >= NUM_SMS:
-        bm, bn, warps, stages = 128, 128, 8, 3
+        bm, bn, warps, stages = 64, 128, 4, 4
+        bk = 32 if n > k else 64
     else:
         bm, bn, warps, stages = 64, 64, 4, 4
-    base = _schedule(m, n, k, fp32, bm, bn, 64, warps, stages)
-    splits = split_k_options(batch, m, n, k, base["BLOCK_M"], base["BLOCK_N"], base["BLOCK_K"])
+    base = _schedule(m, n, k, fp32, bm, bn, bk, warps, stages)
+    tiles = cdiv(m, base["BLOCK_M"]) * cdiv(n, base["BLOCK_N"]) * batch
+    if tiles > SPLIT_MAX_TILES or k < SPLIT_MIN_K:
+        return base
+    splits = [
+        s
+        for s in split_k_options(batch, m, n, k, base["BLOCK_M"], base["BLOCK_N"], base["BLOCK_K"])
+        if s <= SPLIT_MAX
+    ]
     if splits:
-        return _schedule(m, n, k, fp32, bm, bn, 64, warps, stages, splits[-1])
+        return _schedule(m, n, k, fp32, bm, bn, bk, warps, stages, splits[-1])
     return base
 
 
