@@ -5,6 +5,8 @@
     build/cuda_triton_runner --model_path model.pte --num_executions 20 --etdump_path run.etdp
     # here (executorch installed)
     python scripts/etdump_ops.py run.etdp [--json out.json]
+    # each convolution's in-model time against cuDNN's for the same problem (bench_conv.py --suite json:...)
+    python scripts/etdump_ops.py run.etdp --pte model.pte --cudnn OUT/bench.json
 
 With an event tracer attached, every CudaTritonBackend delegate times its work with CUDA events and logs it as
 ExecuTorch delegate profiling events: one per delegate (``CudaTritonBackend#<n>``, its whole GPU work, staging
@@ -13,12 +15,21 @@ metadata). This prints, per delegate, its GPU time and each op's (median over th
 delegate), the ops' time summed by record kind and template (where the time goes by op family), then the host-side
 events ExecuTorch records (``Method::execute``, each ``DELEGATE_CALL``, the operators
 run on the CPU), so GPU time and host overhead can be read side by side. Times are in microseconds.
+
+With ``--pte`` (the program the run executed) and ``--cudnn`` (`bench_conv.py` runs over the program's
+convolutions, ``--suite json:`` of `pte_problems.py`), each convolution op's time in the run is set beside cuDNN's
+time for the same problem: the exported kernels (compiled by the export machine's Triton, fused epilogue and the
+op's CUDA events included) against cuDNN, where `bench_conv.py`'s own "ours" column times the GPU machine's JIT
+build of the same schedule, which can differ (docs/performance.md, "Batch-1 layers"). A profiled run launches op
+by op with events between them, so an op's time also holds any wait for the host to enqueue the next launch:
+for kernels of a few microseconds it is an upper bound.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
@@ -93,6 +104,80 @@ def by_kind(delegates: list[DelegateProfile]) -> list[tuple[str, int, float]]:
     return sorted(((k, int(n), us) for k, (n, us) in totals.items()), key=lambda t: -t[2])
 
 
+def conv_signatures(pte_path: str) -> dict[tuple[str, str], str]:
+    """(delegate event name, op event prefix ``op<i>``) -> ``signature:dtype`` of each convolution record of the
+    program's CudaTritonBackend delegates, numbered in program order as the runtime names them."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
+    from cuda_triton.serialization.blob import ConvRecord, deserialize
+    from cuda_triton.tools.emulate_blob import derive_launches
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(Path(pte_path).read_bytes()).program
+    found = {}
+    for n, delegate in enumerate(d for d in program.backend_delegate_data):
+        blob = deserialize(delegate.data)
+        for i, op in enumerate(blob.ops):
+            if isinstance(op, ConvRecord):
+                problem, _ = derive_launches(blob, op, allow_tf32=True)
+                found[(f"{DELEGATE_PREFIX}{n}", f"op{i}")] = f"{problem.signature()}:{problem.dtype}"
+    return found
+
+
+def against_cudnn(
+    delegates: list[DelegateProfile], signatures: dict[tuple[str, str], str], bench_paths: list[str]
+) -> list[dict[str, Any]]:
+    """One row per convolution op whose problem a bench run timed: its time in this run, cuDNN's and the eager
+    op's (the GPU machine's JIT) from the bench run."""
+    timed: dict[str, dict[str, Any]] = {}
+    for path in bench_paths:
+        with open(path) as f:
+            for case in json.load(f)["cases"]:
+                if case.get("cudnn_us"):
+                    timed[f"{case['case']['name']}:{case['case']['dtype']}"] = case
+    rows = []
+    for d in delegates:
+        for op in d.ops:
+            sig = signatures.get((d.delegate.name, op.name.split()[0]))
+            case = timed.get(sig) if sig else None
+            if case is None:
+                continue
+            rows.append(
+                {
+                    "op": op.name,
+                    "problem": sig,
+                    "template": " ".join(op.metadata.split()[1:3]),
+                    "in_model_us": op.median_us,
+                    "cudnn_us": case["cudnn_us"],
+                    "eager_op_us": case.get("ours_us"),
+                    "speedup": case["cudnn_us"] / op.median_us,
+                }  # fmt: skip
+            )
+    return rows
+
+
+def render_against_cudnn(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "",
+        "Convolutions against cuDNN (in-model time here; cuDNN and the eager op from the bench run):",
+    ]
+    for r in rows:
+        eager = "-" if r["eager_op_us"] is None else f"{r['eager_op_us']:.1f}"
+        lines.append(
+            f"  {r['in_model_us']:8.1f} us  cuDNN {r['cudnn_us']:7.1f}  {r['speedup']:5.2f}x  (eager op {eager})  "
+            f"{r['op'].split()[0]} {r['problem']} {r['template']}"
+        )
+    if rows:
+        gmean = math.exp(statistics.fmean(math.log(r["speedup"]) for r in rows))
+        worst = min(rows, key=lambda r: r["speedup"])
+        lines.append(
+            f"  geomean {gmean:.2f}x over {len(rows)} convolutions, worst {worst['speedup']:.2f}x "
+            f"({worst['problem']}); {sum(r['speedup'] < 1.0 for r in rows)} below 1.0x"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def render(delegates: list[DelegateProfile], host: list[Timed]) -> str:
     lines = []
     total = sum(d.delegate.median_us for d in delegates)
@@ -124,7 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("etdump", help="the runner's --etdump_path file")
     ap.add_argument("--json", help="also write the breakdown here")
+    ap.add_argument("--pte", help="the program the run executed (to name each convolution's problem)")
+    ap.add_argument(
+        "--cudnn", nargs="*", default=[], help="bench_conv.py bench.json runs over its convolutions"
+    )
     args = ap.parse_args(argv)
+    if args.cudnn and not args.pte:
+        ap.error("--cudnn needs --pte (the program, to know which problem each op runs)")
     delegates, host = breakdown(args.etdump)
     if not delegates:
         print(
@@ -133,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     print(render(delegates, host), end="")
+    convs = against_cudnn(delegates, conv_signatures(args.pte), args.cudnn) if args.cudnn else []
+    if args.cudnn:
+        print(render_against_cudnn(convs), end="")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
@@ -140,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                     "delegates": [asdict(d) for d in delegates],
                     "by_kind": [{"kind": k, "ops": n, "us": us} for k, n, us in by_kind(delegates)],
                     "host": [asdict(h) for h in host],
+                    "against_cudnn": convs,
                 },
                 f,
                 indent=1,

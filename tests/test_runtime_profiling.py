@@ -82,3 +82,39 @@ def test_no_op_profile_keeps_the_graph_and_etdumps_the_host_events(build, tmp_pa
     assert delegates == [] and any(h.name == "DELEGATE_CALL" for h in host)
     launches = [line for line in log.read_text().splitlines() if line.startswith("LAUNCH")]
     assert launches and all(line.endswith("via=graph") for line in launches)
+
+
+def test_convolutions_against_cudnn(build, tmp_path, host_planned, capsys) -> None:
+    """`--pte` names each convolution op's problem; `--cudnn` sets a bench run's cuDNN time for it beside the op's
+    time in the run."""
+    import json
+
+    from cuda_triton.serialization.blob import ConvRecord
+    from cuda_triton.tools.emulate_blob import derive_launches
+
+    etdump, _ = _profiled_run(build, tmp_path, host_planned)
+    pte, blobs, _ = host_planned
+    script = _etdump_ops()
+    signatures = script.conv_signatures(str(pte))
+    expected = {}
+    for n, blob_bytes in enumerate(blobs):
+        blob = deserialize(blob_bytes)
+        for i, op in enumerate(blob.ops):
+            if isinstance(op, ConvRecord):
+                problem, _ = derive_launches(blob, op, allow_tf32=True)
+                expected[(f"CudaTritonBackend#{n}", f"op{i}")] = f"{problem.signature()}:{problem.dtype}"
+    assert signatures == expected and expected
+    cudnn_us = 4 * KERNEL_NS / 1e3  # four times each op's one launch: every speed-up is 4x
+    cases = [
+        {"case": {"name": sig.rsplit(":", 1)[0], "dtype": sig.rsplit(":", 1)[1]}, "cudnn_us": cudnn_us,
+         "ours_us": 1.0}
+        for sig in set(expected.values())
+    ]  # fmt: skip
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"cases": cases}))
+    delegates, _ = script.breakdown(str(etdump))
+    rows = script.against_cudnn(delegates, signatures, [str(bench)])
+    assert len(rows) == len(expected) and all(r["speedup"] == pytest.approx(4.0, rel=1e-3) for r in rows)
+    assert script.main([str(etdump), "--pte", str(pte), "--cudnn", str(bench)]) == 0
+    out = capsys.readouterr().out
+    assert "Convolutions against cuDNN" in out and f"geomean 4.00x over {len(rows)} convolutions" in out
