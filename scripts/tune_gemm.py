@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 from cuda_triton.conv.epilogue import ConvEpilogue
-from cuda_triton.kernel.launch import Schedule, TensorArg
+from cuda_triton.kernel.launch import Schedule
 from cuda_triton.ops.elementwise.program import instruction
 from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, schedules, scratch
 from cuda_triton.ops.tensor_meta import TensorMeta
@@ -101,6 +101,11 @@ def make_spec(case: Case, dtype: str) -> GemmSpec:
     return spec
 
 
+def bound_roles(spec: GemmSpec, schedule: Schedule) -> set[str]:
+    """The roles `measure` binds to a tensor: addmm's bias, a and w, the output, the schedule's scratch."""
+    return {"in0", "in1", "in2", "out", *(s.role for s in scratch(spec, schedule))}
+
+
 @dataclass(frozen=True)
 class GemmWarmup:
     """JIT-compile the launches of ``schedules`` for one case (no GPU memory touched), in a worker process."""
@@ -111,13 +116,15 @@ class GemmWarmup:
 
     def compile(self) -> tuple[int, list[str]]:
         from cuda_triton.kernel.launch import running_arch
+        from cuda_triton.tools.warmup import warmup_args
 
         spec = make_spec(self.case, self.dtype)
         errors: list[str] = []
         for sd in self.schedules:
             try:
-                for launch in launches(spec, Schedule.from_dict(sd)):
-                    args = [DTYPES[a.dtype] if isinstance(a, TensorArg) else a.value for a in launch.args]
+                schedule = Schedule.from_dict(sd)
+                for launch in launches(spec, schedule):
+                    args = warmup_args(launch, bound_roles(spec, schedule), DTYPES[self.dtype])
                     target = launch.for_arch(running_arch())
                     target.fn.warmup(
                         *args, grid=target.grid, **target.compile_options(), **dict(target.constexprs)

@@ -555,3 +555,47 @@ def test_no_executorch_import():
 
     env = {**os.environ}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("has_bias", [True, False])
+def test_compile_workers_specialise_as_the_tuner_runs(has_bias: bool, monkeypatch) -> None:
+    """The tuner's compile workers (`tools.warmup.ScheduleWarmup`) pass each launch the arguments the measured run
+    will (a None pointer where the run has no tensor: Triton specialises on it), for every template and schedule
+    of a few problems, so the run hits the kernel the workers compiled."""
+    from cuda_triton.tools.tuning_measure import Operands, schedule_runner, tuned_roles
+    from cuda_triton.tools.warmup import warmup_args
+
+    seen: list[list] = []
+    monkeypatch.setattr(KernelLaunch, "run", lambda self, tensors: seen.append(self.resolve(tensors)))
+    cases = [
+        ((1, 8, 9, 9), (8, 1, 3, 3), ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 8), True),
+        ((2, 16, 7, 7), (32, 16, 3, 3), ConvParams((2, 2), (1, 1), (1, 1), (1, 1), False, (0, 0), 1), False),
+        ((1, 64, 4), (64, 64, 3), ConvParams((1,), (1,), (1,), (1,), False, (0,), 1), False),
+    ]
+    for x_size, w_size, p, channels_last in cases:
+        x = torch.randn(x_size, dtype=torch.float16)
+        w = torch.randn(w_size, dtype=torch.float16)
+        if channels_last:
+            x, w = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
+        b = torch.randn(w_size[0], dtype=torch.float16) if has_bias else None
+        problem = ConvProblem.from_tensors(x, w, b, p, True)
+        out = torch.empty_strided(problem.output_size, problem.output_stride, dtype=torch.float16)
+        ops = Operands([x], [w], [b], [out], torch.empty(0), torch.empty(0))
+        for template in templates_mod.registered_templates():
+            if not template.supports(problem):
+                continue
+            for schedule in template.schedules(problem)[:6]:
+                seen.clear()
+                schedule_runner(template, problem, schedule, ops)(0)
+                bound = tuned_roles(template, problem, schedule)
+                expected = [
+                    warmup_args(la, bound, torch.float16) for la in template.launches(problem, schedule)
+                ]
+                assert len(seen) == len(expected), (template.name, schedule.key())
+                for run_args, warm_args in zip(seen, expected, strict=True):
+                    for got, want in zip(run_args, warm_args, strict=True):
+                        if isinstance(got, torch.Tensor):
+                            assert want == got.dtype, (template.name, schedule.key())
+                        else:
+                            assert want == got, (template.name, schedule.key())

@@ -158,6 +158,14 @@ def _exact_fp32():
         b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32, b.cudnn.benchmark = saved
 
 
+def tuned_roles(template, problem, schedule) -> set[str]:
+    """The roles `schedule_runner` binds to a tensor (the compile workers stand in for exactly these,
+    `tools.warmup.warmup_args`): input, weight, output, the schedule's scratch, and the bias when the problem has
+    one; no fused chain's operands."""
+    roles = {"input", "weight", "output", *(t.role for t in template.scratch(problem, schedule))}
+    return roles | {"bias"} if problem.has_bias else roles
+
+
 def schedule_runner(template, problem, schedule, ops: Operands) -> Callable[[int], None]:
     """run(i): the schedule's launches on rotating operand set i (its prepared weight and scratch made once)."""
     launches = template.launches(problem, schedule)

@@ -34,6 +34,25 @@ from . import conv_cases as nc
 _TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
 
 
+def warmup_args(launch: Any, bound: set[str], default_dtype: torch.dtype) -> list[Any]:
+    """``launch``'s positional arguments for ``fn.warmup``, specialised as the measured run's will be, so that the
+    run finds the kernel the worker compiled: a tensor of a role in ``bound`` (the roles the run binds to a
+    tensor) is a stand-in carrying its dtype (Triton assumes a 16-byte-aligned pointer); any other role (a
+    bias-free problem's bias, the operand slots of a fused chain it does not have) is None, as the run passes it.
+    Triton specialises on a None pointer, so a stand-in there would compile a kernel nobody runs."""
+    from cuda_triton.kernel.launch import TensorArg
+
+    args: list[Any] = []
+    for a in launch.args:
+        if not isinstance(a, TensorArg):
+            args.append(a.value)
+        elif a.role not in bound:
+            args.append(None)
+        else:
+            args.append(_TORCH_DTYPE.get(a.dtype, default_dtype))
+    return args
+
+
 @dataclass(frozen=True)
 class ScheduleWarmup:
     """JIT-compile the launches of ``schedules`` (dicts) of ``template`` for the problem ``spec``."""
@@ -46,7 +65,9 @@ class ScheduleWarmup:
         """(schedules compiled, errors): a template error is reported, never raised."""
         from cuda_triton.conv.templates import get_template
         from cuda_triton.conv.tuning_keys import problem_from_spec
-        from cuda_triton.kernel.launch import Schedule, TensorArg, running_arch
+        from cuda_triton.kernel.launch import Schedule, running_arch
+
+        from .tuning_measure import tuned_roles
 
         problem = problem_from_spec(self.spec)
         template = get_template(self.template)
@@ -54,16 +75,9 @@ class ScheduleWarmup:
         done = 0
         for sd in self.schedules:
             try:
-                for launch in template.launches(problem, Schedule.from_dict(sd)):
-                    args = []
-                    for a in launch.args:
-                        if isinstance(a, TensorArg):
-                            if a.role == "bias" and not problem.has_bias:
-                                args.append(None)
-                            else:  # a MockTensor: the dtype and a 16-byte-aligned pointer
-                                args.append(_TORCH_DTYPE.get(a.dtype, problem.torch_dtype))
-                        else:
-                            args.append(a.value)
+                schedule = Schedule.from_dict(sd)
+                for launch in template.launches(problem, schedule):
+                    args = warmup_args(launch, tuned_roles(template, problem, schedule), problem.torch_dtype)
                     target = launch.for_arch(running_arch())
                     target.fn.warmup(
                         *args, grid=target.grid, **target.compile_options(), **dict(target.constexprs)
