@@ -134,7 +134,7 @@ def test_implicit_gemm_applies_the_prologue(dtype: str, kernel: int) -> None:
     torch.manual_seed(0)
     patch_interpreter_bf16_dot()
     chain = (*SE_CHAIN, instruction("add", 5, -1, c0=1.0))
-    for cin in (40, 3):  # 3 channels: the flat-K loop
+    for cin in (35, 3):  # 3 channels: the flat-K loop; 35 x 9 taps stays under PROLOGUE_MAX_K
         x = torch.randn(2, cin, 5, 6, dtype=DTYPES[dtype]).to(memory_format=torch.channels_last)
         w = (torch.randn(24, cin, kernel, kernel, dtype=DTYPES[dtype]) / (cin * kernel * kernel) ** 0.5).to(
             memory_format=torch.channels_last
@@ -168,15 +168,16 @@ def test_other_templates_decline_a_prologue() -> None:
         )
 
 
+@pytest.mark.parametrize("name", ["gemm", "implicit_gemm"])
 @pytest.mark.parametrize(("cin", "takes"), [(120, True), (319, True), (320, False), (672, False)])
-def test_gemm_declines_a_prologue_on_long_reductions(cin: int, takes: bool) -> None:
-    """1x1 convs with a reduction of `PROLOGUE_MAX_K` or more run the chain as its own kernel (measured faster)."""
-    from cuda_triton.conv.templates.gemm import PROLOGUE_MAX_K
+def test_gemm_kernels_decline_a_prologue_on_long_reductions(name: str, cin: int, takes: bool) -> None:
+    """Reductions of `PROLOGUE_MAX_K` or more run the chain as its own kernel (measured faster)."""
+    from cuda_triton.conv.templates.gemm_common import PROLOGUE_MAX_K
 
     assert PROLOGUE_MAX_K == 320
     _, problem, _, _, _ = _case("fp16", cin, (4, 4), 8)
-    gemm = get_template("gemm")
-    assert gemm.takes_prologue(problem, gemm.heuristic_schedule(problem)) == takes
+    template = get_template(name)
+    assert template.takes_prologue(problem, template.heuristic_schedule(problem)) == takes
 
 
 @pytest.mark.timeout(600)

@@ -35,7 +35,14 @@ from .epilogue_args import (
     prologue_images,
 )
 from .epilogue_jit import apply_prologue, tile_images
-from .gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
+from .gemm_common import (
+    GROUP_M,
+    PROLOGUE_MAX_K,
+    GemmShapedTemplate,
+    dot_constexprs,
+    tile_constexprs,
+    weight_k_major,
+)
 from .gemm_jit import (
     gemm_rows,
     grouped_tile_ids,
@@ -47,12 +54,6 @@ from .gemm_jit import (
 )
 from .geometry import NUM_SMS, Geometry, fit_block
 from .launch_args import dim_constexprs, size_args
-
-# Shortest reduction (taps x C_in) for which the kernel declines a prologue. H100, fp16, squeeze-excitation's
-# x * s before a 1x1 (scripts/bench_conv_epilogue.py, docs/bench/h100-conv-epilogue.md): fused against the
-# elementwise kernel plus the plain conv, K = 16-120 1.03-1.77x, but K = 320 0.85-0.92x and K = 672 0.82x at
-# batch 1 (1.00x at 32): on the few tiles of a batch-1 layer each K step waits on the A tile's scaling.
-PROLOGUE_MAX_K = 320
 
 
 @triton.jit

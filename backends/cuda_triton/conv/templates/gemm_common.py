@@ -16,6 +16,14 @@ from .geometry import INT32_MAX, is_dense
 GEMM_DTYPES = ("float16", "bfloat16", "float32")
 # Row tiles per group of the kernels' program order (`gemm_jit.grouped_tile_ids`): weight tiles stay in L2.
 GROUP_M = 8
+# Shortest reduction (taps x C_in) for which the gemm and implicit GEMM kernels decline a prologue: the chain is
+# applied to every A tile on its way to the MMA, once per column tile and (implicit GEMM) per tap that reads the
+# element, so on a long reduction it costs more than one elementwise kernel. Measured on the H100, fp16:
+# squeeze-excitation's x * s before a 1x1 (scripts/bench_conv_epilogue.py, docs/bench/h100-conv-epilogue.md),
+# fused against the elementwise kernel plus the plain conv, K = 16-120 1.03-1.77x, but K = 320 0.85-0.92x and
+# K = 672 0.82x at batch 1 (1.00x at 32); wav2vec2's GELU before its second convolution (K = 1536) took 87.8 us
+# profiled in the program against 27.5 us for the next, half-length layer without it.
+PROLOGUE_MAX_K = 320
 
 
 def common_support_problems(problem: ConvProblem) -> str | None:

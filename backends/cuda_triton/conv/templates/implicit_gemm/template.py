@@ -37,7 +37,14 @@ from ..epilogue_args import (
     prologue_constexprs,
     prologue_images,
 )
-from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
+from ..gemm_common import (
+    GROUP_M,
+    PROLOGUE_MAX_K,
+    GemmShapedTemplate,
+    dot_constexprs,
+    tile_constexprs,
+    weight_k_major,
+)
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
 from .heuristics import heuristic_schedule
@@ -202,8 +209,10 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         return problem.groups == 1 and tail_split_of(schedule) == 1
 
     def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        # Channels index the input directly (no groups); F16_MMA reads a scaled copy the prologue never saw.
-        return problem.groups == 1 and not uses_f16_mma(schedule)
+        # Channels index the input directly (no groups); F16_MMA reads a scaled copy the prologue never saw; not
+        # for reductions of PROLOGUE_MAX_K or more (gemm_common.py).
+        g = Geometry.of(problem)
+        return problem.groups == 1 and not uses_f16_mma(schedule) and g.taps * g.cin < PROLOGUE_MAX_K
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         f16 = uses_f16_mma(schedule)
