@@ -180,6 +180,22 @@ def test_gemm_kernels_decline_a_prologue_on_long_reductions(name: str, cin: int,
     assert template.takes_prologue(problem, template.heuristic_schedule(problem)) == takes
 
 
+@pytest.mark.parametrize("name", ["gemm", "implicit_gemm"])
+def test_cheap_prologues_stay_fused_on_long_reductions(name: str) -> None:
+    """A chain of cheap ops reading no tensor (ReLU, a clamp) costs an instruction or two an element: fused on any
+    reduction; a transcendental one (GELU) is not on long reductions."""
+    base, _, _, _, _ = _case("fp16", 672, (4, 4), 8)
+    template = get_template(name)
+    schedule = template.heuristic_schedule(base)
+    for chain, takes in [
+        ((instruction("relu", 0),), True),
+        ((instruction("clamp", 0, c0=0.0, c1=6.0), instruction("mul", 4, -1, c0=0.5)), True),
+        ((instruction("gelu", 0),), False),
+    ]:
+        problem = replace(base, prologue=ConvPrologue(chain, ()))
+        assert template.takes_prologue(problem, schedule) == takes, chain
+
+
 @pytest.mark.timeout(600)
 def test_prologue_kernel_compiles_for_every_arch() -> None:
     from cuda_triton.kernel.aot import compile_launch

@@ -85,7 +85,8 @@ def test_channels_last_like_and_same_addresses() -> None:
     assert channels_last_like((2, 8, 4, 4), [((2, 8, 4, 4), nchw)]) is None
     assert channels_last_like((2, 8, 4, 4), [((2, 8, 4, 4), cl), ((2, 8, 4, 4), nchw)]) is None
     assert channels_last_like((2, 8, 4, 4), [vec]) is None
-    assert channels_last_like((2, 8, 4), [((2, 8, 4), (32, 4, 1))]) is None  # 3-D: not an image
+    assert channels_last_like((2, 8, 4), [((2, 8, 4), (32, 4, 1))]) is None  # (N, C, L) storage
+    assert channels_last_like((2, 8, 4), [((2, 8, 4), (32, 1, 8))]) == (32, 1, 8)  # (N, L, C): a 1-D map
     assert same_addresses([2, 8, 1, 1], [8, 1, 1, 1], [8, 1, 8, 8])
     assert not same_addresses([2, 8, 4, 4], list(cl), list(nchw))
 
@@ -136,3 +137,37 @@ def test_emulated_blob_matches_eager(dtype: str, channels_last: bool) -> None:
     model, example = _model(dtype)
     options = CudaTritonOptions(allow_tf32=False, channels_last=channels_last)
     assert_one_delegate_matches_eager(model, example, options, TOL[dtype] * 5)
+
+
+class AudioEncoder(nn.Module):
+    """wav2vec2's feature encoder in small: 1-D convolutions, a group norm and GELUs, the last GELU the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c0 = nn.Conv1d(1, 16, 10, 5, bias=False)
+        self.norm = nn.GroupNorm(16, 16)
+        self.c1 = nn.Conv1d(16, 16, 3, 2, bias=False)
+        self.c2 = nn.Conv1d(16, 16, 2, 2, bias=False)
+
+    def forward(self, x):
+        x = nn.functional.gelu(self.norm(self.c0(x)))
+        return nn.functional.gelu(self.c2(nn.functional.gelu(self.c1(x))))
+
+
+@pytest.mark.timeout(600)
+def test_one_d_maps_are_stored_length_major_and_the_output_is_written_in_place() -> None:
+    """Between 1-D convolutions every map is stored (N, L, C), so no convolution copies its input to that layout
+    first; the last one, whose fused GELU writes the delegate output, keeps its recorded weight and writes the
+    program's (N, C, L) output itself (a 1-D output layout follows the weight alone): no copy record."""
+    torch.manual_seed(0)
+    model, example = AudioEncoder().eval(), (torch.randn(2, 1, 200),)
+    blob = _blob(model, example, CudaTritonOptions())
+    maps = [v for v in blob.values if v.kind == "intermediate" and len(v.sizes) == 3 and v.sizes[1] > 1]
+    assert maps and all(v.strides == list(channels_last_strides(v.sizes)) for v in maps), [
+        (v.sizes, v.strides) for v in maps
+    ]
+    convs = [op for op in blob.ops if isinstance(op, ConvRecord)]
+    assert len(convs) == 3 and "CL_COPY1" not in " ".join(op.schedule for op in convs)
+    assert blob.values[convs[-1].output].kind == "output" and convs[-1].epilogue
+    assert not any(isinstance(op, ElementwiseRecord) and op.steps[0].op == "copy" for op in blob.ops)
+    assert_one_delegate_matches_eager(model, example, CudaTritonOptions(), 1e-3)  # fp32 on TF32

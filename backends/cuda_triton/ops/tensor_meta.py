@@ -136,8 +136,9 @@ def is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def is_channels_last_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
-    """ATen's is_contiguous(memory_format=channels_last{,_3d}) for a 4-D or 5-D tensor (size-1 dims ignored)."""
-    if len(sizes) not in (4, 5):
+    """ATen's is_contiguous(memory_format=channels_last{,_3d}) for a 4-D or 5-D tensor, and its analogue (N, L, C)
+    storage for a 3-D one (size-1 dims ignored)."""
+    if len(sizes) not in (3, 4, 5):
         return False
     expected = 1
     for d in reversed(channels_last_order(len(sizes))):

@@ -86,23 +86,27 @@ def draft_conv(
     w_sizes = [int(s) for s in w.shape]
     w_strides = [int(s) for s in w.stride()]
     batched = len(x.sizes) == len(w_sizes)
-    # See layout_plan: a result that stays inside is written channels-last; so is one of a channels-last input
-    # (whatever the weight), and declaring the weight alike then keeps the problem that of its siblings.
-    if (
-        options.channels_last
-        and batched
-        and (result not in pd.out_index or is_channels_last_contiguous(x.sizes, x.strides))
-    ):
+    # See layout_plan: a result that stays inside is written channels-last; so is one of a 2-D or 3-D
+    # channels-last input (whatever the weight), and declaring the weight alike then keeps the problem that of its
+    # siblings. A 1-D convolution's output layout follows its weight alone (conv/layout.py), so one that writes a
+    # delegate output, itself or through its fused chain, keeps the recorded weight and writes the recorded layout
+    # with no copy.
+    image_cl_input = len(x.sizes) in (4, 5) and is_channels_last_contiguous(x.sizes, x.strides)
+    writes_output = result in pd.out_index or (
+        len(x.sizes) == 3 and chain_end is not None and chain_end in pd.out_index
+    )
+    if options.channels_last and batched and (not writes_output or image_cl_input):
         w_strides = list(channels_last_weight(w_sizes) or w_strides)
     problem = ConvProblem.from_shapes(
         x.sizes, x.strides, tuple(w_sizes), tuple(w_strides), has_bias, params, x.dtype, options.allow_tf32
     )
     template, schedule, tuned = choose_schedule(problem, pd.tuning)
     if prologue is not None:
-        if not template.takes_prologue(problem, schedule):  # the chain is a kernel of its own after all
+        with_prologue = replace(problem, prologue=prologue.prologue)
+        if not template.takes_prologue(with_prologue, schedule):  # the chain is a kernel of its own after all
             draft_elementwise(prologue.end, pd, prologue.fused_into)
             return draft_conv(node, pd, chain_end, fused_into)
-        problem = replace(problem, prologue=prologue.prologue)
+        problem = with_prologue
     draft.tuned_ops += tuned
     draft.templates[template.name] = draft.templates.get(template.name, 0) + 1
 

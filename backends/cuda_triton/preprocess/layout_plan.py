@@ -6,10 +6,12 @@ convolution kernels read and write channels-last fastest (a 1x1 convolution is t
 ``[N * H * W, C]``, a depthwise one reads whole channel vectors). With the ``channels_last`` option (on by
 default):
 
-* a 2-D or 3-D convolution whose result stays inside the delegate writes it channels-last. Its record declares
-  the weight channels-last, which makes the convolution layout rule's output channels-last whatever the input's
-  layout; the prepared weight the kernels read is the same either way (`ConvTemplate.prepare_weight`). A
-  convolution reading a channels-last input declares it so too (its result is channels-last by the rule anyway);
+* a convolution whose result stays inside the delegate writes it channels-last ((N, L, C) for a 1-D one). Its
+  record declares the weight channels-last, which makes the convolution layout rule's output channels-last
+  whatever the input's layout; the prepared weight the kernels read is the same either way
+  (`ConvTemplate.prepare_weight`). A 2-D or 3-D convolution reading a channels-last input declares it so too
+  (its result is channels-last by the rule anyway); a 1-D one, whose result layout follows its weight alone,
+  keeps the recorded weight when it (or its fused chain) writes a delegate output, which it then writes directly;
 * an op that keeps the layout of its input (elementwise by its family's rule, pooling, batch and group norm,
   pad, upsample, cat) writes channels-last when its image inputs are channels-last (`channels_last_like`);
 * a view is a view of the stored bytes where one exists, else a copy (`preprocess.data_movement`);
@@ -31,12 +33,12 @@ from ..ops.tensor_meta import Shape, channels_last_strides, is_channels_last_con
 def channels_last_like(
     sizes: Sequence[int], inputs: Sequence[tuple[Sequence[int], Sequence[int]]]
 ) -> Shape | None:
-    """Dense channels-last strides for an output of ``sizes`` that keeps its inputs' layout: when it is 4-D or
-    5-D and every input of its rank is channels-last, at least one of them strictly (a tensor whose size-1 dims
+    """Dense channels-last strides for an output of ``sizes`` that keeps its inputs' layout: when it is 3-D (a 1-D
+    map stored (N, L, C)), 4-D or 5-D and every input of its rank is channels-last, at least one of them strictly (a tensor whose size-1 dims
     make it both contiguous and channels-last decides nothing). None otherwise (the caller keeps the recorded
     layout)."""
     rank = len(sizes)
-    if rank not in (4, 5):
+    if rank not in (3, 4, 5):
         return None
     images = [(s, st) for s, st in inputs if len(s) == rank]
     if not images or not all(is_channels_last_contiguous(s, st) for s, st in images):
@@ -48,9 +50,9 @@ def channels_last_like(
 
 def channels_last_weight(sizes: Sequence[int]) -> Shape | None:
     """The strides a convolution record declares for its weight so that the layout rule gives a channels-last
-    output: dense channels-last for a 2-D or 3-D convolution's 4-D/5-D weight, None for a 1-D one (its rule
-    views the tensors as 4-D, and 1-D kernels are tuned on the recorded layouts)."""
-    return channels_last_strides(sizes) if len(sizes) in (4, 5) else None
+    output: dense channels-last for a 1-D, 2-D or 3-D convolution's weight (a 1-D rule views the tensors as 4-D
+    and follows the weight's layout, giving an (N, L, C) result)."""
+    return channels_last_strides(sizes) if len(sizes) in (3, 4, 5) else None
 
 
 def planned_conv_problem(problem: ConvProblem, input_inside: bool, output_inside: bool) -> ConvProblem:
@@ -60,7 +62,7 @@ def planned_conv_problem(problem: ConvProblem, input_inside: bool, output_inside
     delegate from its inputs by layout-keeping ops alone stays contiguous; a wrong guess costs only an early compile
     nobody uses. ``output_inside``: the result stays in the delegate, or the input is channels-last (the result is
     then channels-last whatever the weight, and the drafter declares the weight alike)."""
-    image = len(problem.weight_size) in (4, 5)
+    image = len(problem.weight_size) in (3, 4, 5)
     x_strides = channels_last_strides(problem.input_size) if image and input_inside else problem.input_stride
     w_strides = (
         channels_last_weight(problem.weight_size) if output_inside else None

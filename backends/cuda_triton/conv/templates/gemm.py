@@ -37,9 +37,9 @@ from .epilogue_args import (
 from .epilogue_jit import apply_prologue, tile_images
 from .gemm_common import (
     GROUP_M,
-    PROLOGUE_MAX_K,
     GemmShapedTemplate,
     dot_constexprs,
+    prologue_pays,
     tile_constexprs,
     weight_k_major,
 )
@@ -219,10 +219,8 @@ class GemmTemplate(GemmShapedTemplate):
         return True  # in the kernel's store, or with split-K in the reduction's
 
     def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        # On each A tile as it is loaded, whatever the split; not for reductions of PROLOGUE_MAX_K or more, where
-        # scaling every A tile in registers on the way to the MMA costs more than a separate elementwise kernel.
-        g = Geometry.of(problem)
-        return g.taps * g.cin < PROLOGUE_MAX_K
+        # On each A tile as it is loaded, whatever the split; on long reductions only a cheap chain (gemm_common).
+        return prologue_pays(problem)
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return workspace(problem, schedule)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from ...kernel.launch import Schedule, Support
+from ...ops.elementwise.math import OPS
 from ..problem import ConvProblem
 from ._tf32 import tf32_rounding
 from .base import ConvTemplate
-from .geometry import INT32_MAX, is_dense
+from .geometry import INT32_MAX, Geometry, is_dense
 
 # Dtypes the GEMM-shaped kernels accept (fp64 has no tensor-core path worth having).
 GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -24,6 +25,22 @@ GROUP_M = 8
 # K = 672 0.82x at batch 1 (1.00x at 32); wav2vec2's GELU before its second convolution (K = 1536) took 87.8 us
 # profiled in the program against 27.5 us for the next, half-length layer without it.
 PROLOGUE_MAX_K = 320
+# Ops a prologue applies in an instruction or two an element: a chain of these alone, reading no tensor operand
+# (a ReLU before a UNet's 3x3 convolution), costs less than a kernel of its own on any reduction.
+_CHEAP_PROLOGUE_OPS = frozenset(
+    OPS[name].code
+    for name in ("copy", "relu", "clamp", "clamp_min", "clamp_max", "leaky_relu", "neg", "add", "sub", "mul")
+)
+
+
+def prologue_pays(problem: ConvProblem) -> bool:
+    """Whether a GEMM-shaped kernel applies ``problem.prologue`` on its A tiles rather than leaving the chain to a
+    kernel of its own: on reductions shorter than `PROLOGUE_MAX_K`, and on longer ones for a cheap chain."""
+    prologue = problem.prologue
+    g = Geometry.of(problem)
+    if prologue is None or g.taps * g.cin < PROLOGUE_MAX_K:
+        return True
+    return not prologue.operands and all(ins[0] in _CHEAP_PROLOGUE_OPS for ins in prologue.program)
 
 
 def common_support_problems(problem: ConvProblem) -> str | None:

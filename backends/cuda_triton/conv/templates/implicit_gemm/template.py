@@ -39,9 +39,9 @@ from ..epilogue_args import (
 )
 from ..gemm_common import (
     GROUP_M,
-    PROLOGUE_MAX_K,
     GemmShapedTemplate,
     dot_constexprs,
+    prologue_pays,
     tile_constexprs,
     weight_k_major,
 )
@@ -209,10 +209,9 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         return problem.groups == 1 and tail_split_of(schedule) == 1
 
     def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        # Channels index the input directly (no groups); F16_MMA reads a scaled copy the prologue never saw; not
-        # for reductions of PROLOGUE_MAX_K or more (gemm_common.py).
-        g = Geometry.of(problem)
-        return problem.groups == 1 and not uses_f16_mma(schedule) and g.taps * g.cin < PROLOGUE_MAX_K
+        # Channels index the input directly (no groups); F16_MMA reads a scaled copy the prologue never saw; on
+        # long reductions only a cheap chain (gemm_common.prologue_pays).
+        return problem.groups == 1 and not uses_f16_mma(schedule) and prologue_pays(problem)
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         f16 = uses_f16_mma(schedule)
