@@ -35,14 +35,7 @@ from .epilogue_args import (
     prologue_images,
 )
 from .epilogue_jit import apply_prologue, tile_images
-from .gemm_common import (
-    GROUP_M,
-    GemmShapedTemplate,
-    dot_constexprs,
-    prologue_pays,
-    tile_constexprs,
-    weight_k_major,
-)
+from .gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from .gemm_jit import (
     gemm_rows,
     grouped_tile_ids,
@@ -220,7 +213,7 @@ class GemmTemplate(GemmShapedTemplate):
 
     def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
         # On each A tile as it is loaded, whatever the split; on long reductions only a cheap chain (gemm_common).
-        return prologue_pays(problem)
+        return self.prologue_pays(problem)
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         return workspace(problem, schedule)

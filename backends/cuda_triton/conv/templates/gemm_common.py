@@ -33,16 +33,6 @@ _CHEAP_PROLOGUE_OPS = frozenset(
 )
 
 
-def prologue_pays(problem: ConvProblem) -> bool:
-    """Whether a GEMM-shaped kernel applies ``problem.prologue`` on its A tiles rather than leaving the chain to a
-    kernel of its own: on reductions shorter than `PROLOGUE_MAX_K`, and on longer ones for a cheap chain."""
-    prologue = problem.prologue
-    g = Geometry.of(problem)
-    if prologue is None or g.taps * g.cin < PROLOGUE_MAX_K:
-        return True
-    return not prologue.operands and all(ins[0] in _CHEAP_PROLOGUE_OPS for ins in prologue.program)
-
-
 def common_support_problems(problem: ConvProblem) -> str | None:
     """The reasons shared by every GEMM-shaped forward template, or None when the problem passes them."""
     if problem.transposed:
@@ -73,6 +63,16 @@ class GemmShapedTemplate(ConvTemplate):
         if reason:
             return Support.no(reason)
         return self.family_support(problem)
+
+    @staticmethod
+    def prologue_pays(problem: ConvProblem) -> bool:
+        """Whether the kernel applies ``problem.prologue`` on its A tiles rather than leaving the chain to a kernel
+        of its own: on reductions shorter than `PROLOGUE_MAX_K`, and on longer ones for a cheap chain."""
+        prologue = problem.prologue
+        g = Geometry.of(problem)
+        if prologue is None or g.taps * g.cin < PROLOGUE_MAX_K:
+            return True
+        return not prologue.operands and all(ins[0] in _CHEAP_PROLOGUE_OPS for ins in prologue.program)
 
     @abstractmethod
     def family_support(self, problem: ConvProblem) -> Support:

@@ -37,14 +37,7 @@ from ..epilogue_args import (
     prologue_constexprs,
     prologue_images,
 )
-from ..gemm_common import (
-    GROUP_M,
-    GemmShapedTemplate,
-    dot_constexprs,
-    prologue_pays,
-    tile_constexprs,
-    weight_k_major,
-)
+from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
 from .heuristics import heuristic_schedule
@@ -210,8 +203,8 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
 
     def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
         # Channels index the input directly (no groups); F16_MMA reads a scaled copy the prologue never saw; on
-        # long reductions only a cheap chain (gemm_common.prologue_pays).
-        return problem.groups == 1 and not uses_f16_mma(schedule) and prologue_pays(problem)
+        # long reductions only a cheap chain (GemmShapedTemplate.prologue_pays).
+        return problem.groups == 1 and not uses_f16_mma(schedule) and self.prologue_pays(problem)
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         f16 = uses_f16_mma(schedule)
