@@ -54,3 +54,28 @@ def test_problem_file_round_trips_through_suite_cases(tmp_path) -> None:
 
 def test_suite_files_still_load() -> None:
     assert load_cases(str(PUBLIC_SUITE))
+
+
+@pytest.mark.timeout(120)
+def test_many_cases_plot_ranked_speedups(tmp_path, monkeypatch) -> None:
+    """Over `_MAX_BARS` cases (a whole program's convolutions) the plot ranks each family's speed-ups instead of
+    drawing a bar per case."""
+    pytest.importorskip("matplotlib")
+    from cuda_triton.tools import bench_report
+
+    ranked = []
+    monkeypatch.setattr(
+        bench_report, "_plot_ranked", lambda rows, path, plt, ticker: ranked.append(len(rows))
+    )
+    rows = [
+        {"case": {"name": f"c{i}", "dtype": "float16", "groups": 1, "C": 8, "transposed": False},
+         "cudnn_us": 10.0, "ours_us": 5.0 + i}
+        for i in range(bench_report._MAX_BARS + 1)
+    ]  # fmt: skip
+    bench_report.plot(rows, tmp_path / "many.png")
+    assert ranked == [len(rows)]
+    monkeypatch.undo()
+    bench_report.plot(rows, tmp_path / "many.png")
+    assert (tmp_path / "many.png").stat().st_size > 0
+    bench_report.plot(rows[:3], tmp_path / "few.png")  # a bar per case
+    assert (tmp_path / "few.png").stat().st_size > 0

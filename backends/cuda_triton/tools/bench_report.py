@@ -168,6 +168,10 @@ def render(results: dict[str, Any], out: Path, md: bool) -> str:
 _PLOT_RANGE = (0.08, 150.0)
 
 
+# Above this many cases a bar per case is unreadable: the plot ranks each family's speed-ups instead.
+_MAX_BARS = 40
+
+
 def plot(rows: list[dict], path: Path) -> None:
     try:
         import matplotlib
@@ -179,6 +183,9 @@ def plot(rows: list[dict], path: Path) -> None:
         return
     dtypes = [d for d in DTYPES if any(r["case"]["dtype"] == d for r in rows)]
     names = list(dict.fromkeys(r["case"]["name"] for r in rows))
+    if len(names) > _MAX_BARS:
+        _plot_ranked(rows, path, plt, matplotlib.ticker)
+        return
     fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.55), 4.5))
     width = 0.8 / max(1, len(dtypes))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -211,6 +218,32 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
     ax.set_ylabel("speed-up over cuDNN (higher is better)")
     ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _plot_ranked(rows: list[dict], path: Path, plt: Any, ticker: Any) -> None:
+    """Many cases (the convolutions of whole programs): per family and dtype, the speed-ups over cuDNN sorted, each
+    case a step on a line from the worst to the best, so the share of cases below 1x reads off the x axis."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r.get("ours_us") and r.get("cudnn_us"):
+            key = (family_of(r["case"]), r["case"]["dtype"])
+            groups.setdefault(key, []).append(r["cudnn_us"] / r["ours_us"])
+    for (fam, dtype), speedups in sorted(groups.items()):
+        ys = sorted(speedups)
+        xs = [(i + 0.5) / len(ys) for i in range(len(ys))]
+        gmean = math.exp(sum(math.log(y) for y in ys) / len(ys))
+        ax.step(xs, ys, where="mid", label=f"{fam}, {dtype}: {len(ys)} cases, geomean {gmean:.2f}x")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(ticker.FixedLocator([0.1, 0.2, 0.5, 0.8, 1, 1.5, 2, 3, 5, 10, 20]))
+    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%gx"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_xlabel("share of the family's cases, ranked by speed-up")
+    ax.set_ylabel("speed-up over cuDNN (higher is better)")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
