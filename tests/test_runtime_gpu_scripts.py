@@ -227,3 +227,28 @@ def test_tune_gemm_lists_a_models_linear_layers(tmp_path) -> None:
     # 4 stages x (expand + GELU, project) + the classifier
     assert len(lines) == 9 and "convnext_tiny.b2.m6272k96n384+gelu" in lines
     assert "convnext_tiny.b2.m6272k384n96" in lines and "convnext_tiny.b2.m2k768n1000" in lines
+
+
+def test_device_triton_cut_and_join(tmp_path, monkeypatch) -> None:
+    """`device_triton.py`: a wheel cut into carried pieces is joined back byte for byte; a missing piece or a
+    corrupted one is a clear error, never an install of wrong bytes."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    dt = importlib.import_module("device_triton")
+    monkeypatch.setattr(dt, "ROOT", tmp_path)
+    monkeypatch.setattr(dt, "CARRY", tmp_path / ".carry" / "device_triton")
+    wheel = tmp_path / "triton-9.9.9-cp312-cp312-any.whl"
+    wheel.write_bytes(np.random.default_rng(3).integers(0, 256, 2500, dtype=np.uint8).tobytes())
+    pieces = dt.cut(wheel, limit=1000)
+    assert [p.name for p in pieces] == ["device_triton_part1", "device_triton_part2", "device_triton_part3"]
+    assert all((p / "piece").stat().st_size <= 1000 for p in pieces)
+    joined = dt.join(tmp_path / "out")
+    assert joined.read_bytes() == wheel.read_bytes()
+    damaged = bytearray((pieces[1] / "piece").read_bytes())
+    damaged[10] ^= 0xFF
+    (pieces[1] / "piece").write_bytes(bytes(damaged))
+    with pytest.raises(SystemExit, match="SHA-256"):
+        dt.join(tmp_path / "out2")
+    assert not (tmp_path / "out2" / wheel.name).exists()
+    (pieces[2] / "piece").unlink()
+    with pytest.raises(SystemExit, match="device_triton_part3"):
+        dt.join(tmp_path / "out3")
