@@ -36,11 +36,8 @@ TARGET = ROOT / "build" / "device-triton"
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def cut(wheel: Path, limit: int = PART_BYTES) -> list[Path]:
