@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from cuda_triton.conv.epilogue import ConvEpilogue
 from cuda_triton.kernel.launch import Schedule
+from cuda_triton.ops.elementwise.math import OPS
 from cuda_triton.ops.elementwise.program import instruction
 from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, schedules, scratch
 from cuda_triton.ops.tensor_meta import TensorMeta
@@ -135,33 +136,31 @@ class GemmWarmup:
 
 
 def precompile(jobs: list[GemmWarmup], workers: int) -> None:
-    from cuda_triton.conv.compile_pool import CompilePool
+    """Compile every job in ``workers`` processes (the tuner's `Precompiler`); without workers, nothing happens
+    here and each kernel compiles on its first run."""
+    from cuda_triton.tools.warmup import Precompiler
 
-    pool = CompilePool(workers, start_method="spawn")
-    if pool.executor() is None:
-        for job in jobs:
-            job.compile()
-        return
-    pool.submit({f"job{i}": job for i, job in enumerate(jobs)})
+    pre = Precompiler(workers)
     try:
-        for fut in list(pool.futures.values()):
-            _, errors = fut.result()
-            for e in errors:
-                print(f"[compile] {e}", flush=True)
+        pre.submit("gemm", jobs)
+        pre.wait("gemm", None)
     finally:
-        pool.shutdown()
+        pre.shutdown()
+
+
+def activation(case: Case):
+    """The ATen definition of the case's activation (the elementwise family's, `ops.elementwise.math.OPS`), or None."""
+    return OPS[case.activation].reference if case.activation else None
 
 
 def reference(case: Case, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     acc = torch.addmm(tensors["in0"].float(), tensors["in1"].float(), tensors["in2"].float())
-    act = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu,
-           "hardswish": torch.nn.functional.hardswish}.get(case.activation)  # fmt: skip
+    act = activation(case)
     return act(acc) if act else acc
 
 
 def cublas_fn(case: Case, tensors: dict[str, torch.Tensor]):
-    act = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu,
-           "hardswish": torch.nn.functional.hardswish}.get(case.activation)  # fmt: skip
+    act = activation(case)
     bias, a, w = tensors["in0"], tensors["in1"], tensors["in2"]
 
     def run() -> torch.Tensor:
