@@ -109,20 +109,13 @@ def conv_signatures(pte_path: str) -> dict[tuple[str, str], str]:
     program's CudaTritonBackend delegates, numbered in program order as the runtime names them."""
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
-    from cuda_triton.serialization.blob import ConvRecord, deserialize
-    from cuda_triton.tools.emulate_blob import derive_launches
-    from executorch.exir._serialize._program import deserialize_pte_binary
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from pin_table import pte_conv_ops
 
-    program = deserialize_pte_binary(Path(pte_path).read_bytes()).program
-    found = {}
-    for n, delegate in enumerate(d for d in program.backend_delegate_data):
-        blob = deserialize(delegate.data)
-        for i, op in enumerate(blob.ops):
-            if isinstance(op, ConvRecord):
-                problem, _ = derive_launches(blob, op, allow_tf32=True)
-                found[(f"{DELEGATE_PREFIX}{n}", f"op{i}")] = f"{problem.signature()}:{problem.dtype}"
-    return found
+    return {
+        (f"{DELEGATE_PREFIX}{n}", f"op{i}"): f"{problem.signature()}:{problem.dtype}"
+        for n, i, problem in pte_conv_ops(Path(pte_path))
+    }
 
 
 def against_cudnn(

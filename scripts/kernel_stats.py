@@ -99,17 +99,15 @@ def launch_stats(launch, arch: int) -> dict[str, Any]:
 
 
 def problems_from(sources: list[str]) -> list:
-    from cuda_triton.conv.tuning_keys import problem_from_spec
+    """The distinct problems of ``sources`` in the tuner's syntax (`tools.tuning_problems.collect_problems`:
+    json:PATH, public, model:NAME, ...; signatures in fp16, both layouts, batch 1)."""
+    from cuda_triton.tools.tuning_problems import collect_problems
 
-    problems = []
-    for source in sources:
-        if not source.startswith("json:"):
-            raise SystemExit(f"{source}: expected json:PATH (a list of problems, scripts/pte_problems.py)")
-        path = Path(source[5:])
-        if not path.exists():
-            raise SystemExit(f"{path}: no such file")
-        problems += [problem_from_spec(spec) for spec in json.loads(path.read_text())]
-    return problems
+    try:
+        found = collect_problems(",".join(sources), ["fp16"], ["fp16"], [1], ["channels_last", "contiguous"])
+    except FileNotFoundError as e:
+        raise SystemExit(f"kernel_stats: {e.filename}: no such file") from e
+    return list(dict.fromkeys(problem for _, problem in found))
 
 
 def candidates(problem, all_schedules: bool, only: str | None) -> list:
@@ -180,7 +178,9 @@ def main() -> int:
         ap.add_argument("new")
         return diff(ap.parse_args(sys.argv[2:]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("problems", nargs="+", help="json:PATH files of problems (scripts/pte_problems.py)")
+    ap.add_argument(
+        "problems", nargs="+", help="problem sources as tune.py takes them (json:PATH of pte_problems.py)"
+    )
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--all-schedules", action="store_true", help="every schedule of the supporting templates")
     ap.add_argument("--template", default=None, help="only this template")

@@ -16,27 +16,32 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 
 from cuda_triton.tools.emulate_blob import derive_launches  # noqa: E402
 
 
-def pte_problems(path: Path) -> list:
-    """The ConvProblem of every convolution of every CudaTritonBackend delegate blob in the .pte."""
+def pte_conv_ops(path: Path) -> list[tuple[int, int, Any]]:
+    """(delegate index, op index, ConvProblem) of every convolution record of every CudaTritonBackend delegate
+    blob in the .pte, in program order (the runtime's profiling events number delegates and ops the same way)."""
     from cuda_triton.serialization.blob import ConvRecord, deserialize
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     prog = deserialize_pte_binary(path.read_bytes()).program
-    problems = []
-    for delegate in prog.backend_delegate_data:
+    found = []
+    for n, delegate in enumerate(prog.backend_delegate_data):
         blob = deserialize(delegate.data)
-        for op in blob.ops:
-            if not isinstance(op, ConvRecord):
-                continue
-            problem, _ = derive_launches(blob, op, allow_tf32=True)
-            problems.append(problem)
-    return problems
+        for i, op in enumerate(blob.ops):
+            if isinstance(op, ConvRecord):
+                found.append((n, i, derive_launches(blob, op, allow_tf32=True)[0]))
+    return found
+
+
+def pte_problems(path: Path) -> list:
+    """The ConvProblem of every convolution of every CudaTritonBackend delegate blob in the .pte."""
+    return [problem for _, _, problem in pte_conv_ops(path)]
 
 
 def main() -> int:
