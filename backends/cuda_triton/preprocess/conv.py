@@ -15,7 +15,7 @@ from ..conv.params import ConvParams
 from ..conv.problem import ConvProblem
 from ..conv.templates.epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
-from ..ops.tensor_meta import TensorMeta, is_channels_last_contiguous
+from ..ops.tensor_meta import TensorMeta, channels_last_strides, is_channels_last_contiguous
 from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
 from ..utils.graph import constant_names, tensor_val
 from . import kernels
@@ -29,7 +29,7 @@ from .draft import (
     profiling_name,
 )
 from .elementwise import copy_value, draft_elementwise, epilogue_chain
-from .layout_plan import channels_last_weight, same_addresses
+from .layout_plan import same_addresses
 from .op_draft import ProgramDraft
 from .schedule import choose_schedule
 
@@ -96,7 +96,7 @@ def draft_conv(
         len(x.sizes) == 3 and chain_end is not None and chain_end in pd.out_index
     )
     if options.channels_last and batched and (not writes_output or image_cl_input):
-        w_strides = list(channels_last_weight(w_sizes) or w_strides)
+        w_strides = list(channels_last_strides(w_sizes))
     problem = ConvProblem.from_shapes(
         x.sizes, x.strides, tuple(w_sizes), tuple(w_strides), has_bias, params, x.dtype, options.allow_tf32
     )

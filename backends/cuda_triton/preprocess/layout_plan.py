@@ -48,25 +48,16 @@ def channels_last_like(
     return channels_last_strides(sizes)
 
 
-def channels_last_weight(sizes: Sequence[int]) -> Shape | None:
-    """The strides a convolution record declares for its weight so that the layout rule gives a channels-last
-    output: dense channels-last for a 1-D, 2-D or 3-D convolution's weight (a 1-D rule views the tensors as 4-D
-    and follows the weight's layout, giving an (N, L, C) result)."""
-    return channels_last_strides(sizes) if len(sizes) in (3, 4, 5) else None
-
-
 def planned_conv_problem(problem: ConvProblem, input_inside: bool, output_inside: bool) -> ConvProblem:
     """The problem the drafter will make of a convolution, predicted from the partitioned graph (the prefetch
-    compiles its kernels early): a 2-D/3-D convolution reading a tensor computed in the delegate reads it
-    channels-last, and one whose result stays inside declares its weight channels-last. A tensor computed in the
+    compiles its kernels early): a convolution reading a tensor computed in the delegate reads it channels-last,
+    and one whose result stays inside declares its weight channels-last (dense channels-last strides, which make
+    the layout rule's result channels-last: (N, L, C) for a 1-D one). A tensor computed in the
     delegate from its inputs by layout-keeping ops alone stays contiguous; a wrong guess costs only an early compile
     nobody uses. ``output_inside``: the result stays in the delegate, or the input is channels-last (the result is
     then channels-last whatever the weight, and the drafter declares the weight alike)."""
-    image = len(problem.weight_size) in (3, 4, 5)
-    x_strides = channels_last_strides(problem.input_size) if image and input_inside else problem.input_stride
-    w_strides = (
-        channels_last_weight(problem.weight_size) if output_inside else None
-    ) or problem.weight_stride
+    x_strides = channels_last_strides(problem.input_size) if input_inside else problem.input_stride
+    w_strides = channels_last_strides(problem.weight_size) if output_inside else problem.weight_stride
     return ConvProblem.from_shapes(
         problem.input_size, tuple(x_strides), problem.weight_size, tuple(w_strides), problem.has_bias,
         problem.params, problem.dtype, problem.allow_tf32,
@@ -81,4 +72,4 @@ def same_addresses(sizes: Sequence[int], a: Sequence[int], b: Sequence[int]) -> 
     )
 
 
-__all__ = ["channels_last_like", "channels_last_weight", "planned_conv_problem", "same_addresses"]
+__all__ = ["channels_last_like", "planned_conv_problem", "same_addresses"]
