@@ -43,6 +43,8 @@ def _tensor(shape, dtype: str, cl: bool, device: str, positive: bool = False) ->
         t = t.abs() + 0.5
     if cl and len(shape) in (4, 5):
         t = t.contiguous(memory_format=torch.channels_last if len(shape) == 4 else torch.channels_last_3d)
+    if cl and len(shape) == 3:  # a 1-D map stored (N, L, C), as the delegate keeps it
+        t = t.transpose(1, 2).contiguous().transpose(1, 2)
     return t
 
 
@@ -99,13 +101,17 @@ def cases(
         att = _tensor((8, 12, 197, 197), dtype, False, device)
         spec = norm.softmax_spec(TensorMeta.of(att), -1)
         out.append((f"softmax {dtype}", norm, spec, {"in0": att}, lambda att=att: torch.softmax(att, -1)))
-        audio = _tensor((4, 256, 4000), dtype, False, device)
-        gw, gb = _tensor((256,), dtype, False, device), _tensor((256,), dtype, False, device)
-        spec = norm.group_norm_spec(
-            TensorMeta.of(audio), TensorMeta.of(gw), TensorMeta.of(gb), 4, 256, 4000, 32, 1e-5
-        )
-        out.append((f"group norm {dtype}", norm, spec, {"in0": audio, "weight": gw, "bias": gb},
-                    lambda a=audio, gw=gw, gb=gb: F.group_norm(a, 32, gw, gb, 1e-5)))  # fmt: skip
+        # (batch, channels, length, groups): an audio convnet's, and wav2vec2's first layer (one channel a group)
+        for n, c, length, groups in ((4, 256, 4000, 32), (1, 512, 3199, 512)):
+            for cl in (False, True):
+                audio = _tensor((n, c, length), dtype, cl, device)
+                gw, gb = _tensor((c,), dtype, False, device), _tensor((c,), dtype, False, device)
+                spec = norm.group_norm_spec(
+                    TensorMeta.of(audio), TensorMeta.of(gw), TensorMeta.of(gb), n, c, length, groups, 1e-5
+                )
+                tag = f"{n}x{c}x{length}/{groups} {'nlc' if cl else 'ncl'}"
+                out.append((f"group norm {tag} {dtype}", norm, spec, {"in0": audio, "weight": gw, "bias": gb},
+                            lambda a=audio, gw=gw, gb=gb, g=groups: F.group_norm(a, g, gw, gb, 1e-5)))  # fmt: skip
     return out
 
 
@@ -123,11 +129,41 @@ def _median_ms(fn: Callable[[], object], iters: int) -> float:
     return statistics.median(times)
 
 
+def _time_schedules(
+    spec, bound: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], iters: int
+) -> list:
+    """Every schedule of ``spec``'s tuning space: checked against the reference (output poisoned first) and
+    timed; fastest first."""
+    ref = norm.reference(spec, {k: v.cpu() for k, v in tensors.items()}).float()
+    scale = max(ref.abs().max().item(), 1e-30)
+    out = bound["out"]
+    rows = []
+    for schedule in norm.schedules(spec):
+        launches = norm.launches(spec, schedule)
+
+        def run(launches=launches) -> None:
+            for launch in launches:
+                launch.run(bound)
+
+        out.fill_(float("nan"))
+        run()
+        torch.cuda.synchronize()
+        err = (out.cpu().float() - ref).abs().max().item() / scale
+        ok = bool(err <= TOL[spec.out.dtype] and not out.isnan().any().item())
+        rows.append(
+            {"schedule": str(schedule), "ok": ok, "kernel_ms": _median_ms(run, iters) if ok else None}
+        )
+    return sorted(rows, key=lambda r: (r["kernel_ms"] is None, r["kernel_ms"] or 0.0))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--dry-run", action="store_true", help="build the cases and launches only (no GPU)")
+    parser.add_argument("--all-schedules", metavar="TEXT", default=None,
+                        help="also check and time every schedule of the tuning space of the normalisation cases "
+                             "whose name contains TEXT (rows' 'schedules')")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = "cpu" if args.dry_run else "cuda"
@@ -163,6 +199,8 @@ def main() -> int:
             row["eager_ms"] = _median_ms(eager, args.iters)
             row["kernel_GBps"] = moved / row["kernel_ms"] / 1e6
             row["speedup_vs_eager"] = row["eager_ms"] / row["kernel_ms"]
+            if family is norm and args.all_schedules is not None and args.all_schedules in name:
+                row["schedules"] = _time_schedules(spec, bound, tensors, args.iters)
         rows.append(row)
         print(json.dumps(row), flush=True)
     report = {

@@ -87,6 +87,11 @@ def test_channels_last_like_and_same_addresses() -> None:
     assert channels_last_like((2, 8, 4, 4), [vec]) is None
     assert channels_last_like((2, 8, 4), [((2, 8, 4), (32, 4, 1))]) is None  # (N, C, L) storage
     assert channels_last_like((2, 8, 4), [((2, 8, 4), (32, 1, 8))]) == (32, 1, 8)  # (N, L, C): a 1-D map
+    # a channel half of an (N, L, 2C) map (``chunk`` along dim 1): channels-last ordered though not dense
+    assert channels_last_like((2, 8, 4), [((2, 8, 4), (64, 1, 16)), ((2, 8, 4), (64, 1, 16))]) == (32, 1, 8)
+    assert channels_last_like((2, 8, 4, 4), [((2, 8, 4, 4), (256, 1, 64, 16))]) == cl
+    assert channels_last_like((2, 8, 4), [((2, 8, 4), (64, 8, 1))]) is None  # a slice of an (N, C, L) map
+    assert channels_last_like((2, 8, 4), [((2, 8, 4), (32, 1, 4))]) is None  # overlapping
     assert same_addresses([2, 8, 1, 1], [8, 1, 1, 1], [8, 1, 8, 8])
     assert not same_addresses([2, 8, 4, 4], list(cl), list(nchw))
 

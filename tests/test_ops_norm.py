@@ -20,10 +20,12 @@ from cuda_triton.ops.norm import (
     layer_norm_out,
     layer_norm_spec,
     reference,
+    schedules,
     softmax_out,
     softmax_spec,
     supports,
 )
+from cuda_triton.ops.norm.launches import default_schedule
 from cuda_triton.ops.norm.spec import NormSpec, view_of
 from cuda_triton.ops.tensor_meta import TensorMeta
 from ops_helpers import DEVICE, DTYPES, LAYOUTS, cpu, make_tensor, meta, poisoned, random_shape, tolerance
@@ -154,6 +156,31 @@ def test_group_norm_long_groups() -> None:
     spec = group_norm_spec(meta(x), None, None, 1, 4, 2400, 2, 1e-5)
     assert view_of(spec).length > 4096
     check(spec, {"in0": x}, 4800)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("length", [30, 700])
+def test_group_norm_one_channel_groups_nlc(length: int) -> None:
+    """One channel a group over a map stored (N, L, C): rows are adjacent in memory, so the default schedule
+    tiles 16 of them (a row in one tile at length 30, swept at 700), and every schedule of the space agrees."""
+    rng, gen = rng_for("gn-nlc", length)
+    x = (
+        make_tensor((2, 20, length), "float16", "contiguous", gen, rng)
+        .transpose(1, 2)
+        .contiguous()
+        .transpose(1, 2)
+    )
+    tensors = {"in0": x, "weight": params(20, "float16", gen), "bias": params(20, "float16", gen)}
+    spec = group_norm_spec(meta(x), meta(tensors["weight"]), meta(tensors["bias"]), 2, 20, length, 20, 1e-5)
+    schedule = default_schedule(spec)
+    assert schedule["BLOCK_K"] == 16 and schedule["ONE_TILE"] == int(length <= schedule["BLOCK_R"])
+    assert schedule["ONE_TILE"] == (length == 30)
+    ref = reference(spec, cpu(tensors))
+    for s in schedules(spec)[:: 7 if length > 100 else 1][:6]:
+        out = poisoned(spec.out.sizes, spec.out.strides, spec.out.dtype)
+        for launch in launches(spec, s):
+            launch.run({**tensors, "out": out})
+        torch.testing.assert_close(out.cpu(), ref, **tolerance("float16", length))
 
 
 # ---- softmax ---------------------------------------------------------------------------------------------------

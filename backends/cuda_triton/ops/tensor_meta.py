@@ -138,15 +138,28 @@ def is_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
 def is_channels_last_contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
     """ATen's is_contiguous(memory_format=channels_last{,_3d}) for a 4-D or 5-D tensor, and its analogue (N, L, C)
     storage for a 3-D one (size-1 dims ignored)."""
+    return _channels_last_walk(sizes, strides, dense=True)
+
+
+def is_channels_last_ordered(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether a 3-D, 4-D or 5-D tensor steps through memory in channels-last order without overlap, gaps allowed:
+    C fastest, then the spatial dims last to first, then N (size-1 dims ignored). A channel slice of a
+    channels-last tensor (``chunk`` along dim 1) is one; reading it in that order keeps accesses contiguous."""
+    return _channels_last_walk(sizes, strides, dense=False)
+
+
+def _channels_last_walk(sizes: Sequence[int], strides: Sequence[int], dense: bool) -> bool:
+    """Each dim of size > 1, in channels-last order from C outwards, starts at (``dense``) or past the end of the
+    dims inside it."""
     if len(sizes) not in (3, 4, 5):
         return False
-    expected = 1
+    least = 1
     for d in reversed(channels_last_order(len(sizes))):
         if sizes[d] == 1:
             continue
-        if strides[d] != expected:
+        if strides[d] < least or (dense and strides[d] != least):
             return False
-        expected *= sizes[d]
+        least = strides[d] * sizes[d]
     return True
 
 

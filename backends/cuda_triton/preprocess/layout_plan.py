@@ -27,21 +27,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..conv.problem import ConvProblem
-from ..ops.tensor_meta import Shape, channels_last_strides, is_channels_last_contiguous, is_contiguous
+from ..ops.tensor_meta import Shape, channels_last_strides, is_channels_last_ordered, is_contiguous
 
 
 def channels_last_like(
     sizes: Sequence[int], inputs: Sequence[tuple[Sequence[int], Sequence[int]]]
 ) -> Shape | None:
     """Dense channels-last strides for an output of ``sizes`` that keeps its inputs' layout: when it is 3-D (a 1-D
-    map stored (N, L, C)), 4-D or 5-D and every input of its rank is channels-last, at least one of them strictly (a tensor whose size-1 dims
-    make it both contiguous and channels-last decides nothing). None otherwise (the caller keeps the recorded
+    map stored (N, L, C)), 4-D or 5-D and every input of its rank is channels-last ordered (dense, or a slice of
+    such as ``chunk`` along channels gives), at least one of them not contiguous (a tensor whose size-1 dims make
+    it both contiguous and channels-last decides nothing). None otherwise (the caller keeps the recorded
     layout)."""
     rank = len(sizes)
     if rank not in (3, 4, 5):
         return None
     images = [(s, st) for s, st in inputs if len(s) == rank]
-    if not images or not all(is_channels_last_contiguous(s, st) for s, st in images):
+    if not images or not all(is_channels_last_ordered(s, st) for s, st in images):
         return None
     if all(is_contiguous(s, st) for s, st in images):
         return None

@@ -7,7 +7,7 @@
 - reference.py: the CPU references.
 """
 
-from .launches import launches
+from .launches import launches, schedules
 from .layout import batch_norm_out, group_norm_out, layer_norm_out, softmax_out
 from .reference import reference
 from .spec import (
@@ -35,6 +35,7 @@ __all__ = [
     "layer_norm_out",
     "layer_norm_spec",
     "reference",
+    "schedules",
     "softmax_out",
     "softmax_spec",
     "supports",

@@ -240,9 +240,23 @@ def softmax_kernel(
 
 
 # ---- schedules -------------------------------------------------------------------------------------------------
-def row_schedule(m: int, length: int) -> Schedule:
+ADJACENT_TILE = 8192  # elements of a [BLOCK_K, BLOCK_R] tile when rows are adjacent in memory
+
+
+def row_schedule(m: int, length: int, rows_adjacent: bool = False) -> Schedule:
     """A row in one tile up to ONE_TILE_MAX elements (BLOCK_R its next power of 2), else 1024-element steps;
-    BLOCK_K fills a tile of up to 4096 elements, halved while that leaves fewer than two programs per SM."""
+    BLOCK_K fills a tile of up to 4096 elements, halved while that leaves fewer than two programs per SM.
+
+    ``rows_adjacent``: consecutive rows are consecutive in memory and a row's own elements are not (a group
+    norm with one channel per group over a channels-last map). A tile then spans 16 rows (32 bytes per access
+    in 16-bit) and sweeps the rows in steps of ADJACENT_TILE / 16 elements, since one-row tiles would read one
+    element per 32-byte sector."""
+    if rows_adjacent:
+        block_k = max(2, min(16, triton.next_power_of_2(max(m, 1))))
+        block_r = max(2, min(triton.next_power_of_2(max(length, 1)), ADJACENT_TILE // block_k))
+        return Schedule.make(
+            num_warps=8, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r, ONE_TILE=int(length <= block_r)
+        )
     one_tile = length <= ONE_TILE_MAX
     block_r = max(2, triton.next_power_of_2(max(length, 1))) if one_tile else 1024
     block_k = max(1, min(triton.next_power_of_2(max(m, 1)), 4096 // block_r))
@@ -252,3 +266,20 @@ def row_schedule(m: int, length: int) -> Schedule:
     return Schedule.make(
         num_warps=warps, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r, ONE_TILE=int(one_tile)
     )
+
+
+def row_schedules(m: int, length: int, rows_adjacent: bool = False) -> list[Schedule]:
+    """The tuning space of the row kernels: the heuristic's schedule, then tiles of 1-32 rows by 128-4096
+    elements (a row in one tile where it fits, else swept), on 4 or 8 warps."""
+    out = [row_schedule(m, length, rows_adjacent)]
+    pow_m, pow_l = triton.next_power_of_2(max(m, 1)), max(2, triton.next_power_of_2(max(length, 1)))
+    for block_k in (1, 4, 8, 16, 32):
+        for block_r in (128, 256, 512, 1024, 2048, 4096):
+            if block_k > pow_m or block_r > pow_l or block_k * block_r > 16384:
+                continue
+            for warps in (4, 8):
+                s = Schedule.make(num_warps=warps, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r,
+                                  ONE_TILE=int(length <= block_r))  # fmt: skip
+                if s not in out:
+                    out.append(s)
+    return out

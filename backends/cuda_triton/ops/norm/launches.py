@@ -11,14 +11,16 @@ import math
 
 from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..elementwise.kernels import heuristic_schedule as elementwise_schedule
+from ..elementwise.kernels import schedules as elementwise_schedules
 from ..indexing import pad_dims, stride_pattern
 from ..tensor_meta import TensorMeta, max_offset, needs_int64
-from .kernels import batch_norm_kernel, row_norm_kernel, row_schedule, softmax_kernel
+from .kernels import batch_norm_kernel, row_norm_kernel, row_schedule, row_schedules, softmax_kernel
 from .spec import (
     BatchNormSpec,
     GroupNormSpec,
     LayerNormSpec,
     NormSpec,
+    RowView,
     SoftmaxSpec,
     batch_norm_dims,
     supports,
@@ -34,11 +36,24 @@ def _ints(prefix: str, values, itype: str, first: int = 0) -> list[ScalarArg]:
     return [ScalarArg(f"{prefix}{d}", itype, v) for d, v in enumerate(values) if d >= first]
 
 
+def rows_adjacent(view: RowView) -> bool:
+    """Whether the input's rows are consecutive in memory while a row's elements are not (see `row_schedule`)."""
+    return bool(view.x_kept) and view.x_kept[-1] == 1 and (not view.x_red or view.x_red[-1] != 1)
+
+
 def default_schedule(spec: NormSpec) -> Schedule:
     if isinstance(spec, BatchNormSpec):
         return elementwise_schedule(spec.out.numel)
     view = view_of(spec)
-    return row_schedule(view.m, view.length)
+    return row_schedule(view.m, view.length, rows_adjacent(view))
+
+
+def schedules(spec: NormSpec) -> list[Schedule]:
+    """The tuning space of ``spec``'s kernel, the default schedule first."""
+    if isinstance(spec, BatchNormSpec):
+        return elementwise_schedules(spec.out.numel)
+    view = view_of(spec)
+    return row_schedules(view.m, view.length, rows_adjacent(view))
 
 
 def launches(spec: NormSpec, schedule: Schedule | None = None) -> list[KernelLaunch]:
