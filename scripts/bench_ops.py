@@ -129,6 +129,17 @@ def _median_ms(fn: Callable[[], object], iters: int) -> float:
     return statistics.median(times)
 
 
+def _scratch(family, spec, schedule) -> dict[str, torch.Tensor]:
+    """The scratch tensors ``spec``'s launches take with ``schedule`` (None: the default), on the GPU."""
+    if family is not norm:
+        return {}
+    schedule = schedule or norm.default_schedule(spec)
+    return {
+        t.role: torch.empty(t.sizes, dtype=getattr(torch, t.dtype), device="cuda")
+        for t in norm.scratch(spec, schedule)
+    }
+
+
 def _time_schedules(
     spec, bound: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], iters: int
 ) -> list:
@@ -140,10 +151,11 @@ def _time_schedules(
     rows = []
     for schedule in norm.schedules(spec):
         launches = norm.launches(spec, schedule)
+        with_scratch = {**bound, **_scratch(norm, spec, schedule)}
 
-        def run(launches=launches) -> None:
+        def run(launches=launches, with_scratch=with_scratch) -> None:
             for launch in launches:
-                launch.run(bound)
+                launch.run(with_scratch)
 
         out.fill_(float("nan"))
         run()
@@ -178,7 +190,7 @@ def main() -> int:
         if not args.dry_run:
             out = torch.empty_strided(spec.out.sizes, spec.out.strides, dtype=getattr(torch, spec.out.dtype),
                                       device=device).fill_(float("nan"))  # fmt: skip
-            bound = {**tensors, "out": out}
+            bound = {**tensors, "out": out, **_scratch(family, spec, None)}
 
             def run(launches=launches, bound=bound) -> None:
                 for launch in launches:

@@ -28,7 +28,7 @@ from cuda_triton import CudaTritonOptions  # noqa: E402
 from cuda_triton.ops.tensor_meta import channels_last_strides, contiguous_strides  # noqa: E402
 from cuda_triton.partition.options import KEY_CHANNELS_LAST  # noqa: E402
 from cuda_triton.preprocess.layout_plan import channels_last_like, same_addresses  # noqa: E402
-from cuda_triton.serialization import ConvRecord, DataMovementRecord, ElementwiseRecord  # noqa: E402
+from cuda_triton.serialization import ConvRecord, DataMovementRecord, ElementwiseRecord, NormRecord  # noqa: E402
 from cuda_triton.serialization.blob import deserialize  # noqa: E402
 from cuda_triton.tools import emulate_pte as E  # noqa: E402
 from executorch.exir.lowered_backend_module import LoweredBackendModule  # noqa: E402
@@ -163,11 +163,13 @@ class AudioEncoder(nn.Module):
 def test_one_d_maps_are_stored_length_major_and_the_output_is_written_in_place() -> None:
     """Between 1-D convolutions every map is stored (N, L, C), so no convolution copies its input to that layout
     first; the last one, whose fused GELU writes the delegate output, keeps its recorded weight and writes the
-    program's (N, C, L) output itself (a 1-D output layout follows the weight alone): no copy record."""
+    program's (N, C, L) output itself (a 1-D output layout follows the weight alone): no copy record. The group
+    norm (one channel a group over 599 samples stored (N, L, C)) splits its rows into chunks: two launches."""
     torch.manual_seed(0)
-    model, example = AudioEncoder().eval(), (torch.randn(2, 1, 200),)
+    model, example = AudioEncoder().eval(), (torch.randn(2, 1, 3000),)
     blob = _blob(model, example, CudaTritonOptions())
-    maps = [v for v in blob.values if v.kind == "intermediate" and len(v.sizes) == 3 and v.sizes[1] > 1]
+    # the model's 16-channel maps (the group norm's [chunks, rows, 2] statistics are intermediates too)
+    maps = [v for v in blob.values if v.kind == "intermediate" and len(v.sizes) == 3 and v.sizes[1] == 16]
     assert maps and all(v.strides == list(channels_last_strides(v.sizes)) for v in maps), [
         (v.sizes, v.strides) for v in maps
     ]
@@ -175,4 +177,6 @@ def test_one_d_maps_are_stored_length_major_and_the_output_is_written_in_place()
     assert len(convs) == 3 and "CL_COPY1" not in " ".join(op.schedule for op in convs)
     assert blob.values[convs[-1].output].kind == "output" and convs[-1].epilogue
     assert not any(isinstance(op, ElementwiseRecord) and op.steps[0].op == "copy" for op in blob.ops)
+    (norm,) = [op for op in blob.ops if isinstance(op, NormRecord)]
+    assert len(norm.launches) == 2
     assert_one_delegate_matches_eager(model, example, CudaTritonOptions(), 1e-3)  # fp32 on TF32

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 from cuda_triton.kernel.aot import check_entry, compile_launches
+from cuda_triton.kernel.launch import Schedule
 from cuda_triton.ops.norm import (
     batch_norm_out,
     batch_norm_spec,
@@ -21,13 +22,14 @@ from cuda_triton.ops.norm import (
     layer_norm_spec,
     reference,
     schedules,
+    scratch,
     softmax_out,
     softmax_spec,
     supports,
 )
 from cuda_triton.ops.norm.launches import default_schedule
 from cuda_triton.ops.norm.spec import NormSpec, view_of
-from cuda_triton.ops.tensor_meta import TensorMeta
+from cuda_triton.ops.tensor_meta import TensorMeta, contiguous_strides
 from ops_helpers import DEVICE, DTYPES, LAYOUTS, cpu, make_tensor, meta, poisoned, random_shape, tolerance
 
 A = torch.ops.aten
@@ -38,11 +40,17 @@ def rng_for(*key) -> tuple[random.Random, torch.Generator]:
     return random.Random(seed), torch.Generator().manual_seed(seed)
 
 
-def run(spec: NormSpec, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+def run(spec: NormSpec, tensors: dict[str, torch.Tensor], schedule: Schedule | None = None) -> torch.Tensor:
+    """``spec``'s launches on ``tensors`` with ``schedule`` (default: the heuristic's), into a NaN-poisoned output;
+    scratch tensors are poisoned too (the kernels must write what they read)."""
     assert supports(spec), supports(spec).reason
+    schedule = schedule or default_schedule(spec)
     out = poisoned(spec.out.sizes, spec.out.strides, spec.out.dtype)
-    for launch in launches(spec):
-        launch.run({**tensors, "out": out})
+    bound = {**tensors, "out": out}
+    for t in scratch(spec, schedule):
+        bound[t.role] = poisoned(t.sizes, contiguous_strides(t.sizes), t.dtype)
+    for launch in launches(spec, schedule):
+        launch.run(bound)
     return out
 
 
@@ -177,10 +185,33 @@ def test_group_norm_one_channel_groups_nlc(length: int) -> None:
     assert schedule["ONE_TILE"] == (length == 30)
     ref = reference(spec, cpu(tensors))
     for s in schedules(spec)[:: 7 if length > 100 else 1][:6]:
-        out = poisoned(spec.out.sizes, spec.out.strides, spec.out.dtype)
-        for launch in launches(spec, s):
-            launch.run({**tensors, "out": out})
-        torch.testing.assert_close(out.cpu(), ref, **tolerance("float16", length))
+        torch.testing.assert_close(run(spec, tensors, s).cpu(), ref, **tolerance("float16", length))
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_split_rows(dtype: str) -> None:
+    """Few long rows: the heuristic splits each row into chunks (statistics per chunk, combined), for layer norm
+    and group norm, contiguous and one channel a group over (N, L, C); a non-zero mean tests the combination."""
+    rng, gen = rng_for("split", dtype)
+    x = make_tensor((2, 3, 4500), dtype, "contiguous", gen, rng) + 3.0
+    nlc = (
+        make_tensor((1, 20, 2100), dtype, "contiguous", gen, rng).transpose(1, 2).contiguous().transpose(1, 2)
+    )
+    w, b = params(4500, dtype, gen), params(4500, dtype, gen)
+    specs = [
+        (layer_norm_spec(meta(x), (4500,), meta(w), meta(b), 1e-5), {"in0": x, "weight": w, "bias": b}, 4500),
+        (group_norm_spec(meta(x), None, None, 2, 3, 4500, 1, 1e-5), {"in0": x}, 13500),
+        (group_norm_spec(meta(nlc), None, None, 1, 20, 2100, 20, 1e-5), {"in0": nlc + 3.0}, 2100),
+    ]
+    for spec, tensors, length in specs:
+        schedule = default_schedule(spec)
+        assert schedule["SPLIT"] > 1, schedule
+        assert len(launches(spec, schedule)) == 2 and scratch(spec, schedule)
+        ref = reference(spec, cpu(tensors))
+        torch.testing.assert_close(run(spec, tensors).cpu(), ref, **tolerance(dtype, length))
+        odd = Schedule.make(num_warps=4, num_stages=1, BLOCK_K=4, BLOCK_R=128, ONE_TILE=0, SPLIT=3)
+        torch.testing.assert_close(run(spec, tensors, odd).cpu(), ref, **tolerance(dtype, length))
 
 
 # ---- softmax ---------------------------------------------------------------------------------------------------
@@ -301,6 +332,9 @@ def test_every_kernel_compiles_for_sm80_and_sm90() -> None:
         layer_norm_spec(seq, (768,), w768, w768, 1e-6),
         layer_norm_spec(TensorMeta.contiguous((4, 10000), "float32"), (10000,), None, None, 1e-5),
         group_norm_spec(TensorMeta.contiguous((4, 64, 1000), "float16"), c16, c16, 4, 64, 1000, 8, 1e-5),
+        group_norm_spec(
+            TensorMeta.channels_last((1, 512, 3199), "float16"), None, None, 1, 512, 3199, 512, 1e-5
+        ),
         softmax_spec(seq, -1),
         softmax_spec(TensorMeta.contiguous((4, 12, 20000), "float16"), 2, log=True),
         softmax_spec(cl, 1),

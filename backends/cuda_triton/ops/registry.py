@@ -38,6 +38,7 @@ def _families() -> dict[str, KernelFamily]:
     from .gemm.launches import scratch as gemm_scratch
     from .norm.launches import default_schedule as norm_heuristic
     from .norm.launches import launches as norm_launches
+    from .norm.launches import scratch as norm_scratch
     from .pooling.kernels import heuristic_schedule as pool_heuristic
     from .pooling.launches import launches as pool_launches
     from .reduction.kernels import heuristic_schedule as red_heuristic
@@ -46,7 +47,7 @@ def _families() -> dict[str, KernelFamily]:
     families = (
         KernelFamily("elementwise", ew_launches, lambda spec: ew_heuristic(spec.out.numel)),
         KernelFamily("reduction", red_launches, lambda spec: red_heuristic(spec.out.numel, spec.length)),
-        KernelFamily("norm", norm_launches, norm_heuristic),
+        KernelFamily("norm", norm_launches, norm_heuristic, norm_scratch),
         KernelFamily("pooling", pool_launches, pool_heuristic),
         KernelFamily("gemm", gemm_launches, gemm_heuristic, gemm_scratch),
         KernelFamily("data_movement", move_launches, move_heuristic),

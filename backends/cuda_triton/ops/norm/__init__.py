@@ -7,7 +7,7 @@
 - reference.py: the CPU references.
 """
 
-from .launches import launches, schedules
+from .launches import default_schedule, launches, schedules, scratch
 from .layout import batch_norm_out, group_norm_out, layer_norm_out, softmax_out
 from .reference import reference
 from .spec import (
@@ -28,6 +28,7 @@ __all__ = [
     "LayerNormSpec",
     "SoftmaxSpec",
     "batch_norm_out",
+    "default_schedule",
     "batch_norm_spec",
     "group_norm_out",
     "group_norm_spec",
@@ -36,6 +37,7 @@ __all__ = [
     "layer_norm_spec",
     "reference",
     "schedules",
+    "scratch",
     "softmax_out",
     "softmax_spec",
     "supports",

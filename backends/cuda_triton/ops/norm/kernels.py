@@ -182,6 +182,88 @@ def row_norm_kernel(
 
 
 @triton.jit
+def _chunk(L, chunk):
+    """This program's in-row range along grid axis 1: [start, stop), never empty."""
+    start = tl.program_id(1) * chunk
+    return start, tl.minimum(start + chunk, L)
+
+
+@triton.jit
+def row_chunk_stats_kernel(
+    x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, M, L, chunk, chunks,
+    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+    groups, group_channels, channel_stride, divisor, eps,
+    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
+    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    PER_GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
+):  # fmt: skip
+    """Split rows, first launch: each (row, chunk)'s mean and sum of squared deviations, into part[chunk, row]."""
+    rows, _out_rows, tile, shape = _row_view(
+        x_ptr, M, L,
+        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
+    )  # fmt: skip
+    start, stop = _chunk(L, chunk)
+    in_chunk = (stop, shape[1], shape[2], shape[3])  # tiles masked at the chunk's end
+    total = tl.zeros((BLOCK_K,), tl.float32)
+    for s in range(start, stop, BLOCK_R):
+        x, _, _, _ = _row_tile(*tile, s, *in_chunk, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
+        total += tl.sum(x, axis=1)
+    mean = tl.div_rn(total, (stop - start).to(tl.float32))
+    squares = tl.zeros((BLOCK_K,), tl.float32)
+    for s in range(start, stop, BLOCK_R):
+        x, _, mask, _ = _row_tile(*tile, s, *in_chunk, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
+        d = tl.where(mask, x - mean[:, None], 0.0)
+        squares += tl.sum(d * d, axis=1)
+    part = part_ptr + (tl.program_id(1) * M + rows) * 2
+    tl.store(part, mean, mask=rows < M)
+    tl.store(part + 1, squares, mask=rows < M)
+
+
+@triton.jit
+def row_norm_chunks_kernel(
+    x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, M, L, chunk, chunks,
+    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+    groups, group_channels, channel_stride, divisor, eps,
+    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
+    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    PER_GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
+):  # fmt: skip
+    """Split rows, second launch: the rows' statistics from every chunk's (Chan's pairwise combination, as
+    precise as two passes over the row), then this program's chunk normalized."""
+    rows, out_rows, tile, shape = _row_view(
+        x_ptr, M, L,
+        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
+    )  # fmt: skip
+    mean = tl.zeros((BLOCK_K,), tl.float32)
+    m2 = tl.zeros((BLOCK_K,), tl.float32)
+    seen = 0.0
+    for c in range(0, chunks):
+        count = (tl.minimum(chunk, L - c * chunk)).to(tl.float32)
+        part = part_ptr + (c * M + rows) * 2
+        c_mean = tl.load(part, mask=rows < M, other=0.0)
+        c_m2 = tl.load(part + 1, mask=rows < M, other=0.0)
+        both = seen + count
+        delta = c_mean - mean
+        mean += delta * tl.div_rn(count, both)
+        m2 += c_m2 + delta * delta * tl.div_rn(seen * count, both)
+        seen = both
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(m2, divisor) + eps))
+    start, stop = _chunk(L, chunk)
+    in_chunk = (stop, shape[1], shape[2], shape[3])
+    for s in range(start, stop, BLOCK_R):
+        x, cols, mask, out_cols = _row_tile(*tile, s, *in_chunk, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
+        y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
+                    groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+        tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _softmax_row_stats(x, m, s):
     """Running max ``m`` and sum ``s`` of exp(x - m) per row, updated with the tile ``x`` (-inf where masked);
     rows that are -inf so far keep s = 0 rather than exp(-inf - -inf) = NaN."""
@@ -241,45 +323,69 @@ def softmax_kernel(
 
 # ---- schedules -------------------------------------------------------------------------------------------------
 ADJACENT_TILE = 8192  # elements of a [BLOCK_K, BLOCK_R] tile when rows are adjacent in memory
+SPLIT_MIN_CHUNK = 256  # fewest in-row elements a chunk of a split row takes
 
 
-def row_schedule(m: int, length: int, rows_adjacent: bool = False) -> Schedule:
+def split_chunk(length: int, schedule: Schedule) -> tuple[int, int]:
+    """(chunk, chunks) of a row split SPLIT ways: chunks of a multiple of BLOCK_R elements, none empty."""
+    split, block_r = schedule["SPLIT"], schedule["BLOCK_R"]
+    chunk = cdiv(cdiv(length, split), block_r) * block_r
+    return chunk, cdiv(length, chunk)
+
+
+def _split_for(row_blocks: int, length: int) -> int:
+    """How many ways to split rows so that about two programs per SM run (1: rows alone fill the GPU)."""
+    if row_blocks >= NUM_SMS:
+        return 1
+    return max(1, min(cdiv(2 * NUM_SMS, row_blocks), length // SPLIT_MIN_CHUNK))
+
+
+def row_schedule(m: int, length: int, rows_adjacent: bool = False, splittable: bool = True) -> Schedule:
     """A row in one tile up to ONE_TILE_MAX elements (BLOCK_R its next power of 2), else 1024-element steps;
     BLOCK_K fills a tile of up to 4096 elements, halved while that leaves fewer than two programs per SM.
 
     ``rows_adjacent``: consecutive rows are consecutive in memory and a row's own elements are not (a group
     norm with one channel per group over a channels-last map). A tile then spans 16 rows (32 bytes per access
-    in 16-bit) and sweeps the rows in steps of ADJACENT_TILE / 16 elements, since one-row tiles would read one
-    element per 32-byte sector."""
+    in 16-bit) and up to ADJACENT_TILE / 16 elements of them, since one-row tiles would read one element per
+    32-byte sector.
+
+    ``splittable`` (layer and group norm): when the rows leave most SMs idle, each row is split into SPLIT
+    chunks (`row_chunk_stats_kernel`, then `row_norm_chunks_kernel`)."""
     if rows_adjacent:
         block_k = max(2, min(16, triton.next_power_of_2(max(m, 1))))
-        block_r = max(2, min(triton.next_power_of_2(max(length, 1)), ADJACENT_TILE // block_k))
-        return Schedule.make(
-            num_warps=8, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r, ONE_TILE=int(length <= block_r)
-        )
+        split = _split_for(cdiv(m, block_k), length) if splittable else 1
+        block_r = max(2, min(triton.next_power_of_2(cdiv(length, split)), ADJACENT_TILE // block_k))
+        return Schedule.make(num_warps=8, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r,
+                             ONE_TILE=int(split == 1 and length <= block_r), SPLIT=split)  # fmt: skip
     one_tile = length <= ONE_TILE_MAX
     block_r = max(2, triton.next_power_of_2(max(length, 1))) if one_tile else 1024
     block_k = max(1, min(triton.next_power_of_2(max(m, 1)), 4096 // block_r))
     while block_k > 1 and cdiv(m, block_k) < 2 * NUM_SMS:
         block_k //= 2
+    split = 1 if one_tile or not splittable else _split_for(cdiv(m, block_k), length)
     warps = min(8, max(1, block_k * block_r // 512))
-    return Schedule.make(
-        num_warps=warps, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r, ONE_TILE=int(one_tile)
-    )
+    return Schedule.make(num_warps=warps, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r,
+                         ONE_TILE=int(one_tile and split == 1), SPLIT=split)  # fmt: skip
 
 
-def row_schedules(m: int, length: int, rows_adjacent: bool = False) -> list[Schedule]:
+def row_schedules(
+    m: int, length: int, rows_adjacent: bool = False, splittable: bool = True
+) -> list[Schedule]:
     """The tuning space of the row kernels: the heuristic's schedule, then tiles of 1-32 rows by 128-4096
-    elements (a row in one tile where it fits, else swept), on 4 or 8 warps."""
-    out = [row_schedule(m, length, rows_adjacent)]
+    elements (a row in one tile where it fits, else swept) on 4 or 8 warps, unsplit and (layer and group norm)
+    split 2-16 ways."""
+    out = [row_schedule(m, length, rows_adjacent, splittable)]
     pow_m, pow_l = triton.next_power_of_2(max(m, 1)), max(2, triton.next_power_of_2(max(length, 1)))
-    for block_k in (1, 4, 8, 16, 32):
-        for block_r in (128, 256, 512, 1024, 2048, 4096):
-            if block_k > pow_m or block_r > pow_l or block_k * block_r > 16384:
-                continue
-            for warps in (4, 8):
-                s = Schedule.make(num_warps=warps, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r,
-                                  ONE_TILE=int(length <= block_r))  # fmt: skip
-                if s not in out:
-                    out.append(s)
+    for split in (1, 2, 4, 8, 16) if splittable else (1,):
+        if split > 1 and length // split < SPLIT_MIN_CHUNK:
+            continue
+        for block_k in (1, 4, 8, 16, 32):
+            for block_r in (128, 256, 512, 1024, 2048, 4096):
+                if block_k > pow_m or block_r > pow_l or block_k * block_r > 16384:
+                    continue
+                for warps in (4, 8):
+                    s = Schedule.make(num_warps=warps, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r,
+                                      ONE_TILE=int(split == 1 and length <= block_r), SPLIT=split)  # fmt: skip
+                    if s not in out:
+                        out.append(s)
     return out

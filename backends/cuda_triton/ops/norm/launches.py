@@ -9,12 +9,29 @@ from __future__ import annotations
 
 import math
 
-from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    TensorArg,
+    cdiv,
+)
 from ..elementwise.kernels import heuristic_schedule as elementwise_schedule
 from ..elementwise.kernels import schedules as elementwise_schedules
 from ..indexing import pad_dims, stride_pattern
 from ..tensor_meta import TensorMeta, max_offset, needs_int64
-from .kernels import batch_norm_kernel, row_norm_kernel, row_schedule, row_schedules, softmax_kernel
+from .kernels import (
+    batch_norm_kernel,
+    row_chunk_stats_kernel,
+    row_norm_chunks_kernel,
+    row_norm_kernel,
+    row_schedule,
+    row_schedules,
+    softmax_kernel,
+    split_chunk,
+)
 from .spec import (
     BatchNormSpec,
     GroupNormSpec,
@@ -45,7 +62,7 @@ def default_schedule(spec: NormSpec) -> Schedule:
     if isinstance(spec, BatchNormSpec):
         return elementwise_schedule(spec.out.numel)
     view = view_of(spec)
-    return row_schedule(view.m, view.length, rows_adjacent(view))
+    return row_schedule(view.m, view.length, rows_adjacent(view), not isinstance(spec, SoftmaxSpec))
 
 
 def schedules(spec: NormSpec) -> list[Schedule]:
@@ -53,7 +70,23 @@ def schedules(spec: NormSpec) -> list[Schedule]:
     if isinstance(spec, BatchNormSpec):
         return elementwise_schedules(spec.out.numel)
     view = view_of(spec)
-    return row_schedules(view.m, view.length, rows_adjacent(view))
+    return row_schedules(view.m, view.length, rows_adjacent(view), not isinstance(spec, SoftmaxSpec))
+
+
+def _split(spec: NormSpec, schedule: Schedule) -> int:
+    """The ways a layer or group norm schedule splits each row (1 for other ops and unsplit schedules)."""
+    if isinstance(spec, (BatchNormSpec, SoftmaxSpec)) or "SPLIT" not in schedule.as_dict():
+        return 1
+    return schedule["SPLIT"]
+
+
+def scratch(spec: NormSpec, schedule: Schedule) -> list[ScratchTensor]:
+    """A split row schedule's per-chunk statistics: fp32 [chunks, M, 2] (mean, sum of squared deviations)."""
+    if _split(spec, schedule) == 1:
+        return []
+    view = view_of(spec)
+    _, chunks = split_chunk(view.length, schedule)
+    return [ScratchTensor("partials", "float32", (chunks, view.m, 2))]
 
 
 def launches(spec: NormSpec, schedule: Schedule | None = None) -> list[KernelLaunch]:
@@ -66,7 +99,7 @@ def launches(spec: NormSpec, schedule: Schedule | None = None) -> list[KernelLau
     schedule = schedule or default_schedule(spec)
     if isinstance(spec, BatchNormSpec):
         return [_batch_norm_launch(spec, schedule)]
-    return [_row_launch(spec, schedule)]
+    return _row_launches(spec, schedule)
 
 
 def _batch_norm_launch(spec: BatchNormSpec, schedule: Schedule) -> KernelLaunch:
@@ -96,10 +129,13 @@ def _batch_norm_launch(spec: BatchNormSpec, schedule: Schedule) -> KernelLaunch:
     )
 
 
-def _row_launch(spec: LayerNormSpec | GroupNormSpec | SoftmaxSpec, schedule: Schedule) -> KernelLaunch:
+def _row_launches(
+    spec: LayerNormSpec | GroupNormSpec | SoftmaxSpec, schedule: Schedule
+) -> list[KernelLaunch]:
     view = view_of(spec)
     m, length = view.m, view.length
     block_k, block_r = schedule["BLOCK_K"], schedule["BLOCK_R"]
+    split = _split(spec, schedule)
     k_sizes, (x_k, out_k) = pad_dims(view.kept, [view.x_kept, view.out_kept])
     r_sizes, (x_r, out_r) = pad_dims(view.red, [view.x_red, view.out_red])
     int64 = needs_int64(
@@ -110,7 +146,12 @@ def _row_launch(spec: LayerNormSpec | GroupNormSpec | SoftmaxSpec, schedule: Sch
     if not isinstance(spec, SoftmaxSpec):
         args += [_ptr("weight", spec.weight) if spec.weight else _ptr("in0", spec.x)]
         args += [_ptr("bias", spec.bias) if spec.bias else _ptr("in0", spec.x)]
+    if split > 1:
+        chunk, chunks = split_chunk(length, schedule)
+        args += [TensorArg("partials", "fp32")]
     args += [ScalarArg("M", itype, m), ScalarArg("L", itype, length)]
+    if split > 1:
+        args += [ScalarArg("chunk", itype, chunk), ScalarArg("chunks", itype, chunks)]
     args += _ints("ksize", k_sizes, itype, 1) + _ints("x_k", x_k, itype) + _ints("out_k", out_k, itype)
     args += _ints("rsize", r_sizes, itype, 1) + _ints("x_r", x_r, itype) + _ints("out_r", out_r, itype)
     constexprs: list[tuple[str, object]] = [
@@ -135,7 +176,13 @@ def _row_launch(spec: LayerNormSpec | GroupNormSpec | SoftmaxSpec, schedule: Sch
         args += [ScalarArg("divisor", "fp32", float(max(length, 1))), ScalarArg("eps", "fp32", spec.eps)]
         constexprs += [("HAS_WEIGHT", spec.weight is not None), ("HAS_BIAS", spec.bias is not None),
                        ("PER_GROUP", per_group)]  # fmt: skip
-    constexprs += [("ONE_TILE", bool(schedule["ONE_TILE"])), ("BLOCK_K", block_k), ("BLOCK_R", block_r)]
-    constexprs.append(("INDEX_64", int64))
-    grid = (cdiv(m, block_k), 1, 1)
-    return KernelLaunch(fn, tuple(args), tuple(constexprs), grid, schedule.num_warps, schedule.num_stages)
+    tiles = (("BLOCK_K", block_k), ("BLOCK_R", block_r), ("INDEX_64", int64))
+    warps, stages = schedule.num_warps, schedule.num_stages
+    if split > 1:
+        grid = (cdiv(m, block_k), chunks, 1)
+        return [
+            KernelLaunch(kernel, tuple(args), (*constexprs, *tiles), grid, warps, stages)
+            for kernel in (row_chunk_stats_kernel, row_norm_chunks_kernel)
+        ]
+    constexprs += [("ONE_TILE", bool(schedule["ONE_TILE"])), *tiles]
+    return [KernelLaunch(fn, tuple(args), tuple(constexprs), (cdiv(m, block_k), 1, 1), warps, stages)]
