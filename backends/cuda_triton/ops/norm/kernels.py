@@ -20,6 +20,11 @@ group_channels + col // channel_stride; layer norm's parameter index is col), di
 K_RANK, R_RANK, four stride patterns, HAS_WEIGHT, HAS_BIAS, PER_GROUP, ONE_TILE, BLOCK_K, BLOCK_R, INDEX_64.
 ``softmax_kernel``: the same without weight, bias, groups, divisor and eps, and with LOG. Grid of both:
 (cdiv(M, BLOCK_K), 1, 1).
+
+``row_norm_split_kernel`` (layer and group norm rows split SPLIT ways, two launches): the row norm's arguments
+with a ``part`` pointer (fp32 scratch [chunks, M, 2]) after the bias and ``chunk``, ``chunks`` after L; the
+constexpr STATS picks the launch (chunk statistics, or combine and normalize). Grid: (cdiv(M, BLOCK_K), chunks,
+1).
 """
 
 from __future__ import annotations
@@ -182,30 +187,9 @@ def row_norm_kernel(
 
 
 @triton.jit
-def _chunk(L, chunk):
-    """This program's in-row range along grid axis 1: [start, stop), never empty."""
-    start = tl.program_id(1) * chunk
-    return start, tl.minimum(start + chunk, L)
-
-
-@triton.jit
-def row_chunk_stats_kernel(
-    x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, M, L, chunk, chunks,
-    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
-    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
-    groups, group_channels, channel_stride, divisor, eps,
-    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
-    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PER_GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
-):  # fmt: skip
-    """Split rows, first launch: each (row, chunk)'s mean and sum of squared deviations, into part[chunk, row]."""
-    rows, _out_rows, tile, shape = _row_view(
-        x_ptr, M, L,
-        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
-        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
-        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
-    )  # fmt: skip
-    start, stop = _chunk(L, chunk)
+def _chunk_stats(tile, shape, start, stop, R_RANK: tl.constexpr, X_R_KINDS: tl.constexpr,
+                 OUT_R_KINDS: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):  # fmt: skip
+    """Mean and sum of squared deviations of in-row elements [start, stop) of the program's rows (two sweeps)."""
     in_chunk = (stop, shape[1], shape[2], shape[3])  # tiles masked at the chunk's end
     total = tl.zeros((BLOCK_K,), tl.float32)
     for s in range(start, stop, BLOCK_R):
@@ -217,34 +201,18 @@ def row_chunk_stats_kernel(
         x, _, mask, _ = _row_tile(*tile, s, *in_chunk, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
         d = tl.where(mask, x - mean[:, None], 0.0)
         squares += tl.sum(d * d, axis=1)
-    part = part_ptr + (tl.program_id(1) * M + rows) * 2
-    tl.store(part, mean, mask=rows < M)
-    tl.store(part + 1, squares, mask=rows < M)
+    return mean, squares
 
 
 @triton.jit
-def row_norm_chunks_kernel(
-    x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, M, L, chunk, chunks,
-    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
-    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
-    groups, group_channels, channel_stride, divisor, eps,
-    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
-    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PER_GROUP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
-):  # fmt: skip
-    """Split rows, second launch: the rows' statistics from every chunk's (Chan's pairwise combination, as
-    precise as two passes over the row), then this program's chunk normalized."""
-    rows, out_rows, tile, shape = _row_view(
-        x_ptr, M, L,
-        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
-        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
-        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
-    )  # fmt: skip
+def _combined_stats(part_ptr, rows, M, L, chunk, chunks, BLOCK_K: tl.constexpr):
+    """The rows' mean and sum of squared deviations from every chunk's (Chan's pairwise combination, as precise
+    as two sweeps over the whole row)."""
     mean = tl.zeros((BLOCK_K,), tl.float32)
     m2 = tl.zeros((BLOCK_K,), tl.float32)
     seen = 0.0
     for c in range(0, chunks):
-        count = (tl.minimum(chunk, L - c * chunk)).to(tl.float32)
+        count = tl.minimum(chunk, L - c * chunk).to(tl.float32)
         part = part_ptr + (c * M + rows) * 2
         c_mean = tl.load(part, mask=rows < M, other=0.0)
         c_m2 = tl.load(part + 1, mask=rows < M, other=0.0)
@@ -253,14 +221,48 @@ def row_norm_chunks_kernel(
         mean += delta * tl.div_rn(count, both)
         m2 += c_m2 + delta * delta * tl.div_rn(seen * count, both)
         seen = both
-    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(m2, divisor) + eps))
-    start, stop = _chunk(L, chunk)
-    in_chunk = (stop, shape[1], shape[2], shape[3])
-    for s in range(start, stop, BLOCK_R):
-        x, cols, mask, out_cols = _row_tile(*tile, s, *in_chunk, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
-        y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
-                    groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
-        tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+    return mean, m2
+
+
+@triton.jit
+def row_norm_split_kernel(
+    x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, M, L, chunk, chunks,
+    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+    groups, group_channels, channel_stride, divisor, eps,
+    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
+    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    PER_GROUP: tl.constexpr, STATS: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
+    INDEX_64: tl.constexpr,
+):  # fmt: skip
+    """Rows split into chunks along grid axis 1, in two launches. STATS: each (chunk, row)'s statistics into
+    part[chunk, row, 0:2]; then: the rows' statistics combined, and this program's chunk normalized."""
+    rows, out_rows, tile, shape = _row_view(
+        x_ptr, M, L,
+        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
+        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
+        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
+    )  # fmt: skip
+    start = tl.program_id(1) * chunk
+    stop = tl.minimum(start + chunk, L)  # never empty: chunks = cdiv(L, chunk)
+    if STATS:
+        mean, squares = _chunk_stats(
+            tile, shape, start, stop, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_K, BLOCK_R
+        )
+        part = part_ptr + (tl.program_id(1) * M + rows) * 2
+        tl.store(part, mean, mask=rows < M)
+        tl.store(part + 1, squares, mask=rows < M)
+    else:
+        mean, m2 = _combined_stats(part_ptr, rows, M, L, chunk, chunks, BLOCK_K)
+        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(m2, divisor) + eps))
+        for s in range(start, stop, BLOCK_R):
+            x, cols, mask, out_cols = _row_tile(*tile, s, stop, shape[1], shape[2], shape[3], R_RANK, X_R_KINDS,
+                                                OUT_R_KINDS, BLOCK_R, 0.0)  # fmt: skip
+            y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
+                        groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+            tl.store(
+                out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
+            )
 
 
 @triton.jit
@@ -350,7 +352,7 @@ def row_schedule(m: int, length: int, rows_adjacent: bool = False, splittable: b
     32-byte sector.
 
     ``splittable`` (layer and group norm): when the rows leave most SMs idle, each row is split into SPLIT
-    chunks (`row_chunk_stats_kernel`, then `row_norm_chunks_kernel`)."""
+    chunks (`row_norm_split_kernel`, two launches)."""
     if rows_adjacent:
         block_k = max(2, min(16, triton.next_power_of_2(max(m, 1))))
         split = _split_for(cdiv(m, block_k), length) if splittable else 1

@@ -24,9 +24,8 @@ from ..indexing import pad_dims, stride_pattern
 from ..tensor_meta import TensorMeta, max_offset, needs_int64
 from .kernels import (
     batch_norm_kernel,
-    row_chunk_stats_kernel,
-    row_norm_chunks_kernel,
     row_norm_kernel,
+    row_norm_split_kernel,
     row_schedule,
     row_schedules,
     softmax_kernel,
@@ -181,8 +180,15 @@ def _row_launches(
     if split > 1:
         grid = (cdiv(m, block_k), chunks, 1)
         return [
-            KernelLaunch(kernel, tuple(args), (*constexprs, *tiles), grid, warps, stages)
-            for kernel in (row_chunk_stats_kernel, row_norm_chunks_kernel)
+            KernelLaunch(
+                row_norm_split_kernel,
+                tuple(args),
+                (*constexprs, ("STATS", stats), *tiles),
+                grid,
+                warps,
+                stages,
+            )  # fmt: skip
+            for stats in (True, False)
         ]
     constexprs += [("ONE_TILE", bool(schedule["ONE_TILE"])), *tiles]
     return [KernelLaunch(fn, tuple(args), tuple(constexprs), (cdiv(m, block_k), 1, 1), warps, stages)]
