@@ -283,24 +283,29 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
 
 def merge_runs(paths: list[str]) -> dict[str, Any]:
     """Several `run` results (one device call each, e.g. one per carry) as one: their rows in order, each row
-    with its run's date (a row of an earlier merged report keeps its own) and its ETDump's path; the header
-    fields of the first run, the dates of all."""
+    with its run's date (a row of an earlier merged report keeps its own) and its ETDump's path, a later run's
+    row replacing an earlier one of the same program (name); the header fields of the first run,
+    the dates of the runs that keep a row."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
     gpus = {r["gpu"] for r in runs}
     if len(gpus) > 1:
         raise SystemExit(
             f"report: the runs are from different GPUs ({', '.join(sorted(gpus))}); report them apart"
         )
-    merged = {**runs[0], "rows": []}
-    merged["date"] = ", ".join(dict.fromkeys(r["date"] for r in runs))
-    merged["exported"] = ", ".join(dict.fromkeys(str(r.get("exported")) for r in runs))
+    by_program: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     for path, run in zip(paths, runs, strict=True):
         for row in run["rows"]:
             if row.get("etdump"):
                 row["etdump"] = str(Path(path).parent / row["etdump"])
-            merged["rows"].append(
-                {**row, "run_date": row.get("run_date", run["date"])}
-            )  # a merged report's own
+            dated = {**row, "run_date": row.get("run_date", run["date"])}  # a merged report's own
+            by_program.pop(row["name"], None)  # re-inserted last: the rows keep the runs' order
+            by_program[row["name"]] = (dated, run)
+    kept = [run for _, run in by_program.values()]
+    merged = {**runs[0], "rows": [row for row, _ in by_program.values()]}
+    merged["date"] = ", ".join(dict.fromkeys(r["date"] for r in runs if any(k is r for k in kept)))
+    merged["exported"] = ", ".join(
+        dict.fromkeys(str(r.get("exported")) for r in runs if any(k is r for k in kept))
+    )
     return merged
 
 

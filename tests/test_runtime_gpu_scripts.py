@@ -155,7 +155,8 @@ def test_gpu_faults_checks_the_cubins_of_the_gpus_arch(carried, build) -> None:
 
 def test_bench_models_report_merges_runs(tmp_path, monkeypatch) -> None:
     """`bench_models.py report` over several runs (one per device carry): their rows in order, each with its run's
-    date and its ETDump's path; runs of different GPUs are refused."""
+    date and its ETDump's path, a later row of a program replacing an earlier one; runs of different GPUs are
+    refused."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     bench_models = importlib.import_module("bench_models")
     paths = []
@@ -173,6 +174,13 @@ def test_bench_models_report_merges_runs(tmp_path, monkeypatch) -> None:
     )
     with pytest.raises(SystemExit, match="different GPUs"):
         bench_models.merge_runs(paths)
+    again = tmp_path / "run3"  # a later run of program m0 replaces the earlier row
+    again.mkdir()
+    row = {"name": "m0", "etdump": "m0.etdp", "ok": False}
+    (again / "bench_models.json").write_text(json.dumps({"date": "d3", "gpu": "H100", "rows": [row]}))
+    merged = bench_models.merge_runs([*paths[:2], str(again / "bench_models.json")])
+    assert [(r["name"], r["run_date"]) for r in merged["rows"]] == [("m1", "d1"), ("m0", "d3")]
+    assert merged["date"] == "d1, d3"
 
 
 def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
