@@ -89,14 +89,6 @@ class DataMovementRecord(OpRecord):
         raise NotImplementedError
 
 
-def _cat_args(ctx: RecordContext, parts: list[int], dim: int) -> tuple:
-    """`cat_record_sizes` and its arguments for these parts: their sizes and strides back to back."""
-    sizes = [s for v in parts for s in ctx.value(v).sizes]
-    strides = [s for v in parts for s in ctx.value(v).strides]
-    rank = len(ctx.value(parts[0]).sizes) if parts else 0
-    return shape.cat_record_sizes, rank, dim, sizes, strides
-
-
 @dataclass
 class CopyRecord(DataMovementRecord):
     """A strided copy with the input's sizes (clone, dim-order copies, `_to_dim_order_copy` with a dtype change)."""
@@ -140,9 +132,22 @@ class PermuteRecord(DataMovementRecord):
 
 
 class JoinRecord(DataMovementRecord):
-    """Cat and split: parts joined along ``dim`` (a field of each), the only parameter."""
+    """Cat and split: parts joined along ``dim`` (a field of each), the only parameter. Cat's parts are its inputs
+    and the joined value its output; split's parts are its outputs and the joined value its input."""
 
     PARAMS = (i64("dim"),)
+    SPLITS: ClassVar[bool] = False
+    # How a size mismatch names the joined value.
+    JOINED_NAME: ClassVar[str] = "output"
+
+    def check_shape(self, ctx: RecordContext, where: str) -> None:
+        parts, joined = (self.targets(), self.sources()) if self.SPLITS else (self.sources(), self.targets())
+        part_sizes = [s for v in parts for s in ctx.value(v).sizes]
+        part_strides = [s for v in parts for s in ctx.value(v).strides]
+        rank = len(ctx.value(parts[0]).sizes) if parts else 0
+        dim = self.dim  # type: ignore[attr-defined]
+        sizes = ctx.rule(where, shape.cat_record_sizes, rank, dim, part_sizes, part_strides)
+        ctx.expect_sizes(where, self.JOINED_NAME, ctx.value(joined[0]).sizes, sizes)
 
 
 @dataclass
@@ -160,10 +165,6 @@ class CatRecord(JoinRecord):
     def operand_fields(cls, sources: list[int], targets: list[int]) -> dict[str, Any]:
         return {"inputs": sources, "output": targets[0]}
 
-    def check_shape(self, ctx: RecordContext, where: str) -> None:
-        sizes = ctx.rule(where, *_cat_args(ctx, self.inputs, self.dim))
-        ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
-
 
 @dataclass
 class SplitRecord(JoinRecord):
@@ -171,6 +172,8 @@ class SplitRecord(JoinRecord):
 
     OP = shape.SPLIT
     MAX_TARGETS = MAX_OPERANDS
+    SPLITS = True
+    JOINED_NAME = "concatenated parts'"
     input: int
     outputs: list[int]
     dim: int
@@ -181,10 +184,6 @@ class SplitRecord(JoinRecord):
     @classmethod
     def operand_fields(cls, sources: list[int], targets: list[int]) -> dict[str, Any]:
         return {"input": sources[0], "outputs": targets}
-
-    def check_shape(self, ctx: RecordContext, where: str) -> None:
-        sizes = ctx.rule(where, *_cat_args(ctx, self.outputs, self.dim))
-        ctx.expect_sizes(where, "concatenated parts'", ctx.value(self.input).sizes, sizes)
 
 
 @dataclass
