@@ -164,7 +164,8 @@ def test_one_d_maps_are_stored_length_major_and_the_output_is_written_in_place()
     """Between 1-D convolutions every map is stored (N, L, C), so no convolution copies its input to that layout
     first; the last one, whose fused GELU writes the delegate output, keeps its recorded weight and writes the
     program's (N, C, L) output itself (a 1-D output layout follows the weight alone): no copy record. The group
-    norm (one channel a group over 599 samples stored (N, L, C)) splits its rows into chunks: two launches."""
+    norm (one channel a group over 599 samples stored (N, L, C)) splits its rows into chunks (two launches) and
+    computes the GELU after it in its epilogue: no elementwise kernel is left."""
     torch.manual_seed(0)
     model, example = AudioEncoder().eval(), (torch.randn(2, 1, 3000),)
     blob = _blob(model, example, CudaTritonOptions())
@@ -178,5 +179,6 @@ def test_one_d_maps_are_stored_length_major_and_the_output_is_written_in_place()
     assert blob.values[convs[-1].output].kind == "output" and convs[-1].epilogue
     assert not any(isinstance(op, ElementwiseRecord) and op.steps[0].op == "copy" for op in blob.ops)
     (norm,) = [op for op in blob.ops if isinstance(op, NormRecord)]
-    assert len(norm.launches) == 2
+    assert len(norm.launches) == 2 and norm.epilogue  # the GELU after it runs in its epilogue
+    assert not any(isinstance(op, ElementwiseRecord) for op in blob.ops)
     assert_one_delegate_matches_eager(model, example, CudaTritonOptions(), 1e-3)  # fp32 on TF32

@@ -7,11 +7,13 @@ from __future__ import annotations
 import random
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 import torch
 from cuda_triton.kernel.aot import check_entry, compile_launches
 from cuda_triton.kernel.launch import Schedule
+from cuda_triton.ops.elementwise.program import MAX_INPUTS, instruction
 from cuda_triton.ops.norm import (
     batch_norm_out,
     batch_norm_spec,
@@ -28,7 +30,7 @@ from cuda_triton.ops.norm import (
     supports,
 )
 from cuda_triton.ops.norm.launches import default_schedule
-from cuda_triton.ops.norm.spec import NormSpec, view_of
+from cuda_triton.ops.norm.spec import GroupNormSpec, NormSpec, view_of
 from cuda_triton.ops.tensor_meta import TensorMeta, contiguous_strides
 from ops_helpers import DEVICE, DTYPES, LAYOUTS, cpu, make_tensor, meta, poisoned, random_shape, tolerance
 
@@ -214,6 +216,44 @@ def test_split_rows(dtype: str) -> None:
         torch.testing.assert_close(run(spec, tensors, odd).cpu(), ref, **tolerance(dtype, length))
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_epilogue(dtype: str) -> None:
+    """A chain on the normalized value (GELU; relu then scale) in every row-kernel path and in batch norm: one
+    tile, swept, split, and the elementwise batch norm kernel."""
+    rng, gen = rng_for("epilogue", dtype)
+    gelu = (instruction("gelu", 0),)
+    relu_scale = (instruction("relu", 0), instruction("mul", MAX_INPUTS, c0=0.5))
+    cases = []
+    x = make_tensor((2, 6, 5, 7), dtype, "channels_last", gen, rng)
+    c = [params(6, dtype, gen, positive=k == 3) for k in range(4)]
+    bn = batch_norm_spec(meta(x), *(meta(t) for t in c), 1e-5)
+    cases.append((bn, {"in0": x, **dict(zip(("weight", "bias", "mean", "var"), c, strict=True))}, 1))
+    seq = make_tensor((3, 40), dtype, "contiguous", gen, rng)
+    cases.append((layer_norm_spec(meta(seq), (40,), None, None, 1e-5), {"in0": seq}, 40))
+    long = make_tensor((1, 2, 4500), dtype, "contiguous", gen, rng)  # swept: 4500 > ONE_TILE_MAX, then split
+    cases.append((group_norm_spec(meta(long), None, None, 1, 2, 4500, 2, 1e-5), {"in0": long}, 4500))
+    for spec, tensors, length in cases:
+        for program in (gelu, relu_scale):
+            fused = replace(spec, epilogue=program)
+            assert supports(fused)
+            ref = reference(fused, cpu(tensors))
+            plain = reference(spec, cpu(tensors))
+            assert not torch.equal(ref, plain)
+            schedules_to_run = [default_schedule(fused)]
+            if isinstance(spec, GroupNormSpec):  # the unsplit sweep too
+                schedules_to_run.append(
+                    Schedule.make(num_warps=4, num_stages=1, BLOCK_K=1, BLOCK_R=1024, ONE_TILE=0, SPLIT=1)
+                )
+            for schedule in schedules_to_run:
+                out = run(fused, tensors, schedule)
+                torch.testing.assert_close(out.cpu(), ref, **tolerance(dtype, length))
+    bad = replace(
+        bn, epilogue=(instruction("add", 0, 1),)
+    )  # reads a second tensor: no operand to read it from
+    assert not supports(bad) and "epilogue" in supports(bad).reason
+
+
 # ---- softmax ---------------------------------------------------------------------------------------------------
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("log", [False, True])
@@ -332,8 +372,11 @@ def test_every_kernel_compiles_for_sm80_and_sm90() -> None:
         layer_norm_spec(seq, (768,), w768, w768, 1e-6),
         layer_norm_spec(TensorMeta.contiguous((4, 10000), "float32"), (10000,), None, None, 1e-5),
         group_norm_spec(TensorMeta.contiguous((4, 64, 1000), "float16"), c16, c16, 4, 64, 1000, 8, 1e-5),
-        group_norm_spec(
-            TensorMeta.channels_last((1, 512, 3199), "float16"), None, None, 1, 512, 3199, 512, 1e-5
+        replace(  # wav2vec2's first norm, with the GELU after it
+            group_norm_spec(
+                TensorMeta.channels_last((1, 512, 3199), "float16"), None, None, 1, 512, 3199, 512, 1e-5
+            ),
+            epilogue=(instruction("gelu", 0),),
         ),
         softmax_spec(seq, -1),
         softmax_spec(TensorMeta.contiguous((4, 12, 20000), "float16"), 2, log=True),

@@ -5,8 +5,8 @@ Nodes that draft nothing: the zero pads and batch norms a convolution folds, ops
 become constants where they are read), the elementwise ops fused into a chain, and ``getitem``s (the drafter of
 the multi-output op they read binds them). A chain that only a convolution reads may wait for it
 (`plan_conv_prologue`): the convolution computes it in its input loads, or drafts it just before itself. A
-convolution or GEMM whose result only a chain reads waits for the chain's end, to compute it in its epilogue
-(`plan_conv_epilogues`, `plan_gemm_epilogues`).
+convolution, GEMM or normalisation whose result only a chain reads waits for the chain's end, to compute it in
+its epilogue (`plan_conv_epilogues`, `plan_gemm_epilogues`, `plan_norm_epilogues`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..ops.registry import OpCompileJob
 from ..partition.config import ConfigTable, configs_for
 from ..partition.config.elementwise import GLU
 from ..partition.config.gemm import GEMM_OPS
+from ..partition.config.norm import MULTI_OUTPUT, norm_output
 from ..partition.options import CudaTritonOptions
 from ..utils.graph import constant_names
 from .conv import draft_conv
@@ -32,6 +33,7 @@ from .draft import CudaTritonPreprocessError, Draft, describe, value_record
 from .elementwise import conv_prologue_chain, draft_elementwise, is_elementwise_node, plan_chains
 from .families import DRAFTED_FAMILIES, DRAFTERS
 from .gemm import draft_gemm, is_epilogue_view
+from .norm import draft_norm
 from .op_draft import ProgramDraft
 from .schedule import TuningLookup
 
@@ -114,6 +116,30 @@ def plan_gemm_epilogues(
     return out
 
 
+def plan_norm_epilogues(
+    calls: list[Node], fused_into: dict[Node, Node], pd: ProgramDraft, taken: set[Node]
+) -> dict[Node, Node]:
+    """{chain end: norm} for each batch, layer or group norm whose result only an elementwise chain reads: the
+    chain may run in the norm's epilogue (`draft_norm` decides: it must read no other tensor). A batch norm of a
+    convolution's result is left to the convolution, which folds it. ``taken``: chain ends a convolution or a
+    GEMM already claims."""
+    out: dict[Node, Node] = {}
+    for node in calls:
+        if aten_overload(node.target) not in MULTI_OUTPUT or node in pd.foldable:
+            continue
+        if is_batch_norm_node(node) and isinstance(node.args[0], Node) and is_conv_node(node.args[0]):
+            continue
+        try:
+            result = norm_output(node)
+        except ValueError:
+            continue
+        end = _epilogue_chain_end(result, pd, fused_into)
+        if end is None or end in out or end in taken:
+            continue
+        out[end] = node
+    return out
+
+
 def _draft_by_family(node: Node, pd: ProgramDraft) -> None:
     config = _TABLE.config_for(node)
     drafter = DRAFTERS.get(config.family) if config is not None else None
@@ -171,7 +197,12 @@ def draft_program(
     gemm_epilogue_of = (
         plan_gemm_epilogues(calls, fused_into, pd, set(epilogue_of)) if options.fuse_epilogues else {}
     )
-    deferred = set(epilogue_of.values())
+    norm_epilogue_of = (
+        plan_norm_epilogues(calls, fused_into, pd, {*epilogue_of, *gemm_epilogue_of})
+        if options.fuse_epilogues
+        else {}
+    )
+    deferred = {*epilogue_of.values(), *norm_epilogue_of.values()}
     for gemm, views in gemm_epilogue_of.values():
         deferred.update((gemm, *views))
 
@@ -213,6 +244,9 @@ def draft_program(
                     continue
                 for view in views:  # the chain is a kernel of its own after all
                     _draft_by_family(view, pd)
+            norm = norm_epilogue_of.get(node)
+            if norm is not None and draft_norm(norm, pd, node, fused_into):
+                continue  # else the norm was drafted alone, and the chain is a kernel of its own
             if not (options.fuse_prologues and plan_conv_prologue(node, pd, fused_into)):
                 draft_elementwise(node, pd, fused_into)
         else:

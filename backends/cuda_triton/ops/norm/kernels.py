@@ -4,8 +4,8 @@
 kernel); the per-channel parameters are read at the channel index, which the stride pattern C_KINDS picks out of
 the merged dims (1 on the channel dim, 0 elsewhere). Arguments (PTX order): out, x, mean, var, weight, bias
 pointers (an absent weight/bias is given the mean's pointer and HAS_WEIGHT/HAS_BIAS False), numel, sizes 1-4,
-out strides 0-4, x strides 0-4, eps; constexprs RANK, OUT_KINDS, X_KINDS, C_KINDS, HAS_WEIGHT, HAS_BIAS, BLOCK,
-INDEX_64. Grid: (cdiv(numel, BLOCK), 1, 1).
+out strides 0-4, x strides 0-4, eps; constexprs RANK, OUT_KINDS, X_KINDS, C_KINDS, HAS_WEIGHT, HAS_BIAS, EPILOGUE
+(the fused chain, or None), BLOCK, INDEX_64. Grid: (cdiv(numel, BLOCK), 1, 1).
 
 The row kernels see input and output as [M, L] (spec.RowView): M rows over the kept dims, L elements per row
 over the normalized dims, each an index space of up to 5 merged dims with runtime sizes and the input's and
@@ -17,7 +17,8 @@ and a writing pass for the norms, an online max/sum pass and a writing pass for 
 1-4, row x strides 0-4, row out strides 0-4, in-row sizes 1-4, in-row x strides 0-4, in-row out strides 0-4,
 groups, group_channels, channel_stride (group norm's channel of element (row, col) is (row % groups) *
 group_channels + col // channel_stride; layer norm's parameter index is col), divisor (fp32 L), eps. Constexprs:
-K_RANK, R_RANK, four stride patterns, HAS_WEIGHT, HAS_BIAS, PER_GROUP, ONE_TILE, BLOCK_K, BLOCK_R, INDEX_64.
+K_RANK, R_RANK, four stride patterns, HAS_WEIGHT, HAS_BIAS, PER_GROUP, EPILOGUE, ONE_TILE, BLOCK_K, BLOCK_R,
+INDEX_64.
 ``softmax_kernel``: the same without weight, bias, groups, divisor and eps, and with LOG. Grid of both:
 (cdiv(M, BLOCK_K), 1, 1).
 
@@ -34,6 +35,7 @@ import triton.language as tl
 
 from ...conv.templates.geometry import NUM_SMS
 from ...kernel.launch import Schedule, cdiv
+from ..elementwise.math import apply_chain
 from ..indexing import load_fp32, program_range, strided_offset, unravel
 
 ONE_TILE_MAX = 4096  # longest row held in registers
@@ -52,12 +54,21 @@ def batch_norm(x, mean, var, weight, bias, eps, HAS_WEIGHT: tl.constexpr, HAS_BI
 
 
 @triton.jit
+def _epilogue(y, EPILOGUE: tl.constexpr):
+    """The fused elementwise chain on the normalized fp32 tile (value 0 of the chain), if any."""
+    if EPILOGUE is not None:
+        y = apply_chain(y, None, None, None, EPILOGUE)
+    return y
+
+
+@triton.jit
 def batch_norm_kernel(
     out_ptr, x_ptr, mean_ptr, var_ptr, w_ptr, b_ptr,
     numel, size1, size2, size3, size4,
     out_s0, out_s1, out_s2, out_s3, out_s4, x_s0, x_s1, x_s2, x_s3, x_s4, eps,
     RANK: tl.constexpr, OUT_KINDS: tl.constexpr, X_KINDS: tl.constexpr, C_KINDS: tl.constexpr,
-    HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr, BLOCK: tl.constexpr,
+    INDEX_64: tl.constexpr,
 ):  # fmt: skip
     lin = program_range(BLOCK, INDEX_64)
     mask = lin < numel
@@ -74,7 +85,7 @@ def batch_norm_kernel(
     bias = 0.0
     if HAS_BIAS:
         bias = tl.load(b_ptr + c, mask=mask).to(tl.float32)
-    y = batch_norm(x, mean, var, weight, bias, eps, HAS_WEIGHT, HAS_BIAS)
+    y = _epilogue(batch_norm(x, mean, var, weight, bias, eps, HAS_WEIGHT, HAS_BIAS), EPILOGUE)
     out = out_ptr + strided_offset(0, (out_s0, out_s1, out_s2, out_s3, out_s4), idx, OUT_KINDS)
     tl.store(out, y.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -146,8 +157,8 @@ def row_norm_kernel(
     groups, group_channels, channel_stride, divisor, eps,
     K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
     X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PER_GROUP: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
-    INDEX_64: tl.constexpr,
+    PER_GROUP: tl.constexpr, EPILOGUE: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
 ):  # fmt: skip
     rows, out_rows, tile, shape = _row_view(
         x_ptr, M, L,
@@ -162,6 +173,7 @@ def row_norm_kernel(
         rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(tl.sum(d * d, axis=1), divisor) + eps))
         y = _affine(d * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L, groups, group_channels,
                     channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+        y = _epilogue(y, EPILOGUE)
         tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
     else:  # three sweeps: the mean, the variance around it, the normalized output
         total = tl.zeros((BLOCK_K,), tl.float32)
@@ -181,6 +193,7 @@ def row_norm_kernel(
             )
             y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
                         groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+            y = _epilogue(y, EPILOGUE)
             tl.store(
                 out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
             )
@@ -232,8 +245,8 @@ def row_norm_split_kernel(
     groups, group_channels, channel_stride, divisor, eps,
     K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
     X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PER_GROUP: tl.constexpr, STATS: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
-    INDEX_64: tl.constexpr,
+    PER_GROUP: tl.constexpr, EPILOGUE: tl.constexpr, STATS: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
 ):  # fmt: skip
     """Rows split into chunks along grid axis 1, in two launches. STATS: each (chunk, row)'s statistics into
     part[chunk, row, 0:2]; then: the rows' statistics combined, and this program's chunk normalized."""
@@ -260,6 +273,7 @@ def row_norm_split_kernel(
                                                 OUT_R_KINDS, BLOCK_R, 0.0)  # fmt: skip
             y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
                         groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+            y = _epilogue(y, EPILOGUE)
             tl.store(
                 out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
             )

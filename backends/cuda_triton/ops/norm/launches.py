@@ -119,6 +119,7 @@ def _batch_norm_launch(spec: BatchNormSpec, schedule: Schedule) -> KernelLaunch:
         ("C_KINDS", stride_pattern(0, c_s)),
         ("HAS_WEIGHT", spec.weight is not None),
         ("HAS_BIAS", spec.bias is not None),
+        ("EPILOGUE", spec.epilogue),
         ("BLOCK", block),
         ("INDEX_64", int64),
     )
@@ -174,7 +175,7 @@ def _row_launches(
                  ScalarArg("channel_stride", itype, spatial)]  # fmt: skip
         args += [ScalarArg("divisor", "fp32", float(max(length, 1))), ScalarArg("eps", "fp32", spec.eps)]
         constexprs += [("HAS_WEIGHT", spec.weight is not None), ("HAS_BIAS", spec.bias is not None),
-                       ("PER_GROUP", per_group)]  # fmt: skip
+                       ("PER_GROUP", per_group), ("EPILOGUE", spec.epilogue)]  # fmt: skip
     tiles = (("BLOCK_K", block_k), ("BLOCK_R", block_r), ("INDEX_64", int64))
     warps, stages = schedule.num_warps, schedule.num_stages
     if split > 1:

@@ -1,10 +1,11 @@
-"""CPU references of the normalisation ops: the ATen op on fp32 copies of the inputs, rounded once to the
-output dtype and laid out by the layout rule."""
+"""CPU references of the normalisation ops: the ATen op on fp32 copies of the inputs, then the fused epilogue's
+chain by its ATen definitions, rounded once to the output dtype and laid out by the layout rule."""
 
 from __future__ import annotations
 
 import torch
 
+from ..elementwise.reference import run_program
 from .spec import BatchNormSpec, GroupNormSpec, LayerNormSpec, NormSpec, SoftmaxSpec
 
 
@@ -38,5 +39,8 @@ def reference(spec: NormSpec, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         y = (aten._log_softmax if spec.log else aten._softmax)(x, spec.dim, False)
     else:
         raise TypeError(type(spec).__name__)
+    epilogue = getattr(spec, "epilogue", None)
+    if epilogue is not None:
+        y = run_program(epilogue, [y])
     out = torch.empty_strided(spec.out.sizes, spec.out.strides, dtype=getattr(torch, spec.out.dtype))
     return out.copy_(y)

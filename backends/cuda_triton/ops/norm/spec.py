@@ -8,6 +8,10 @@ a 2-D to 5-D input; ``native_layer_norm(x, normalized_shape, weight?, bias?, eps
 ``_log_softmax`` over any dim (half_to_float False). Tensor roles: "in0", "weight", "bias", "mean", "var", "out".
 Each constructor lays the output out by the op's rule (layout.py) unless given ``out_strides`` (the graph's, or a
 consumer's layout): the kernels write any dense output layout.
+
+Batch, layer and group norm take an ``epilogue``: an elementwise chain (ops/elementwise/program.py) applied to
+the normalized value before it is stored, reading nothing but that value (value 0) — the GELU or ReLU that
+follows a norm in wav2vec2's encoder or a pre-activation block.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from ...kernel.launch import Support
+from ..elementwise.program import Program, program_error
 from ..indexing import MAX_DIMS
 from ..tensor_meta import (
     TensorMeta,
@@ -38,6 +43,7 @@ class BatchNormSpec:
     var: TensorMeta
     eps: float
     out: TensorMeta
+    epilogue: Program | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class LayerNormSpec:
     bias: TensorMeta | None
     eps: float
     out: TensorMeta
+    epilogue: Program | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class GroupNormSpec:
     bias: TensorMeta | None
     eps: float
     out: TensorMeta
+    epilogue: Program | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +244,11 @@ def supports(spec: NormSpec) -> Support:
     dtypes = float_dtype_support(op, spec.x, spec.out)
     if not dtypes:
         return dtypes
+    epilogue = getattr(spec, "epilogue", None)
+    if epilogue is not None:
+        error = program_error(epilogue, 1)
+        if error:
+            return Support.no(f"{op}: its epilogue reads only the normalized value: {error}")
     for name, p in params.items():
         s = _param_support(op, name, p, channels)
         if not s:
