@@ -39,7 +39,11 @@ pack
 gpu_step eager "${T_EAGER:-120}" python3 scripts/bench_eager_op.py --out "$o/eager" --dtypes "${EAGER_DTYPES:-float16}"
 pack
 if [ -f "$carry/problems.json" ]; then
-  gpu_step tune "${T_TUNE:-300}" python3 scripts/tune.py --out "$o/tune" --problems "json:$carry/problems.json" \
+  # the tuner measures what the export ships: its pinned Triton when scripts/device_triton.py installed it here
+  tune_path=backends
+  [ -f build/device-triton/triton/__init__.py ] && tune_path=build/device-triton:backends
+  gpu_step tune "${T_TUNE:-300}" env PYTHONPATH="$tune_path" python3 scripts/tune.py --out "$o/tune" \
+    --problems "json:$carry/problems.json" \
     --max-schedules "${MAX_SCHEDULES:-4}" --budget-s "$(( ${T_TUNE:-300} - 30 ))" --jobs 15
   pack
 fi
