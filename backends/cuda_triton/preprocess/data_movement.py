@@ -36,6 +36,7 @@ from ..ops.data_movement.views import view_strides
 from ..ops.tensor_meta import is_channels_last_contiguous, is_contiguous
 from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import (
+    RESHAPES,
     DataMovementConfig,
     blob_limits,
     data_movement_inputs,
@@ -67,13 +68,6 @@ aten = torch.ops.aten
 
 _CONFIG = DataMovementConfig()
 _UPSAMPLE_RECORD_MODES = {"nearest": "nearest", "nearest_exact": "nearest_exact", "bilinear": "linear"}
-_RESHAPES = (
-    aten.view_copy.default,
-    aten.squeeze_copy.dims,
-    aten.squeeze_copy.dim,
-    aten.squeeze_copy.default,
-    aten.unsqueeze_copy.default,
-)
 
 
 def draft_data_movement(node: Node, pd: ProgramDraft) -> None:
@@ -210,7 +204,7 @@ def _strided_record(
     """The blob's record of a materialised view (the record kinds: docs/blob_format.md, kind 6)."""
     args = bound_arguments(node)
     rank = spec.input.rank
-    if op in _RESHAPES:
+    if op in RESHAPES:
         return ReshapeRecord(input=x.value, output=out)
     if op is aten.permute_copy.default:
         return PermuteRecord(input=x.value, output=out, perm=[int(d) % rank for d in args["dims"]])

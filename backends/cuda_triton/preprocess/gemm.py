@@ -29,6 +29,7 @@ from ..ops.data_movement.views import view_strides
 from ..ops.gemm import GemmSpec
 from ..ops.tensor_meta import TensorMeta, expand_strides
 from ..partition.config.base import bound_arguments
+from ..partition.config.data_movement import RESHAPES
 from ..partition.config.gemm import gemm_operands, gemm_spec
 from ..serialization import ConstantRef, GemmRecord, NullPtr, ValueRef
 from ..utils.graph import tensor_val
@@ -39,20 +40,14 @@ from .op_draft import Arg, ProgramDraft
 
 aten = torch.ops.aten
 
-# The ops between a GEMM and the chain in its epilogue: each a view of its input's bytes when expressible.
-_RESHAPES = (
-    aten.view_copy.default,
-    aten.squeeze_copy.default,
-    aten.squeeze_copy.dim,
-    aten.squeeze_copy.dims,
-    aten.unsqueeze_copy.default,
-)
+# The ops between a GEMM and the chain in its epilogue (the reshapes and this permute): each a view of its
+# input's bytes when expressible.
 _PERMUTE = aten.permute_copy.default
 
 
 def is_epilogue_view(node: Node) -> bool:
     """A reshape or permute that a GEMM's epilogue can look through (`plan_gemm_epilogues`)."""
-    return node.op == "call_function" and aten_overload(node.target) in (*_RESHAPES, _PERMUTE)
+    return node.op == "call_function" and aten_overload(node.target) in (*RESHAPES, _PERMUTE)
 
 
 # One view between the GEMM and its chain: its input's sizes, and the permutation (None: a reshape).

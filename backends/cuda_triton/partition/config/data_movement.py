@@ -34,17 +34,21 @@ from .base import (
 aten = torch.ops.aten
 dim_order_ops = torch.ops.dim_order_ops
 
+# The views that keep the input's elements in row-major order under new sizes (a reshape record when copied).
+RESHAPES = (
+    aten.view_copy.default,
+    aten.squeeze_copy.dims,
+    aten.squeeze_copy.dim,
+    aten.squeeze_copy.default,
+    aten.unsqueeze_copy.default,
+)
 STRIDED_COPIES = (
     aten.permute_copy.default,
     aten.slice_copy.Tensor,
     aten.select_copy.int,
     aten.expand_copy.default,
     aten.as_strided_copy.default,
-    aten.view_copy.default,
-    aten.squeeze_copy.dims,
-    aten.squeeze_copy.dim,
-    aten.squeeze_copy.default,
-    aten.unsqueeze_copy.default,
+    *RESHAPES,
     dim_order_ops._clone_dim_order.default,
     dim_order_ops._to_dim_order_copy.default,
 )
@@ -206,6 +210,7 @@ class DataMovementConfig(OpConfig):
 
 __all__ = [
     "OTHERS",
+    "RESHAPES",
     "STRIDED_COPIES",
     "UPSAMPLES",
     "DataMovementConfig",
