@@ -13,19 +13,16 @@ output's strides. A program takes BLOCK_K rows. With ONE_TILE a row fits in one 
 registers (one read of the input); otherwise the kernel sweeps each row in BLOCK_R steps: two statistics passes
 and a writing pass for the norms, an online max/sum pass and a writing pass for softmax. Statistics in fp32.
 
-``row_norm_kernel`` (layer and group norm) arguments (PTX order): x, out, weight, bias pointers, M, L, row sizes
-1-4, row x strides 0-4, row out strides 0-4, in-row sizes 1-4, in-row x strides 0-4, in-row out strides 0-4,
-groups, group_channels, channel_stride (group norm's channel of element (row, col) is (row % groups) *
-group_channels + col // channel_stride; layer norm's parameter index is col), divisor (fp32 L), eps. Constexprs:
-K_RANK, R_RANK, four stride patterns, HAS_WEIGHT, HAS_BIAS, PER_GROUP, EPILOGUE, ONE_TILE, BLOCK_K, BLOCK_R,
-INDEX_64.
-``softmax_kernel``: the same without weight, bias, groups, divisor and eps, and with LOG. Grid of both:
-(cdiv(M, BLOCK_K), 1, 1).
-
-``row_norm_split_kernel`` (layer and group norm rows split SPLIT ways, two launches): the row norm's arguments
-with a ``part`` pointer (fp32 scratch [chunks, M, 2]) after the bias and ``chunk``, ``chunks`` after L; the
-constexpr STATS picks the launch (chunk statistics, or combine and normalize). Grid: (cdiv(M, BLOCK_K), chunks,
-1).
+``row_norm_kernel`` (layer and group norm) arguments (PTX order): x, out, weight, bias, part pointers (part: the
+fp32 scratch [chunks, M, 2] of a split row's statistics; an unsplit launch is given x), M, L, chunk, chunks (a
+split row's chunk length and count), row sizes 1-4, row x strides 0-4, row out strides 0-4, in-row sizes 1-4,
+in-row x strides 0-4, in-row out strides 0-4, groups, group_channels, channel_stride (group norm's channel of
+element (row, col) is (row % groups) * group_channels + col // channel_stride; layer norm's parameter index is
+col), divisor (fp32 L), eps. Constexprs: K_RANK, R_RANK, four stride patterns, HAS_WEIGHT, HAS_BIAS, PER_GROUP,
+EPILOGUE, PHASE (WHOLE_ROWS, or a split row's CHUNK_STATS then NORMALIZE_CHUNK launch), ONE_TILE, BLOCK_K,
+BLOCK_R, INDEX_64. Grid: (cdiv(M, BLOCK_K), chunks, 1).
+``softmax_kernel``: the arguments before ``part`` and from M, without chunk, chunks, groups, group_channels,
+channel_stride, divisor and eps, and with LOG. Grid: (cdiv(M, BLOCK_K), 1, 1).
 """
 
 from __future__ import annotations
@@ -34,11 +31,14 @@ import triton
 import triton.language as tl
 
 from ...conv.templates.geometry import NUM_SMS
-from ...kernel.launch import Schedule, cdiv
+from ...kernel.launch import Schedule, ScratchTensor, cdiv
 from ..elementwise.math import apply_chain
 from ..indexing import load_fp32, program_range, strided_offset, unravel
 
 ONE_TILE_MAX = 4096  # longest row held in registers
+WHOLE_ROWS = tl.constexpr(0)  # row_norm_kernel's PHASE: each program normalizes whole rows
+CHUNK_STATS = tl.constexpr(1)  # a split row's first launch: each chunk's statistics
+NORMALIZE_CHUNK = tl.constexpr(2)  # its second launch: the statistics combined, each chunk normalized
 
 
 # ---- batch norm ------------------------------------------------------------------------------------------------
@@ -150,56 +150,6 @@ def _row_tile(x_ptr, x_rows, row_ok, start, L, rsizes, x_r, out_r, R_RANK: tl.co
 
 
 @triton.jit
-def row_norm_kernel(
-    x_ptr, out_ptr, w_ptr, b_ptr, M, L,
-    ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
-    rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
-    groups, group_channels, channel_stride, divisor, eps,
-    K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
-    X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PER_GROUP: tl.constexpr, EPILOGUE: tl.constexpr, ONE_TILE: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
-):  # fmt: skip
-    rows, out_rows, tile, shape = _row_view(
-        x_ptr, M, L,
-        ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
-        rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
-        K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
-    )  # fmt: skip
-    if ONE_TILE:
-        x, cols, mask, out_cols = _row_tile(*tile, 0, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
-        mean = tl.div_rn(tl.sum(x, axis=1), divisor)
-        d = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(tl.sum(d * d, axis=1), divisor) + eps))
-        y = _affine(d * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L, groups, group_channels,
-                    channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
-        y = _epilogue(y, EPILOGUE)
-        tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
-    else:  # three sweeps: the mean, the variance around it, the normalized output
-        total = tl.zeros((BLOCK_K,), tl.float32)
-        for start in range(0, L, BLOCK_R):
-            x, _, _, _ = _row_tile(*tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
-            total += tl.sum(x, axis=1)
-        mean = tl.div_rn(total, divisor)
-        squares = tl.zeros((BLOCK_K,), tl.float32)
-        for start in range(0, L, BLOCK_R):
-            x, _, mask, _ = _row_tile(*tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
-            d = tl.where(mask, x - mean[:, None], 0.0)
-            squares += tl.sum(d * d, axis=1)
-        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(squares, divisor) + eps))
-        for start in range(0, L, BLOCK_R):
-            x, cols, mask, out_cols = _row_tile(
-                *tile, start, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0
-            )
-            y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
-                        groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
-            y = _epilogue(y, EPILOGUE)
-            tl.store(
-                out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
-            )
-
-
-@triton.jit
 def _chunk_stats(tile, shape, start, stop, R_RANK: tl.constexpr, X_R_KINDS: tl.constexpr,
                  OUT_R_KINDS: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):  # fmt: skip
     """Mean and sum of squared deviations of in-row elements [start, stop) of the program's rows (two sweeps)."""
@@ -238,45 +188,59 @@ def _combined_stats(part_ptr, rows, M, L, chunk, chunks, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def row_norm_split_kernel(
+def row_norm_kernel(
     x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, M, L, chunk, chunks,
     ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
     rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
     groups, group_channels, channel_stride, divisor, eps,
     K_RANK: tl.constexpr, R_RANK: tl.constexpr, X_K_KINDS: tl.constexpr, OUT_K_KINDS: tl.constexpr,
     X_R_KINDS: tl.constexpr, OUT_R_KINDS: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    PER_GROUP: tl.constexpr, EPILOGUE: tl.constexpr, STATS: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
+    PER_GROUP: tl.constexpr, EPILOGUE: tl.constexpr, PHASE: tl.constexpr, ONE_TILE: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, INDEX_64: tl.constexpr,
 ):  # fmt: skip
-    """Rows split into chunks along grid axis 1, in two launches. STATS: each (chunk, row)'s statistics into
-    part[chunk, row, 0:2]; then: the rows' statistics combined, and this program's chunk normalized."""
     rows, out_rows, tile, shape = _row_view(
         x_ptr, M, L,
         ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
         rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
         K_RANK, X_K_KINDS, OUT_K_KINDS, BLOCK_K, INDEX_64,
     )  # fmt: skip
-    start = tl.program_id(1) * chunk
-    stop = tl.minimum(start + chunk, L)  # never empty: chunks = cdiv(L, chunk)
-    if STATS:
-        mean, squares = _chunk_stats(
-            tile, shape, start, stop, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_K, BLOCK_R
-        )
-        part = part_ptr + (tl.program_id(1) * M + rows) * 2
-        tl.store(part, mean, mask=rows < M)
-        tl.store(part + 1, squares, mask=rows < M)
+    if ONE_TILE:  # the whole row in registers: one read of the input
+        x, cols, mask, out_cols = _row_tile(*tile, 0, *shape, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)
+        mean = tl.div_rn(tl.sum(x, axis=1), divisor)
+        d = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(tl.sum(d * d, axis=1), divisor) + eps))
+        y = _affine(d * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L, groups, group_channels,
+                    channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+        y = _epilogue(y, EPILOGUE)
+        tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
     else:
-        mean, m2 = _combined_stats(part_ptr, rows, M, L, chunk, chunks, BLOCK_K)
-        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(m2, divisor) + eps))
-        for s in range(start, stop, BLOCK_R):
-            x, cols, mask, out_cols = _row_tile(*tile, s, stop, shape[1], shape[2], shape[3], R_RANK, X_R_KINDS,
-                                                OUT_R_KINDS, BLOCK_R, 0.0)  # fmt: skip
-            y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
-                        groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
-            y = _epilogue(y, EPILOGUE)
-            tl.store(
-                out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask
+        # WHOLE_ROWS: the row's statistics in two sweeps, then a writing sweep. A split row (grid axis 1: its
+        # chunks) takes two launches: CHUNK_STATS writes each chunk's statistics to part[chunk, row, 0:2],
+        # then NORMALIZE_CHUNK combines them and writes its chunk.
+        start, stop = 0, L
+        if PHASE != WHOLE_ROWS:
+            start = tl.program_id(1) * chunk
+            stop = tl.minimum(start + chunk, L)  # never empty: chunks = cdiv(L, chunk)
+        if PHASE == NORMALIZE_CHUNK:
+            mean, m2 = _combined_stats(part_ptr, rows, M, L, chunk, chunks, BLOCK_K)
+        else:
+            mean, m2 = _chunk_stats(
+                tile, shape, start, stop, R_RANK, X_R_KINDS, OUT_R_KINDS, BLOCK_K, BLOCK_R
             )
+        if PHASE == CHUNK_STATS:
+            part = part_ptr + (tl.program_id(1) * M + rows) * 2
+            tl.store(part, mean, mask=rows < M)
+            tl.store(part + 1, m2, mask=rows < M)
+        else:
+            rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.div_rn(m2, divisor) + eps))
+            for s in range(start, stop, BLOCK_R):
+                x, cols, mask, out_cols = _row_tile(*tile, s, stop, shape[1], shape[2], shape[3], R_RANK,
+                                                    X_R_KINDS, OUT_R_KINDS, BLOCK_R, 0.0)  # fmt: skip
+                y = _affine((x - mean[:, None]) * rstd[:, None], w_ptr, b_ptr, rows, cols, mask, cols < L,
+                            groups, group_channels, channel_stride, HAS_WEIGHT, HAS_BIAS, PER_GROUP)  # fmt: skip
+                y = _epilogue(y, EPILOGUE)
+                tl.store(out_ptr + out_rows[:, None] + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
+                         mask=mask)  # fmt: skip
 
 
 @triton.jit
@@ -349,6 +313,13 @@ def split_chunk(length: int, schedule: Schedule) -> tuple[int, int]:
     return chunk, cdiv(length, chunk)
 
 
+def split_scratch(m: int, length: int, schedule: Schedule) -> list[ScratchTensor]:
+    """The per-chunk statistics of rows split by ``schedule``: fp32 [chunks, M, 2] (mean, sum of squared
+    deviations), the ``part`` argument of both launches."""
+    _, chunks = split_chunk(length, schedule)
+    return [ScratchTensor("partials", "float32", (chunks, m, 2))]
+
+
 def _split_for(row_blocks: int, length: int) -> int:
     """How many ways to split rows so that about two programs per SM run (1: rows alone fill the GPU)."""
     if row_blocks >= NUM_SMS:
@@ -366,7 +337,7 @@ def row_schedule(m: int, length: int, rows_adjacent: bool = False, splittable: b
     32-byte sector.
 
     ``splittable`` (layer and group norm): when the rows leave most SMs idle, each row is split into SPLIT
-    chunks (`row_norm_split_kernel`, two launches)."""
+    chunks (`row_norm_kernel` launched twice, PHASE CHUNK_STATS then NORMALIZE_CHUNK)."""
     if rows_adjacent:
         block_k = max(2, min(16, triton.next_power_of_2(max(m, 1))))
         split = _split_for(cdiv(m, block_k), length) if splittable else 1

@@ -8,28 +8,24 @@ shape with the same op, dtypes and stride pattern.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from ...kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    TensorArg,
-    cdiv,
-)
+from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..elementwise.kernels import heuristic_schedule as elementwise_schedule
 from ..elementwise.kernels import schedules as elementwise_schedules
 from ..indexing import pad_dims, stride_pattern
 from ..tensor_meta import TensorMeta, max_offset, needs_int64
 from .kernels import (
+    CHUNK_STATS,
+    NORMALIZE_CHUNK,
+    WHOLE_ROWS,
     batch_norm_kernel,
     row_norm_kernel,
-    row_norm_split_kernel,
     row_schedule,
     row_schedules,
     softmax_kernel,
     split_chunk,
+    split_scratch,
 )
 from .spec import (
     BatchNormSpec,
@@ -42,6 +38,9 @@ from .spec import (
     supports,
     view_of,
 )
+
+if TYPE_CHECKING:
+    from ...kernel.launch import ScratchTensor
 
 
 def _ptr(role: str, t: TensorMeta) -> TensorArg:
@@ -80,12 +79,11 @@ def _split(spec: NormSpec, schedule: Schedule) -> int:
 
 
 def scratch(spec: NormSpec, schedule: Schedule) -> list[ScratchTensor]:
-    """A split row schedule's per-chunk statistics: fp32 [chunks, M, 2] (mean, sum of squared deviations)."""
+    """A split row schedule's scratch tensors (`kernels.split_scratch`); none for other schedules."""
     if _split(spec, schedule) == 1:
         return []
     view = view_of(spec)
-    _, chunks = split_chunk(view.length, schedule)
-    return [ScratchTensor("partials", "float32", (chunks, view.m, 2))]
+    return split_scratch(view.m, view.length, schedule)
 
 
 def launches(spec: NormSpec, schedule: Schedule | None = None) -> list[KernelLaunch]:
@@ -146,11 +144,11 @@ def _row_launches(
     if not isinstance(spec, SoftmaxSpec):
         args += [_ptr("weight", spec.weight) if spec.weight else _ptr("in0", spec.x)]
         args += [_ptr("bias", spec.bias) if spec.bias else _ptr("in0", spec.x)]
-    if split > 1:
-        chunk, chunks = split_chunk(length, schedule)
-        args += [TensorArg("partials", "fp32")]
+    chunk, chunks = split_chunk(length, schedule) if split > 1 else (length, 1)
+    if not isinstance(spec, SoftmaxSpec):
+        args += [TensorArg("partials", "fp32") if split > 1 else _ptr("in0", spec.x)]
     args += [ScalarArg("M", itype, m), ScalarArg("L", itype, length)]
-    if split > 1:
+    if not isinstance(spec, SoftmaxSpec):
         args += [ScalarArg("chunk", itype, chunk), ScalarArg("chunks", itype, chunks)]
     args += _ints("ksize", k_sizes, itype, 1) + _ints("x_k", x_k, itype) + _ints("out_k", out_k, itype)
     args += _ints("rsize", r_sizes, itype, 1) + _ints("x_r", x_r, itype) + _ints("out_r", out_r, itype)
@@ -179,17 +177,18 @@ def _row_launches(
     tiles = (("BLOCK_K", block_k), ("BLOCK_R", block_r), ("INDEX_64", int64))
     warps, stages = schedule.num_warps, schedule.num_stages
     if split > 1:
-        grid = (cdiv(m, block_k), chunks, 1)
         return [
             KernelLaunch(
-                row_norm_split_kernel,
+                fn,
                 tuple(args),
-                (*constexprs, ("STATS", stats), *tiles),
-                grid,
+                (*constexprs, ("PHASE", phase), ("ONE_TILE", False), *tiles),
+                (cdiv(m, block_k), chunks, 1),
                 warps,
                 stages,
             )  # fmt: skip
-            for stats in (True, False)
+            for phase in (CHUNK_STATS.value, NORMALIZE_CHUNK.value)
         ]
+    if not isinstance(spec, SoftmaxSpec):
+        constexprs.append(("PHASE", WHOLE_ROWS.value))
     constexprs += [("ONE_TILE", bool(schedule["ONE_TILE"])), *tiles]
     return [KernelLaunch(fn, tuple(args), tuple(constexprs), (cdiv(m, block_k), 1, 1), warps, stages)]
