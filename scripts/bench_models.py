@@ -302,10 +302,8 @@ def merge_runs(paths: list[str]) -> dict[str, Any]:
             by_program[row["name"]] = (dated, run)
     kept = [run for _, run in by_program.values()]
     merged = {**runs[0], "rows": [row for row, _ in by_program.values()]}
-    merged["date"] = ", ".join(dict.fromkeys(r["date"] for r in runs if any(k is r for k in kept)))
-    merged["exported"] = ", ".join(
-        dict.fromkeys(str(r.get("exported")) for r in runs if any(k is r for k in kept))
-    )
+    merged["date"] = ", ".join(dict.fromkeys(r["date"] for r in kept))
+    merged["exported"] = ", ".join(dict.fromkeys(str(r.get("exported")) for r in kept))
     return merged
 
 

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 import triton
 from cuda_triton.ops import elementwise, norm, reduction
+from cuda_triton.ops.registry import kernel_family
 from cuda_triton.ops.tensor_meta import TensorMeta
 
 A = torch.ops.aten
@@ -130,22 +131,18 @@ def _median_ms(fn: Callable[[], object], iters: int) -> float:
 
 
 def _scratch(family, spec, schedule) -> dict[str, torch.Tensor]:
-    """The scratch tensors ``spec``'s launches take with ``schedule`` (None: the default), on the GPU."""
-    if family is not norm:
-        return {}
-    schedule = schedule or norm.default_schedule(spec)
+    """The scratch tensors ``spec``'s launches take with ``schedule`` (None: the family's heuristic), on the GPU."""
+    kind = kernel_family(family.__name__.rsplit(".", 1)[-1])
     return {
         t.role: torch.empty(t.sizes, dtype=getattr(torch, t.dtype), device="cuda")
-        for t in norm.scratch(spec, schedule)
+        for t in kind.scratch_tensors(spec, schedule or kind.heuristic(spec))
     }
 
 
-def _time_schedules(
-    spec, bound: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor], iters: int
-) -> list:
-    """Every schedule of ``spec``'s tuning space: checked against the reference (output poisoned first) and
+def _time_schedules(spec, bound: dict[str, torch.Tensor], ref: torch.Tensor, iters: int) -> list:
+    """Every schedule of ``spec``'s tuning space: checked against the reference ``ref`` (output poisoned first) and
     timed; fastest first."""
-    ref = norm.reference(spec, {k: v.cpu() for k, v in tensors.items()}).float()
+    ref = ref.float()
     scale = max(ref.abs().max().item(), 1e-30)
     out = bound["out"]
     rows = []
@@ -212,7 +209,7 @@ def main() -> int:
             row["kernel_GBps"] = moved / row["kernel_ms"] / 1e6
             row["speedup_vs_eager"] = row["eager_ms"] / row["kernel_ms"]
             if family is norm and args.all_schedules is not None and args.all_schedules in name:
-                row["schedules"] = _time_schedules(spec, bound, tensors, args.iters)
+                row["schedules"] = _time_schedules(spec, bound, ref, args.iters)
         rows.append(row)
         print(json.dumps(row), flush=True)
     report = {

@@ -14,15 +14,15 @@ registers (one read of the input); otherwise the kernel sweeps each row in BLOCK
 and a writing pass for the norms, an online max/sum pass and a writing pass for softmax. Statistics in fp32.
 
 ``row_norm_kernel`` (layer and group norm) arguments (PTX order): x, out, weight, bias, part pointers (part: the
-fp32 scratch [chunks, M, 2] of a split row's statistics; an unsplit launch is given x), M, L, chunk, chunks (a
-split row's chunk length and count), row sizes 1-4, row x strides 0-4, row out strides 0-4, in-row sizes 1-4,
+fp32 scratch [chunks, M, 2] of a split row's statistics; an unsplit launch is given x), chunk, chunks (a split
+row's chunk length and count), M, L, row sizes 1-4, row x strides 0-4, row out strides 0-4, in-row sizes 1-4,
 in-row x strides 0-4, in-row out strides 0-4, groups, group_channels, channel_stride (group norm's channel of
 element (row, col) is (row % groups) * group_channels + col // channel_stride; layer norm's parameter index is
 col), divisor (fp32 L), eps. Constexprs: K_RANK, R_RANK, four stride patterns, HAS_WEIGHT, HAS_BIAS, PER_GROUP,
 EPILOGUE, PHASE (WHOLE_ROWS, or a split row's CHUNK_STATS then NORMALIZE_CHUNK launch), ONE_TILE, BLOCK_K,
 BLOCK_R, INDEX_64. Grid: (cdiv(M, BLOCK_K), chunks, 1).
-``softmax_kernel``: the arguments before ``part`` and from M, without chunk, chunks, groups, group_channels,
-channel_stride, divisor and eps, and with LOG. Grid: (cdiv(M, BLOCK_K), 1, 1).
+``softmax_kernel``: x, out, then the arguments from M, without groups, group_channels, channel_stride, divisor and
+eps, and with LOG. Grid: (cdiv(M, BLOCK_K), 1, 1).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def _combined_stats(part_ptr, rows, M, L, chunk, chunks, BLOCK_K: tl.constexpr):
 
 @triton.jit
 def row_norm_kernel(
-    x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, M, L, chunk, chunks,
+    x_ptr, out_ptr, w_ptr, b_ptr, part_ptr, chunk, chunks, M, L,
     ksize1, ksize2, ksize3, ksize4, x_k0, x_k1, x_k2, x_k3, x_k4, out_k0, out_k1, out_k2, out_k3, out_k4,
     rsize1, rsize2, rsize3, rsize4, x_r0, x_r1, x_r2, x_r3, x_r4, out_r0, out_r1, out_r2, out_r3, out_r4,
     groups, group_channels, channel_stride, divisor, eps,

@@ -72,10 +72,8 @@ def schedules(spec: NormSpec) -> list[Schedule]:
 
 
 def _split(spec: NormSpec, schedule: Schedule) -> int:
-    """The ways a layer or group norm schedule splits each row (1 for other ops and unsplit schedules)."""
-    if isinstance(spec, (BatchNormSpec, SoftmaxSpec)) or "SPLIT" not in schedule.as_dict():
-        return 1
-    return schedule["SPLIT"]
+    """The ways a layer or group norm schedule splits each row (1 for batch norm and softmax)."""
+    return 1 if isinstance(spec, (BatchNormSpec, SoftmaxSpec)) else schedule["SPLIT"]
 
 
 def scratch(spec: NormSpec, schedule: Schedule) -> list[ScratchTensor]:
@@ -141,15 +139,13 @@ def _row_launches(
     )
     itype = "i64" if int64 else "i32"
     args: list[TensorArg | ScalarArg] = [_ptr("in0", spec.x), _ptr("out", spec.out)]
+    chunk, chunks = split_chunk(length, schedule) if split > 1 else (length, 1)
     if not isinstance(spec, SoftmaxSpec):
         args += [_ptr("weight", spec.weight) if spec.weight else _ptr("in0", spec.x)]
         args += [_ptr("bias", spec.bias) if spec.bias else _ptr("in0", spec.x)]
-    chunk, chunks = split_chunk(length, schedule) if split > 1 else (length, 1)
-    if not isinstance(spec, SoftmaxSpec):
         args += [TensorArg("partials", "fp32") if split > 1 else _ptr("in0", spec.x)]
-    args += [ScalarArg("M", itype, m), ScalarArg("L", itype, length)]
-    if not isinstance(spec, SoftmaxSpec):
         args += [ScalarArg("chunk", itype, chunk), ScalarArg("chunks", itype, chunks)]
+    args += [ScalarArg("M", itype, m), ScalarArg("L", itype, length)]
     args += _ints("ksize", k_sizes, itype, 1) + _ints("x_k", x_k, itype) + _ints("out_k", out_k, itype)
     args += _ints("rsize", r_sizes, itype, 1) + _ints("x_r", x_r, itype) + _ints("out_r", out_r, itype)
     constexprs: list[tuple[str, object]] = [
