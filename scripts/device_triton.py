@@ -5,7 +5,7 @@ The GPU machine has its own Triton (3.6) and no package registry; the export pin
 build the same schedule into different code (docs/performance.md, "Batch-1 layers": a depthwise schedule with no
 spills here had 388 bytes of spills and 2000 shuffles there). A wheel is too large for one device call, so
 ``prepare`` downloads the pinned Triton's wheel for the GPU machine's Python and cuts it into pieces of at most
-58 MiB, each in its own carried folder; ``install``, on the GPU machine after the pieces were carried to the same
+48 MiB, each in its own carried folder; ``install``, on the GPU machine after the pieces were carried to the same
 warm machine, joins them, checks the SHA-256 and installs the wheel into ``build/device-triton`` (an ignored
 path, kept between calls while the machine stays warm):
 
@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CARRY = ROOT / ".carry" / "device_triton"
 PART_PREFIX = "device_triton_part"
-PART_BYTES = 58 * 2**20
+# A device call carries the working tree too (about 6 MiB) within its 64 MiB.
+PART_MIB = 48
 TARGET = ROOT / "build" / "device-triton"
 
 
@@ -40,7 +41,7 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def cut(wheel: Path, limit: int = PART_BYTES) -> list[Path]:
+def cut(wheel: Path, limit: int = PART_MIB * 2**20) -> list[Path]:
     """Cut ``wheel`` into pieces of at most ``limit`` bytes, one per sibling folder of the carry, and write the
     manifest (the wheel's name, size, SHA-256 and pieces) into the carry; returns the piece folders."""
     for old in CARRY.parent.glob(f"{PART_PREFIX}*"):
@@ -95,7 +96,7 @@ def prepare(args: argparse.Namespace) -> int:
     print(f"[device_triton] {' '.join(cmd)}", flush=True)
     subprocess.run(cmd, check=True)
     (wheel,) = list(download.glob(f"triton-{args.version}-cp{tag}-*.whl"))
-    pieces = cut(wheel)
+    pieces = cut(wheel, args.piece_mib * 2**20)
     print(f"[device_triton] {wheel.name}: {wheel.stat().st_size / 2**20:.1f} MiB in {len(pieces)} pieces\n")
     print("On ONE warm GPU machine, with no other call between them:\n")
     for p in pieces:
@@ -127,6 +128,7 @@ def main() -> int:
     p.add_argument("--python", default="3.12", help="the GPU machine's Python (python3 -V there)")
     p.add_argument("--version", default="3.7.1", help="the Triton the export pins")
     p.add_argument("--platform", default="manylinux_2_28_x86_64")
+    p.add_argument("--piece-mib", type=int, default=PART_MIB, help="largest piece, MiB")
     sub.add_parser("install", help="GPU machine: join the carried pieces and install the wheel")
     args = ap.parse_args()
     return prepare(args) if args.step == "prepare" else install(args)
