@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..kernel.aot import CompiledKernel, LaunchJob
-from ..kernel.launch import KernelLaunch, Schedule
+from ..kernel.launch import KernelLaunch
 from .problem import ConvProblem
 from .templates import get_template
 
@@ -53,12 +53,9 @@ class CompileJob(LaunchJob):
 
     template: str
     problem: ConvProblem
-    schedule: Schedule
-    launch_index: int
-    arch: int
 
-    def launch(self) -> KernelLaunch:
-        return get_template(self.template).launches(self.problem, self.schedule)[self.launch_index]
+    def launches(self) -> list[KernelLaunch]:
+        return get_template(self.template).launches(self.problem, self.schedule)
 
 
 def run_job(job: Job) -> CompiledKernel:

@@ -41,7 +41,7 @@ from triton.compiler import ASTSource
 from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 from triton.runtime.jit import JITFunction
 
-from .launch import KernelLaunch, ScalarArg, TensorArg
+from .launch import KernelLaunch, ScalarArg, Schedule, TensorArg
 
 # Triton signature type of each argument kind; "ptr" entries become "*<dtype>".
 _SCALAR_SIG = {"i32": "i32", "i64": "i64", "fp32": "fp32"}
@@ -230,14 +230,23 @@ def compile_launch(launch: KernelLaunch, arch: int) -> CompiledKernel:
     return compile_launches([launch], arch)[0]
 
 
+@dataclass(frozen=True, kw_only=True)
 class LaunchJob(ABC):
     """A compile job (`cuda_triton.conv.compile_pool.Job`) that rebuilds one launch where it runs, from a few
-    picklable fields, and compiles it for ``arch``."""
+    picklable fields, and compiles it for ``arch``: launch ``launch_index`` of what its op launches under
+    ``schedule``. A subclass names the op (a convolution template and problem, a kernel family and spec) and
+    rebuilds its launches; these fields are keyword-only so that the subclass's own come first."""
 
+    schedule: Schedule
+    launch_index: int
     arch: int
 
     @abstractmethod
-    def launch(self) -> KernelLaunch: ...
+    def launches(self) -> list[KernelLaunch]:
+        """Every launch of the job's op under ``schedule``."""
+
+    def launch(self) -> KernelLaunch:
+        return self.launches()[self.launch_index]
 
     def compile(self) -> CompiledKernel:
         return compile_launch(self.launch(), self.arch)

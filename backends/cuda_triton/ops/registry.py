@@ -74,12 +74,9 @@ class OpCompileJob(LaunchJob):
 
     family: str
     spec: Any
-    schedule: Schedule
-    launch_index: int
-    arch: int
 
-    def launch(self) -> KernelLaunch:
-        return kernel_family(self.family).launches(self.spec, self.schedule)[self.launch_index]
+    def launches(self) -> list[KernelLaunch]:
+        return kernel_family(self.family).launches(self.spec, self.schedule)
 
 
 __all__ = ["KernelFamily", "OpCompileJob", "kernel_family"]

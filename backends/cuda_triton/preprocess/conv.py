@@ -206,7 +206,9 @@ def draft_conv(
         for arch in options.archs:
             key = kernels.launch_key(template.name, problem, schedule, li, launch, arch)
             keys[arch] = key
-            jobs.setdefault(key, CompileJob(template.name, problem, schedule, li, arch))
+            jobs.setdefault(
+                key, CompileJob(template.name, problem, schedule=schedule, launch_index=li, arch=arch)
+            )
         launches.append(DraftLaunch(launch, keys, largs))
     draft.ops.append(DraftOp(op, launches))
     if copy_to_output:

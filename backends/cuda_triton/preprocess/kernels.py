@@ -56,7 +56,7 @@ def conv_jobs(
     for li, launch in enumerate(template.launches(problem, schedule)):
         for arch in options.archs:
             key = launch_key(template.name, problem, schedule, li, launch, arch)
-            jobs[key] = CompileJob(template.name, problem, schedule, li, arch)
+            jobs[key] = CompileJob(template.name, problem, schedule=schedule, launch_index=li, arch=arch)
     return jobs
 
 

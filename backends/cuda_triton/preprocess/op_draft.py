@@ -199,7 +199,9 @@ class ProgramDraft:
             for arch in self.draft.options.archs:
                 key = kernels.launch_key(family, spec, schedule, li, launch, arch)
                 keys[arch] = key
-                self.jobs.setdefault(key, OpCompileJob(family, spec, schedule, li, arch))
+                self.jobs.setdefault(
+                    key, OpCompileJob(family, spec, schedule=schedule, launch_index=li, arch=arch)
+                )
             launches.append(DraftLaunch(launch, keys, args))
         self.draft.ops.append(DraftOp(record, launches))
         self.draft.templates[family] = self.draft.templates.get(family, 0) + 1
