@@ -6,7 +6,8 @@ missing bias is a's pointer, never read), int32 M, N, K and the strides of a [B,
 (conv/templates/epilogue_args.py); everything else is a constexpr.
 Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), B, SPLIT_K). A split-K schedule adds `gemm_splitk_reduce_kernel`
 (workspace, bias, out; M, N, the bias and out strides, alpha, beta, the epilogue's slots), grid (tiles of 64 x 64,
-B, 1), which then applies the epilogue instead of the shares.
+B, 1), which then applies the epilogue instead of the shares. A TMA schedule (tma.py) runs `gemm_tma_kernel`
+instead, with the same arguments and grid (no split).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from ...kernel.launch import (
     TensorArg,
     cdiv,
 )
-from ..tensor_meta import max_offset, needs_int64
 from .kernels import (
     REDUCE_BLOCK,
     REDUCE_WARPS,
@@ -33,14 +33,21 @@ from .kernels import (
     schedule_space,
 )
 from .spec import GemmSpec
+from .tma import TMA_ARCH, is_tma, tma_problem, tma_schedules
+from .tma_kernel import gemm_tma_kernel
 
 
 def heuristic_schedule(spec: GemmSpec) -> Schedule:
     return heuristic_schedule_for(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
 
 
-def schedules(spec: GemmSpec) -> list[Schedule]:
-    return schedule_space(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
+def schedules(spec: GemmSpec, arch: int | None = None) -> list[Schedule]:
+    """The tuning space (the heuristic's pick first); for ``arch`` sm_90 or later the TMA variant's schedules
+    follow where TMA can read the operands (None: an arch unknown, so none)."""
+    space = schedule_space(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
+    if arch is not None and arch >= TMA_ARCH:
+        space += tma_schedules(spec)
+    return space
 
 
 def scratch(spec: GemmSpec, schedule: Schedule) -> list[ScratchTensor]:
@@ -56,21 +63,14 @@ def dot_precision(spec: GemmSpec) -> str:
     return "ieee" if spec.dtype == "float32" and not spec.allow_tf32 else "tf32"
 
 
-def _int64(spec: GemmSpec) -> bool:
-    out = spec.output()
-    extents = [max_offset(op.sizes, op.strides) + 1 for op in (spec.a, spec.w)]
-    extents.append(max_offset(out.sizes, out.strides) + 1)
-    if spec.bias is not None:
-        extents.append(max_offset(spec.bias.sizes, spec.bias.strides) + 1)
-    return needs_int64(*extents, spec.batch * spec.m * spec.n)
-
-
 def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
     support = spec.supports()
     if not support:
         raise ValueError(support.reason)
-    split = split_k_of(schedule)
-    int64 = _int64(spec)
+    tma, split = is_tma(schedule), split_k_of(schedule)
+    if tma and (reason := tma_problem(spec) or ("the TMA kernel does not split K" if split > 1 else None)):
+        raise ValueError(f"{spec.op}: schedule {schedule.key()}: {reason}")
+    int64 = spec.needs_int64()
     index = "i64" if int64 else "i32"
     dt = TRITON_PTR_DTYPE[spec.dtype]
     has_bias = spec.bias is not None
@@ -97,6 +97,19 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         *alpha_beta,
         *epilogue_args(spec, active=split == 1),
     )  # fmt: skip
+    grid = (cdiv(spec.m, bm) * cdiv(spec.n, bn), spec.batch, split)
+    if tma:
+        tma_constexprs = (
+            ("A_K_UNIT", sak == 1),
+            ("W_K_UNIT", swk == 1),
+            ("C_N_UNIT", scn == 1),
+            ("HAS_BIAS", has_bias),
+            *((name, schedule[name]) for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")),
+            *epilogue_constexprs(spec),
+        )
+        return [
+            KernelLaunch(gemm_tma_kernel, args, tma_constexprs, grid, schedule.num_warps, schedule.num_stages)
+        ]
     constexprs = (
         ("A_M_UNIT", sam == 1),
         ("A_K_UNIT", sak == 1),
@@ -115,7 +128,6 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         ("SPLIT_K", split),
         *epilogue_constexprs(spec, active=split == 1),
     )
-    grid = (cdiv(spec.m, bm) * cdiv(spec.n, bn), spec.batch, split)
     main = KernelLaunch(gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
     if split == 1:
         return [main]

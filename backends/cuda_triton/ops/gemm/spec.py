@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from ...conv.epilogue import ConvEpilogue
 from ...kernel.launch import Support
 from ..data_movement.views import view_strides
-from ..tensor_meta import TensorMeta, float_dtype_support
+from ..tensor_meta import TensorMeta, float_dtype_support, max_offset, needs_int64
 from .shape import linear_out_shape_and_stride, matmul_out_shape_and_stride
 
 GRID_Y_LIMIT = 65535  # the batch is the grid's y dimension
@@ -134,6 +134,15 @@ class GemmSpec:
 
     def output(self) -> TensorMeta:
         return TensorMeta(self.out_sizes, self.out_strides, self.dtype)
+
+    def needs_int64(self) -> bool:
+        """Whether an offset into an operand or the output, or the split-K workspace's size, leaves int32."""
+        out = self.output()
+        extents = [max_offset(op.sizes, op.strides) + 1 for op in (self.a, self.w)]
+        extents.append(max_offset(out.sizes, out.strides) + 1)
+        if self.bias is not None:
+            extents.append(max_offset(self.bias.sizes, self.bias.strides) + 1)
+        return needs_int64(*extents, self.batch * self.m * self.n)
 
     def supports(self) -> Support:
         if self.problem:
