@@ -2,7 +2,7 @@
 """Time every schedule of the GEMM op family against cuBLAS on the linear layers of torchvision models (GPU).
 
     PYTHONPATH=backends python scripts/tune_gemm.py --out OUT [--models convnext_tiny,efficientnet_b0] \\
-        [--batches 1,32] [--dtypes float16] [--workers 15]
+        [--batches 1,32] [--dtypes float16] [--workers 15] [--tma with|without|only]
     PYTHONPATH=backends python scripts/tune_gemm.py --out OUT --dry-run     # anywhere: the layers and schedules
 
 The layers come from the models themselves: a forward pass on the meta device records every ``nn.Linear``'s
@@ -10,14 +10,20 @@ input and, where the next module called is an activation the GEMM epilogue fuses
 that activation. Each distinct (batch, M, K, N, activation) is one case: ``addmm(bias, x, weight.t())`` and its
 activation in the epilogue, as the delegate runs an ``nn.Linear``.
 
-For every case and dtype, each schedule of `ops.gemm.schedule_space` (the heuristic's pick first) runs on an output
+For every case and dtype, each schedule of `ops.gemm.schedules` for the GPU's arch (the heuristic's pick first; on
+sm_90 and later also the TMA variant's, keys with ``TMA1``, where TMA can read the operands) runs on an output
 poisoned with NaN and is checked against an fp32 reference, then all of them and cuBLAS (``torch.addmm`` and the
 activation, eager: two kernels) are timed side by side from CUDA graphs (`tools.timing.time_side_by_side`, warm
 L2). Kernels are JIT-compiled by ``--workers`` processes first. The roofline floor is the larger of the bytes
 moved at the GPU's memory bandwidth and the flops at its dense 16-bit tensor rate (nominal figures by GPU name).
 
-Writes OUT/tune_gemm.json (every timing) and OUT/tune_gemm.md (one row per case: heuristic, best schedule,
-cuBLAS, floor). Exit status 1 when a schedule computes a wrong result.
+``--tma`` picks the space: ``with`` (default) every schedule, ``without`` the pointer kernel's only, ``only`` the
+TMA variant's and the heuristic's pick (the baseline it would replace). ``--dry-run`` lists the space for
+``--arch`` (default 90).
+
+Writes OUT/tune_gemm.json (every timing) and OUT/tune_gemm.md (one row per case: heuristic, best schedule, the
+best of the pointer kernel and of the TMA variant, cuBLAS, floor). Exit status 1 when a schedule computes a wrong
+result.
 """
 
 from __future__ import annotations
@@ -34,10 +40,10 @@ from typing import Any
 
 import torch
 from cuda_triton.conv.epilogue import ConvEpilogue
-from cuda_triton.kernel.launch import Schedule
+from cuda_triton.kernel.launch import Schedule, running_arch
 from cuda_triton.ops.elementwise.math import OPS
 from cuda_triton.ops.elementwise.program import instruction
-from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, schedules, scratch
+from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, is_tma, launches, schedules, scratch
 from cuda_triton.ops.tensor_meta import TensorMeta
 
 # The activations an nn.Linear's epilogue takes, by module class name.
@@ -102,6 +108,17 @@ def make_spec(case: Case, dtype: str) -> GemmSpec:
     return spec
 
 
+def tuning_space(spec: GemmSpec, arch: int | None, tma: str) -> list[Schedule]:
+    """The schedules timed for ``spec`` on ``arch``: all (``tma`` "with"), the pointer kernel's ("without"), or
+    the TMA variant's after the heuristic's pick ("only")."""
+    space = schedules(spec, arch)
+    if tma == "without":
+        return [s for s in space if not is_tma(s)]
+    if tma == "only":
+        return [heuristic_schedule(spec)] + [s for s in space if is_tma(s)]
+    return space
+
+
 def bound_roles(spec: GemmSpec, schedule: Schedule) -> set[str]:
     """The roles `measure` binds to a tensor: addmm's bias, a and w, the output, the schedule's scratch."""
     return {"in0", "in1", "in2", "out", *(s.role for s in scratch(spec, schedule))}
@@ -116,7 +133,6 @@ class GemmWarmup:
     schedules: tuple[dict[str, int], ...]
 
     def compile(self) -> tuple[int, list[str]]:
-        from cuda_triton.kernel.launch import running_arch
         from cuda_triton.tools.warmup import warmup_args
 
         spec = make_spec(self.case, self.dtype)
@@ -179,7 +195,12 @@ def floor_us(case: Case, dtype: str, gpu: str) -> float | None:
     return max(moved / rates[0], 2 * case.m * case.n * case.k / rates[1]) * 1e6
 
 
-def measure(case: Case, dtype: str, gpu: str) -> dict[str, Any]:
+def _best(times: dict[str, float]) -> tuple[str | None, float | None]:
+    best = min(times, key=times.get) if times else None
+    return best, times.get(best) if best else None
+
+
+def measure(case: Case, dtype: str, gpu: str, space: list[Schedule]) -> dict[str, Any]:
     from cuda_triton.tools.timing import time_side_by_side
 
     spec = make_spec(case, dtype)
@@ -195,7 +216,7 @@ def measure(case: Case, dtype: str, gpu: str) -> dict[str, Any]:
     heuristic = heuristic_schedule(spec)
     fns: dict[str, Any] = {}
     wrong: list[str] = []
-    for sched in schedules(spec):
+    for sched in space:
         out = torch.full((case.m, case.n), float("nan"), device="cuda", dtype=dt)
         bound = {**tensors, "out": out}
         for s in scratch(spec, sched):
@@ -215,26 +236,34 @@ def measure(case: Case, dtype: str, gpu: str) -> dict[str, Any]:
     fns["cublas"] = cublas_fn(case, tensors)
     times = {name: t for name, (t, _) in time_side_by_side(fns, reps=15, target_ms=1.0, warm_ms=10).items()}
     ours = {k: v for k, v in times.items() if k != "cublas"}
-    best = min(ours, key=ours.get) if ours else None
+    best, best_us = _best(ours)
+    tma_keys = {s.key() for s in space if is_tma(s)}
+    best_pointer, best_pointer_us = _best({k: v for k, v in ours.items() if k not in tma_keys})
+    best_tma, best_tma_us = _best({k: v for k, v in ours.items() if k in tma_keys})
     return {
         "case": case.name, "dtype": dtype, "m": case.m, "k": case.k, "n": case.n, "batch": case.batch,
         "activation": case.activation, "heuristic": heuristic.key(), "heuristic_us": times.get(heuristic.key()),
-        "best": best, "best_us": ours.get(best), "cublas_us": times["cublas"], "floor_us": floor_us(case, dtype, gpu),
+        "best": best, "best_us": best_us, "best_pointer": best_pointer, "best_pointer_us": best_pointer_us,
+        "best_tma": best_tma, "best_tma_us": best_tma_us, "cublas_us": times["cublas"],
+        "floor_us": floor_us(case, dtype, gpu),
         "times_us": times, "wrong": wrong,
     }  # fmt: skip
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    def us(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
     lines = [
-        "| case | dtype | heuristic us | best us | best schedule | cuBLAS us | floor us | heuristic / best | "
-        "cuBLAS / best |",
-        "|---|---|---:|---:|---|---:|---:|---:|---:|",
+        "| case | dtype | heuristic us | best us | best schedule | best pointer us | best TMA us | cuBLAS us | "
+        "floor us | heuristic / best | cuBLAS / best |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        h, b, c, f = r["heuristic_us"], r["best_us"], r["cublas_us"], r["floor_us"]
+        h, b, c = r["heuristic_us"], r["best_us"], r["cublas_us"]
         lines.append(
-            f"| {r['case']} | {r['dtype']} | {h:.1f} | {b:.1f} | `{r['best']}` | {c:.1f} | "
-            f"{'-' if f is None else f'{f:.1f}'} | {h / b:.2f} | {c / b:.2f} |"
+            f"| {r['case']} | {r['dtype']} | {us(h)} | {us(b)} | `{r['best']}` | {us(r['best_pointer_us'])} | "
+            f"{us(r['best_tma_us'])} | {us(c)} | {us(r['floor_us'])} | {h / b:.2f} | {c / b:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -246,7 +275,16 @@ def main() -> int:
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--dtypes", default="float16")
     ap.add_argument("--workers", type=int, default=8, help="compile worker processes (0: compile inline)")
+    ap.add_argument(
+        "--tma",
+        choices=("with", "without", "only"),
+        default="with",
+        help="the TMA variant's schedules: with the others, without them, or only them and the heuristic's pick",
+    )
     ap.add_argument("--dry-run", action="store_true", help="list the cases and their schedules only (no GPU)")
+    ap.add_argument(
+        "--arch", type=int, default=90, help="the arch --dry-run lists schedules for (default 90)"
+    )
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
     if unknown := set(dtypes) - set(DTYPES):
@@ -260,19 +298,18 @@ def main() -> int:
         for case in cases:
             for dtype in dtypes:
                 spec = make_spec(case, dtype)
-                print(f"  {case.name} {dtype}: {len(schedules(spec))} schedules, heuristic "
-                      f"{heuristic_schedule(spec).key()}")  # fmt: skip
+                space = tuning_space(spec, args.arch, args.tma)
+                print(f"  {case.name} {dtype}: {len(space)} schedules ({sum(map(is_tma, space))} TMA), "
+                      f"heuristic {heuristic_schedule(spec).key()}")  # fmt: skip
         return 0
     if not torch.cuda.is_available():
         print("tune_gemm: no CUDA device (use --dry-run on a machine without a GPU)", file=sys.stderr)
         return 2
+    arch = running_arch()
+    spaces = {(c, d): tuning_space(make_spec(c, d), arch, args.tma) for c in cases for d in dtypes}
     t0 = time.time()
     precompile(
-        [
-            GemmWarmup(c, d, tuple(s.as_dict() for s in schedules(make_spec(c, d))))
-            for c in cases
-            for d in dtypes
-        ],
+        [GemmWarmup(c, d, tuple(s.as_dict() for s in space)) for (c, d), space in spaces.items()],
         args.workers,
     )
     print(f"[tune_gemm] compiled in {time.time() - t0:.0f} s", flush=True)
@@ -280,10 +317,12 @@ def main() -> int:
     rows = []
     for i, case in enumerate(cases):
         for dtype in dtypes:
-            row = measure(case, dtype, gpu)
+            row = measure(case, dtype, gpu, spaces[case, dtype])
             rows.append(row)
+            tma_us = "-" if row["best_tma_us"] is None else f"{row['best_tma_us']:.1f} us"
             print(f"[{i + 1}/{len(cases)}] {case.name} {dtype}: heuristic {row['heuristic_us']:.1f} us, best "
-                  f"{row['best_us']:.1f} us ({row['best']}), cuBLAS {row['cublas_us']:.1f} us"
+                  f"{row['best_us']:.1f} us ({row['best']}), best TMA {tma_us}, "
+                  f"cuBLAS {row['cublas_us']:.1f} us"
                   + (f", {len(row['wrong'])} WRONG" if row["wrong"] else ""), flush=True)  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {
