@@ -9,9 +9,8 @@ from ...problem import ConvProblem
 from .._cl_copy import can_copy
 from .._f16_mma import MIN_MACS_FORWARD, f16_mma_allowed, f16_mma_pays
 from .._splitk import MIN_SHARE, split_options, tail_options
-from ..gemm_common import GROUP_M
 from ..geometry import NUM_SMS, Geometry, fit_block
-from .tiling import block_k, k_iterations, row_tiles, tile_channels, widest_group_tile
+from .tiling import block_k, k_iterations, row_tiles, tile_channels, tile_schedule, widest_group_tile
 
 
 def heuristic_schedule(problem: ConvProblem, allow_copy: bool = True) -> Schedule:
@@ -93,17 +92,6 @@ def heuristic_schedule(problem: ConvProblem, allow_copy: bool = True) -> Schedul
                 bm, bn, warps, stages = bm2, bn2, warps2, stages2
                 split = {"TAIL_M_TILES": found[0][0], "TAIL_SPLIT": found[0][1]}
                 break
-    return Schedule.make(
-        warps,
-        stages,
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        BLOCK_K=bk,
-        GROUP_M=GROUP_M,
-        GROUP_TILE=gt,
-        FLAT_K=flat,
-        ROW_TILES=rows,
-        **split,
-        **({"CL_COPY": 1} if copy else {}),
-        **({"F16_MMA": f16} if f16 else {}),
+    return tile_schedule(
+        warps, stages, bm, bn, bk, group_tile=gt, flat=flat, rows=rows, copy=copy, f16=f16, **split
     )

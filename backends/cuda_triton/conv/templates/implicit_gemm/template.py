@@ -37,27 +37,20 @@ from ..epilogue_args import (
     prologue_constexprs,
     prologue_images,
 )
-from ..gemm_common import GROUP_M, GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
+from ..gemm_common import GemmShapedTemplate, dot_constexprs, tile_constexprs, weight_k_major
 from ..geometry import Geometry, fit_block
 from ..launch_args import dim_constexprs, size_args
 from .heuristics import heuristic_schedule
 from .kernel import conv_implicit_gemm_kernel
-from .tiling import BASE_CONFIGS, block_k, group_tile_options, k_iterations, row_tiles, tile_channels
-
-
-def _tile_schedule(
-    warps: int,
-    stages: int,
-    bm: int,
-    bn: int,
-    bk: int,
-    common: dict[str, int],
-    mma: dict[str, int],
-    **extra: int,
-) -> Schedule:
-    """A schedule of these tiles: the blocks, then ``extra`` (a tail or a K split), the keys every schedule of the
-    group tile has (``common``) and the F16_MMA key (``mma``, empty without it)."""
-    return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **extra, **common, **mma)
+from .tiling import (
+    BASE_CONFIGS,
+    block_k,
+    group_tile_options,
+    k_iterations,
+    row_tiles,
+    tile_channels,
+    tile_schedule,
+)
 
 
 class ImplicitGemmTemplate(GemmShapedTemplate):
@@ -89,30 +82,28 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             copies = [0, 1] if not g.in_cl and not flat and can_copy(problem, g.int64) else [0]
             for copy in copies:
                 rows = 0 if copy else row_tiles(g)
-                extra = {"CL_COPY": 1} if copy else {}
-
-                common = dict(GROUP_M=GROUP_M, GROUP_TILE=gt, FLAT_K=flat, ROW_TILES=rows, **extra)
+                # the keys every candidate below shares
+                group_keys = dict(group_tile=gt, flat=flat, rows=rows, copy=copy)
                 candidates: list[Schedule] = []
                 for (bm, bn, bk0, warps, stages), f16 in itertools.product(BASE_CONFIGS, all_precisions):
-                    mma = {"F16_MMA": f16} if f16 else {}
                     bm, bn, bk = (
                         fit_block(bm, g.out_spatial[2] if rows else g.m),
                         fit_block(bn, cout_t),
                         fit_block(block_k(bk0, bm, bn, stages, fp32, f16), k_extent),
                     )
-                    candidates.append(_tile_schedule(warps, stages, bm, bn, bk, common, mma))
+                    candidates.append(tile_schedule(warps, stages, bm, bn, bk, **group_keys, f16=f16))
                     if not rows and g.groups == gt and bm * bn >= 64 * 128:
                         iters = k_iterations(g, cin_t, flat, bk)
                         for tail_m, tail in tail_options(g, bm, cdiv(cout_t, bn), iters):
                             candidates.append(
-                                _tile_schedule(
+                                tile_schedule(
                                     warps,
                                     stages,
                                     bm,
                                     bn,
                                     bk,
-                                    common,
-                                    mma,
+                                    **group_keys,
+                                    f16=f16,
                                     TAIL_M_TILES=tail_m,
                                     TAIL_SPLIT=tail,
                                 )
@@ -120,13 +111,12 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
                 for (bm, bn, bk0, warps, stages), f16 in itertools.product(SPLIT_CONFIGS, all_precisions):
                     if rows:  # row tiles walk whole output rows: long rows have enough tiles already
                         break
-                    mma = {"F16_MMA": f16} if f16 else {}
                     bk = block_k(bk0, bm, bn, stages, fp32, f16)
                     bm, bn, bk = fit_block(bm, g.m), fit_block(bn, cout_t), fit_block(bk, k_extent)
                     programs = cdiv(g.m, bm) * cdiv(cout_t, bn) * (g.groups // gt)
                     for split in split_options(g, programs, k_iterations(g, cin_t, flat, bk)):
                         candidates.append(
-                            _tile_schedule(warps, stages, bm, bn, bk, common, mma, SPLIT_K=split)
+                            tile_schedule(warps, stages, bm, bn, bk, **group_keys, f16=f16, SPLIT_K=split)
                         )
                 out.extend(c for c in dict.fromkeys(candidates) if c not in out)
         # The heuristic's pick is always part of the space, and so is its pick without the channels-last copy
@@ -145,16 +135,8 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         """A schedule whose prepared weight is the plain tap-major matrix [taps, CIN_P, COUT_P] (one group tile,
         K not flattened; with ``f16_mma`` scaled to fp16, then its trailer) for these blocks: the weight the
         TMA-fed templates read (`prepare_weight`, `prepared_shape`; their other keys do not change it)."""
-        return Schedule.make(
-            BLOCK_M=64,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            GROUP_M=GROUP_M,
-            GROUP_TILE=1,
-            FLAT_K=0,
-            ROW_TILES=0,
-            **({"F16_MMA": f16_mma} if f16_mma else {}),
-        )
+        # 4 warps, 2 stages, 64-row tiles: placeholders (Schedule.make's defaults); the weight depends on none
+        return tile_schedule(4, 2, 64, block_n, block_k, group_tile=1, flat=0, rows=0, copy=0, f16=f16_mma)
 
     def prepared_shape(self, problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int, int]:
         g = Geometry.of(problem)

@@ -1,10 +1,11 @@
-"""Tile shapes of the implicit GEMM: its tuning space's tile configs, group tiles, row tiles, BLOCK_K and the K loop's
-length."""
+"""Tile shapes of the implicit GEMM: its tuning space's tile configs, group tiles, row tiles, BLOCK_K, the K loop's
+length and the schedule that names a choice of them."""
 
 from __future__ import annotations
 
-from ....kernel.launch import cdiv
+from ....kernel.launch import Schedule, cdiv
 from .._f16_mma import f16_block_k
+from ..gemm_common import GROUP_M
 from ..geometry import Geometry
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles
@@ -79,3 +80,29 @@ def k_iterations(g: Geometry, cin_t: int, flat: int, bk: int) -> int:
 def tile_channels(g: Geometry, group_tile: int) -> tuple[int, int]:
     """(input, output) channels of a tile of ``group_tile`` groups."""
     return g.cin_g * group_tile, g.cout_g * group_tile
+
+
+def tile_schedule(
+    warps: int,
+    stages: int,
+    bm: int,
+    bn: int,
+    bk: int,
+    *,
+    group_tile: int,
+    flat: int,
+    rows: int,
+    copy: int,
+    f16: int,
+    **extra: int,
+) -> Schedule:
+    """The implicit GEMM's schedule of these tiles: the blocks, the keys every schedule has (GROUP_M, GROUP_TILE,
+    FLAT_K, ROW_TILES), then ``extra`` (a tail or a K split). CL_COPY (the input copied to channels-last first)
+    and F16_MMA (the tiles on fp16 tensor cores) are left out rather than 0 when off, so such a schedule equals
+    the tuning-table entries that never name them."""
+    keys = {"GROUP_M": GROUP_M, "GROUP_TILE": group_tile, "FLAT_K": flat, "ROW_TILES": rows}
+    if copy:
+        keys["CL_COPY"] = 1
+    if f16:
+        keys["F16_MMA"] = f16
+    return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **keys, **extra)
