@@ -1,7 +1,8 @@
 """The TMA GEMM (`gemm_tma_kernel`, ops/gemm/tma.py) against ATen (Triton's interpreter on CPU machines).
 
 Random inputs, NaN-poisoned outputs, M, N and K tails of the tiles (the copy engine's zero fill, not masks), A
-and W in either unit-stride order, batches, with and without bias, alpha/beta and a fused chain, fp16 and bf16;
+and W in either unit-stride order, batches, with and without bias, alpha/beta and a fused chain, fp16 and bf16,
+a persistent grid;
 the TMA schedules' whole space on one problem; where the tuning space offers them (sm_90, TMA-readable strides,
 16-bit, 32-bit offsets) with the heuristic unchanged; the AOT compile for sm_90 (TMA copies from descriptors made
 on the device) and sm_80 (ordinary loads).
@@ -88,6 +89,19 @@ def test_transposed_operands_and_batches(dtype: str) -> None:
     a3 = _randn(gen, b, k, 40, dtype=dt).transpose(1, 2)
     w3 = _randn(gen, 1, k, n, dtype=dt).expand(b, k, n)
     _check_tma(GemmSpec.bmm(meta(a3), meta(w3)), {"in0": a3, "in1": w3}, _tma(32, 16, 16))
+
+
+def test_persistent_programs_step_through_tiles() -> None:
+    """A PERSIST schedule launches PERSIST programs per SM (132), fewer than the tiles here, so programs compute
+    several tiles each, in every batch."""
+    gen = torch.Generator().manual_seed(11)
+    persistent = Schedule.make(4, 3, **dict(_tma(16, 16, 32).params), PERSIST=1)
+    x, w = _randn(gen, 2, 203, 40, dtype=torch.float16), _randn(gen, 2, 40, 184, dtype=torch.float16)
+    spec = GemmSpec.bmm(meta(x), meta(w))
+    (launch,) = launches(spec, persistent)
+    assert launch.grid == (132, 2, 1) and 13 * 12 > 132
+    assert launches(spec, _tma(16, 16, 32))[0].grid == (13 * 12, 2, 1)
+    _check_tma(spec, {"in0": x, "in1": w}, persistent)
 
 
 # (batch, M, K, N): an nn.Linear with tails of 64-wide tiles in M and N, a bmm.

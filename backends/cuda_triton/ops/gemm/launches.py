@@ -7,7 +7,7 @@ missing bias is a's pointer, never read), int32 M, N, K and the strides of a [B,
 Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), B, SPLIT_K). A split-K schedule adds `gemm_splitk_reduce_kernel`
 (workspace, bias, out; M, N, the bias and out strides, alpha, beta, the epilogue's slots), grid (tiles of 64 x 64,
 B, 1), which then applies the epilogue instead of the shares. A TMA schedule (tma.py) runs `gemm_tma_kernel`
-instead, with the same arguments and grid (no split).
+instead, with the same arguments, grid (tma_grid_x, B, 1): one program per tile or a persistent grid.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .kernels import (
     schedule_space,
 )
 from .spec import GemmSpec
-from .tma import TMA_ARCH, is_tma, tma_problem, tma_schedules
+from .tma import TMA_ARCH, is_tma, tma_grid_x, tma_problem, tma_schedules
 from .tma_kernel import gemm_tma_kernel
 
 
@@ -107,8 +107,11 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
             *((name, schedule[name]) for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")),
             *epilogue_constexprs(spec),
         )
+        tma_grid = (tma_grid_x(spec, schedule), spec.batch, 1)
         return [
-            KernelLaunch(gemm_tma_kernel, args, tma_constexprs, grid, schedule.num_warps, schedule.num_stages)
+            KernelLaunch(
+                gemm_tma_kernel, args, tma_constexprs, tma_grid, schedule.num_warps, schedule.num_stages
+            )
         ]
     constexprs = (
         ("A_M_UNIT", sam == 1),

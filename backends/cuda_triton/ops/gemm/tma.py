@@ -3,20 +3,23 @@
 A TMA schedule carries ``TMA=1`` among its params, so its key (``Schedule.key``) names the variant, e.g.
 ``BLOCK_K64_BLOCK_M128_BLOCK_N128_GROUP_M8_TMA1_w8_s3``; schedules without the key run `gemm_kernel`. The
 tuning space offers them for sm_90 and later (`TMA_ARCH`, the first with a TMA unit) where `tma_problem` finds
-nothing; the heuristic never picks one until GPU timings say where they win (scripts/tune_gemm.py).
+nothing; the heuristic never picks one until GPU timings say where they win (scripts/tune_gemm.py). A schedule
+with ``PERSIST=p`` launches p programs per SM (at most one per tile), each computing tiles until none is left;
+without it, one program per tile.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ...conv.templates.geometry import fit_block
-from ...kernel.launch import Schedule
+from ...conv.templates.geometry import NUM_SMS, fit_block
+from ...kernel.launch import Schedule, cdiv
 from .kernels import GROUP_M
 from .spec import GemmSpec, Operand
 
 TMA_ARCH = 90
 TMA_KEY = "TMA"
+PERSIST_KEY = "PERSIST"
 # TMA copies start at 16-byte aligned addresses and step by whole 16-byte units between rows. Every pointer a
 # kernel of the delegate receives is 16-byte aligned (serialization/encoding.py's VIEW_ALIGNMENT), so the base
 # needs no check; the row and batch strides do.
@@ -36,11 +39,26 @@ _TMA_CONFIGS = (
     (64, 128, 32, 4, 4),
     (64, 64, 64, 4, 4),
 )
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, programs per SM) of the persistent grid.
+_PERSISTENT_CONFIGS = (
+    (128, 128, 64, 8, 3, 1),
+    (128, 128, 64, 8, 4, 1),
+    (128, 256, 64, 8, 3, 1),
+    (128, 64, 64, 4, 4, 2),
+    (64, 128, 64, 4, 4, 2),
+)
 
 
 def is_tma(schedule: Schedule) -> bool:
     """Whether ``schedule`` runs the TMA kernel."""
     return dict(schedule.params).get(TMA_KEY, 0) == 1
+
+
+def tma_grid_x(spec: GemmSpec, schedule: Schedule) -> int:
+    """The grid's x extent of a TMA schedule: one program per tile, or PERSIST per SM but not beyond the tiles."""
+    tiles = cdiv(spec.m, schedule["BLOCK_M"]) * cdiv(spec.n, schedule["BLOCK_N"])
+    persist = dict(schedule.params).get(PERSIST_KEY, 0)
+    return min(tiles, persist * NUM_SMS) if persist else tiles
 
 
 def _operand_problem(op: Operand, dtype: str, name: str) -> str | None:
@@ -72,12 +90,17 @@ def tma_schedules(spec: GemmSpec) -> list[Schedule]:
     """The TMA variant's schedules for ``spec`` ([] where `tma_problem` finds a reason), distinct."""
     if tma_problem(spec):
         return []
+    configs = [(*c, 0) for c in _TMA_CONFIGS] + list(_PERSISTENT_CONFIGS)
     out: dict[Schedule, None] = {}
-    for bm, bn, bk, warps, stages in _TMA_CONFIGS:
+    for bm, bn, bk, warps, stages, persist in configs:
         params = {
             "BLOCK_M": fit_block(bm, spec.m),
             "BLOCK_N": fit_block(bn, spec.n),
             "BLOCK_K": fit_block(bk, spec.k),
+            "GROUP_M": GROUP_M,
+            TMA_KEY: 1,
         }
-        out[Schedule.make(warps, stages, **params, GROUP_M=GROUP_M, **{TMA_KEY: 1})] = None
+        if persist:
+            params[PERSIST_KEY] = persist
+        out[Schedule.make(warps, stages, **params)] = None
     return list(out)

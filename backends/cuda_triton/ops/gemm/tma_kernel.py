@@ -12,7 +12,12 @@ and N tails take a mask (gemm_kernel wraps its rows modulo M and masks the K tai
 along the operand's unit-stride dim: A is [M, K] or its transpose [K, M] in memory (``A_K_UNIT``), W is [N, K]
 (an nn.Linear's weight, ``W_K_UNIT``) or [K, N]; a tile stored transposed is loaded as it lies, then ``.T``.
 
-Same runtime arguments, grid and results as `gemm_kernel` without split-K (launches.py), the same epilogue
+Making a descriptor costs each program a write of 128 bytes and a fence before its first copy, which a program
+of a short reduction (ConvNeXt's K = 96) barely amortises. So a program may compute several tiles: with a grid of
+one program per tile it computes one, with a persistent grid (a ``PERSIST`` schedule: PERSIST programs per SM,
+tma.py) each makes its descriptors once and steps through the tiles by the grid's size.
+
+Same runtime arguments and results as `gemm_kernel` without split-K (launches.py), the same epilogue
 (`_epilogue`: bias, alpha/beta, the fused chain, one rounding, a masked store through any output strides).
 16-bit dtypes and 32-bit offsets only: the host-side rules are `tma_problem` (tma.py).
 """
@@ -57,22 +62,23 @@ def gemm_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
-    """Grid: (tiles of [M, N], B, 1)."""
-    pid_m, pid_n = grouped_tile_ids(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    """Grid: (programs, B, 1); program p computes tiles p, p + programs, ... of batch B's [M, N]."""
     batch = tl.program_id(1).to(tl.int64)
-    m0 = pid_m * BLOCK_M
-    n0 = pid_n * BLOCK_N
     a_desc = _descriptor(a_ptr + batch * SAB, M, K, SAM, SAK, A_K_UNIT, BLOCK_M, BLOCK_K)
     w_desc = _descriptor(w_ptr + batch * SWB, N, K, SWN, SWK, W_K_UNIT, BLOCK_N, BLOCK_K)
+    tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    for tile in range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0)):
+        pid_m, pid_n = grouped_tile_ids(tile, tiles_m, tiles_n, GROUP_M)
+        m0 = pid_m * BLOCK_M
+        n0 = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kb in range(tl.cdiv(K, BLOCK_K)):
+            a = _load(a_desc, m0, kb * BLOCK_K, A_K_UNIT)
+            w = _load(w_desc, n0, kb * BLOCK_K, W_K_UNIT)
+            acc = tl.dot(a, w.T, acc)
 
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(tl.cdiv(K, BLOCK_K)):
-        a = _load(a_desc, m0, kb * BLOCK_K, A_K_UNIT)
-        w = _load(w_desc, n0, kb * BLOCK_K, W_K_UNIT)
-        acc = tl.dot(a, w.T, acc)
-
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_n = n0 + tl.arange(0, BLOCK_N)
-    _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
-              e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, C_N_UNIT, PROGRAM,
-              E_KINDS)  # fmt: skip
+        offs_m = m0 + tl.arange(0, BLOCK_M)
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+                  e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, C_N_UNIT, PROGRAM,
+                  E_KINDS)  # fmt: skip
