@@ -3,7 +3,8 @@
 # (run on the GPU machine from the repo root):
 #   here:   python scripts/pte_problems.py <.pte files> --out <carry dir>/<name>.json     (one list per file)
 #   device: LISTS="audio:150:40 dw:150:40 rest:200:8" DIR=<carry dir> bash scripts/gpu_tune_lists.sh
-#           (each entry: <name>:<budget s>:<max schedules per template>; results in $OUT/tune/<name>.json, .log)
+#           (each entry: <name>:<budget s>:<max schedules per template>; results in $OUT/tune.tgz:
+#           tune/<name>.json, .log.jsonl, .md, .log)
 #   here:   python scripts/merge_tables.py ... to merge each partial table into the shipped one
 # The tuner runs on the export's Triton when scripts/device_triton.py installed it on this machine, so the table
 # holds the schedules that are fastest in the code the export ships.
@@ -21,4 +22,6 @@ for entry in ${LISTS:?LISTS=\"name:budget_s:max_schedules ...\"}; do
     --budget-s "$budget" --jobs "${JOBS:-15}" > "$out/$name.log" 2>&1
   echo "$name: exit $?"
   tail -n 4 "$out/$name.log"
+  # one archive: the device tool returns only a few files a call
+  tar czf "$OUT/tune.tgz" -C "$OUT" tune --exclude tune.tgz
 done
