@@ -23,5 +23,5 @@ for entry in ${LISTS:?LISTS=\"name:budget_s:max_schedules ...\"}; do
   echo "$name: exit $?"
   tail -n 4 "$out/$name.log"
   # one archive: the device tool returns only a few files a call
-  tar czf "$OUT/tune.tgz" -C "$OUT" tune --exclude tune.tgz
+  tar czf "$OUT/tune.tgz" -C "$OUT" tune
 done
