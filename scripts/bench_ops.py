@@ -9,8 +9,9 @@ pooling, batch norm, layer norm, softmax; fp16, bf16, fp32; channels-last and co
 
 1. the spec's launches run through Triton's JIT on CUDA tensors with the output poisoned with NaN, and every
    element is compared with the CPU reference (``ok``);
-2. the kernels and the eager PyTorch ops they replace are timed with CUDA events (median of ``--iters`` runs
-   after a warm-up), with the bytes moved and the bandwidth this gives.
+2. the kernels and the eager PyTorch ops they replace are timed side by side as CUDA-graph replays (the shared
+   harness of the tuner and the convolution benchmark, so launch overhead is excluded on both sides), with the
+   bytes moved and the bandwidth this gives.
 
 Writes OUT/bench_ops.json (every case) and prints a table. Needs torch and triton only (no executorch). Exit
 status 1 when any case is wrong.
@@ -22,7 +23,6 @@ import argparse
 import datetime
 import json
 import platform
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +33,7 @@ import triton
 from cuda_triton.ops import elementwise, norm, reduction
 from cuda_triton.ops.registry import kernel_family
 from cuda_triton.ops.tensor_meta import TensorMeta
+from cuda_triton.tools.timing import time_side_by_side
 
 A = torch.ops.aten
 TOL = {"float32": 1e-4, "float16": 2e-3, "bfloat16": 1e-2}
@@ -116,18 +117,11 @@ def cases(
     return out
 
 
-def _median_ms(fn: Callable[[], object], iters: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def _gpu_ms(fns: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """GPU milliseconds per call of each contender: CUDA-graph replays of many back-to-back calls, interleaved
+    (`cuda_triton.tools.timing`), so neither side's host launch overhead counts; a kernel of a few microseconds
+    launched one call at a time would time the launch, not the kernel."""
+    return {name: us / 1e3 for name, (us, _) in time_side_by_side(fns).items()}
 
 
 def _scratch(family, spec, schedule) -> dict[str, torch.Tensor]:
@@ -139,7 +133,7 @@ def _scratch(family, spec, schedule) -> dict[str, torch.Tensor]:
     }
 
 
-def _time_schedules(spec, bound: dict[str, torch.Tensor], ref: torch.Tensor, iters: int) -> list:
+def _time_schedules(spec, bound: dict[str, torch.Tensor], ref: torch.Tensor) -> list:
     """Every schedule of ``spec``'s tuning space: checked against the reference ``ref`` (output poisoned first) and
     timed; fastest first."""
     ref = ref.float()
@@ -160,7 +154,7 @@ def _time_schedules(spec, bound: dict[str, torch.Tensor], ref: torch.Tensor, ite
         err = (out.cpu().float() - ref).abs().max().item() / scale
         ok = bool(err <= TOL[spec.out.dtype] and not out.isnan().any().item())
         rows.append(
-            {"schedule": str(schedule), "ok": ok, "kernel_ms": _median_ms(run, iters) if ok else None}
+            {"schedule": str(schedule), "ok": ok, "kernel_ms": _gpu_ms({"run": run})["run"] if ok else None}
         )
     return sorted(rows, key=lambda r: (r["kernel_ms"] is None, r["kernel_ms"] or 0.0))
 
@@ -168,7 +162,6 @@ def _time_schedules(spec, bound: dict[str, torch.Tensor], ref: torch.Tensor, ite
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--dry-run", action="store_true", help="build the cases and launches only (no GPU)")
     parser.add_argument("--all-schedules", metavar="TEXT", default=None,
                         help="also check and time every schedule of the tuning space of the normalisation cases "
@@ -204,12 +197,12 @@ def main() -> int:
             moved = (
                 sum(t.numel() * t.element_size() for t in tensors.values()) + out.numel() * out.element_size()
             )
-            row["kernel_ms"] = _median_ms(run, args.iters)
-            row["eager_ms"] = _median_ms(eager, args.iters)
+            times = _gpu_ms({"kernel": run, "eager": eager})
+            row["kernel_ms"], row["eager_ms"] = times["kernel"], times["eager"]
             row["kernel_GBps"] = moved / row["kernel_ms"] / 1e6
             row["speedup_vs_eager"] = row["eager_ms"] / row["kernel_ms"]
             if family is norm and args.all_schedules is not None and args.all_schedules in name:
-                row["schedules"] = _time_schedules(spec, bound, ref, args.iters)
+                row["schedules"] = _time_schedules(spec, bound, ref)
         rows.append(row)
         print(json.dumps(row), flush=True)
     report = {
