@@ -15,8 +15,11 @@ Three steps, two machines:
 
 Models are names of `cuda_triton.models.zoo.build` (the in-tree zoo, or ``tv:<name>`` for torchvision's
 classification models), with random weights from seed 0 on both machines. Programs are exported device-planned
-(``export_pte.py --device-memory``: the runner's inputs and outputs live on the GPU, as the eager and compiled
-models' do), so the three latencies measure the same thing: one forward pass, input already on the GPU.
+(``export_pte.py --device-memory``: intermediates, inputs and outputs of the delegate live on the GPU); the
+runner's latency still includes ExecuTorch's copy of the program's input from host memory (page-locked by the
+runner), which the eager and compiled models, given an input already on the GPU, do not pay. ``--pdl both``
+exports each program a second time, named ``..._pdl``, with programmatic dependent launch
+(``export_pte.py --programmatic-launch``), so one run times both.
 
 `run`, for every program: the runner's median over ``--num-executions`` (its outputs checked against the CPU
 reference with scripts/gpu_validate.py's thresholds), PyTorch eager's and torch.compile's (``mode=
@@ -57,7 +60,9 @@ def entry_name(model: str, dtype: str, batch: int) -> str:
     return f"{model.replace('tv:', 'tv_')}_{dtype}_b{batch}"
 
 
-def entries(models: list[str], dtypes: list[str], batches: list[int], host_io: bool) -> list[gv.Entry]:
+def entries(
+    models: list[str], dtypes: list[str], batches: list[int], host_io: bool, pdl: str = "off"
+) -> list[gv.Entry]:
     out: list[gv.Entry] = []
     for model in models:
         shape = default_shape(model)
@@ -66,12 +71,16 @@ def entries(models: list[str], dtypes: list[str], batches: list[int], host_io: b
                 flags = ("--input-shape", ",".join(map(str, (batch, *shape[1:]))))
                 if not host_io:
                     flags += ("--device-memory",)
-                out.append((entry_name(model, dtype, batch), model, dtype, flags, "pass"))
+                name = entry_name(model, dtype, batch)
+                if pdl in ("off", "both"):
+                    out.append((name, model, dtype, flags, "pass"))
+                if pdl in ("on", "both"):
+                    out.append((f"{name}_pdl", model, dtype, (*flags, "--programmatic-launch"), "pass"))
     return out
 
 
 def prepare(args: argparse.Namespace) -> int:
-    gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.host_io)
+    gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.host_io, args.pdl)
     gv.DEVICE_COMMAND = DEVICE_COMMAND
     rc = gv.prepare(
         argparse.Namespace(set=SET, archs=args.archs, only=args.only, fresh=args.fresh), finish=False
@@ -367,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=lambda s: [int(b) for b in s.split(",")], default=[1])
     p.add_argument("--archs", default="90")
     p.add_argument("--host-io", action="store_true", help="host-planned programs (the runner copies I/O)")
+    p.add_argument(
+        "--pdl", choices=("off", "on", "both"), default="off",
+        help="programmatic dependent launch: off, on, or both (each program twice, the second named ..._pdl)",
+    )  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="re-export programs the export cache has")
     p.add_argument("--only", nargs="*", help="only these entry names (<model>_<dtype>_b<batch>, tv: as tv_)")
     r = sub.add_parser("run", help="check and time on the GPU machine")

@@ -228,6 +228,22 @@ def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:
     assert r.returncode == 1 and "compute capability 7.5" in r.stderr
 
 
+def test_programmatic_launch_reaches_the_sm90_launches_only(build, tmp_path_factory, tmp_path) -> None:
+    """With the programmatic_launch compile spec, the sm_90 kernels are launched with programmatic stream
+    serialization, direct and from the CUDA graph; the sm_80 kernels of the same program are not."""
+    pte, blobs, _ = export_tiny(
+        tmp_path_factory.mktemp("pte_pdl"), archs=(80, 90), extra_specs=(("programmatic_launch", b"1"),)
+    )
+    x = np.random.default_rng(2).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    args = ("--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0")
+    for cc, arch in (("9.0", 90), ("8.6", 80)):
+        r, log = _run(build, tmp_path, pte, _expected(blobs, arch)[1], cc=cc, args=args)
+        _check_launches(r, log, blobs, arch, 2, x.tobytes())
+        launches = [line for line in log.read_text().splitlines() if line.startswith("LAUNCH ")]
+        assert launches and all((" pdl=1" in line) == (arch == 90) for line in launches), launches[:2]
+
+
 @pytest.mark.parametrize("after", [0, 1, 3, 5])
 def test_out_of_memory_is_a_clean_error(build, tmp_path, host_planned, after: int) -> None:
     pte, blobs, _ = host_planned

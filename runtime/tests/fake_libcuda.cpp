@@ -21,9 +21,9 @@
 //   FAKE_CUDA_KERNEL_NS=1000      GPU time each kernel takes on the fake clock that timing events read
 //   FAKE_CUDA_PARAMS=k:n,...      number of kernel parameters per kernel name (for the launch log)
 //   FAKE_CUDA_LOG=path            append one line per event:
-//       LAUNCH <name> grid=x,y,z block=x,y,z shared=S cluster=C params=<p0>,<p1>,... [via=graph]
+//       LAUNCH <name> grid=x,y,z block=x,y,z shared=S cluster=C params=<p0>,<p1>,... [pdl=1] [via=graph]
 //         each param is N (zero), D<hash> (an address inside a fake device allocation; hash of the first 16 bytes
-//         there) or X<hex of the 8-byte slot>
+//         there) or X<hex of the 8-byte slot>; pdl=1: launched with programmatic stream serialization
 //       WAIT                      a stream waits on an event (a fence, e.g. for device-resident inputs)
 //       COPY <HtoD|DtoH|DtoD> <bytes> [via=graph] [pinned]   an asynchronous copy (pinned: its host side lies in
 //                                 memory page-locked with cuMemHostRegister)
@@ -105,6 +105,7 @@ struct FakeNode {
   unsigned block[3] = {1, 1, 1};
   unsigned shared = 0;
   unsigned cluster = 1;
+  bool pdl = false;
   std::vector<uint64_t> params;
   std::vector<void*> param_ptrs;  // into `params`, for cuGraphKernelNodeGetParams
   // copy
@@ -200,6 +201,7 @@ void run_kernel(const FakeNode& k, bool replayed) {
   for (size_t i = 0; i < k.params.size(); ++i) {
     line += (i ? "," : "") + describe_param(k.params[i]);
   }
+  if (k.pdl) line += " pdl=1";
   if (replayed) line += " via=graph";
   append_to_log(line);
   g_gpu_clock_ns += static_cast<uint64_t>(env_long("FAKE_CUDA_KERNEL_NS", 1000));
@@ -246,7 +248,7 @@ CUresult async_copy(const char* direction, void* dst, const void* src, size_t n,
 }
 
 CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                unsigned shared, void** params, unsigned cluster, CUstream s) {
+                unsigned shared, void** params, unsigned cluster, CUstream s, bool pdl = false) {
   if (f == nullptr || gx == 0 || gy == 0 || gz == 0 || bx == 0 || bx % 32 != 0 || by != 1 || bz != 1) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -265,6 +267,7 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   node->block[0] = bx;
   node->shared = shared;
   node->cluster = cluster;
+  node->pdl = pdl;
   for (int i = 0; i < n; ++i) {  // the values, as the driver copies them at the call
     uint64_t slot = 0;
     std::memcpy(&slot, params[i], 8);
@@ -405,14 +408,18 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* cfg, CUfunction f, void*
   if (sticky()) RETURN(sticky());
   if (cfg == nullptr || extra != nullptr) RETURN(CUDA_ERROR_INVALID_VALUE);
   unsigned cluster = 1;
+  bool pdl = false;
   for (unsigned i = 0; i < cfg->numAttrs; ++i) {
     if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
       cluster = cfg->attrs[i].value.clusterDim.x;
       if (cfg->gridDimX % cluster != 0) RETURN(CUDA_ERROR_INVALID_CLUSTER_SIZE);
     }
+    if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+      pdl = cfg->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+    }
   }
   RETURN(launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,
-                cfg->sharedMemBytes, params, cluster, cfg->hStream));
+                cfg->sharedMemBytes, params, cluster, cfg->hStream, pdl));
 }
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);

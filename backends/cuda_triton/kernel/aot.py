@@ -6,7 +6,9 @@ the compiled kernel's parameters are exactly ``launch.args`` (then Triton's two 
 checks that against the PTX ``.entry`` before returning. A Gluon kernel (``@gluon.jit``) is compiled from a
 ``GluonASTSource`` instead; a launch that carries one compiles it only for its archs and its Triton-language twin
 for the others (`KernelLaunch.for_arch`). ``compile_cache_key(launch, arch)`` identifies the
-generated code, so callers can compile each distinct kernel once.
+generated code, so callers can compile each distinct kernel once. With ``pdl`` (sm_90 and later) the kernel is
+built for programmatic dependent launch: its PTX waits for the kernel before it and Triton flags it
+``launch_pdl`` (`cuda_triton.kernel.pdl`).
 
 Specialisation hints (``tt.divisibility`` 16) are given where they are guaranteed: every pointer (PyTorch
 allocations and ExecuTorch's NamedDataStore/planned buffers are at least 16-byte aligned; a null bias pointer is
@@ -42,6 +44,7 @@ from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 from triton.runtime.jit import JITFunction
 
 from .launch import KernelLaunch, ScalarArg, Schedule, TensorArg
+from .pdl import pdl_compiles, uses_pdl
 
 # Triton signature type of each argument kind; "ptr" entries become "*<dtype>".
 _SCALAR_SIG = {"i32": "i32", "i64": "i64", "fp32": "fp32"}
@@ -177,8 +180,9 @@ def _source_parts(launch: KernelLaunch) -> tuple[Any, dict[str, str], dict[tuple
     return fn, signature, const_by_index, attrs
 
 
-def compile_cache_key(launch: KernelLaunch, arch: int) -> str:
-    """A digest of everything that determines the generated code: equal keys give identical cubins."""
+def compile_cache_key(launch: KernelLaunch, arch: int, pdl: bool = False) -> str:
+    """A digest of everything that determines the generated code: equal keys give identical cubins (``pdl``:
+    built for programmatic dependent launch, `cuda_triton.kernel.pdl`)."""
     fn, signature, constexprs, attrs = _source_parts(launch.for_arch(arch))
     text = repr(
         (
@@ -190,6 +194,7 @@ def compile_cache_key(launch: KernelLaunch, arch: int) -> str:
             sorted(attrs.items()),
             sorted(launch.compile_options().items()),
             int(arch),
+            uses_pdl(pdl, arch),
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()
@@ -225,9 +230,10 @@ def check_entry(launch: KernelLaunch, ptx: str, kinds: tuple[str, ...]) -> None:
 
 
 # ---- compile ------------------------------------------------------------------------------------------------
-def compile_launch(launch: KernelLaunch, arch: int) -> CompiledKernel:
-    """Compile ``launch`` for compute capability ``arch`` (80, 89, 90, ...) without a GPU."""
-    return compile_launches([launch], arch)[0]
+def compile_launch(launch: KernelLaunch, arch: int, pdl: bool = False) -> CompiledKernel:
+    """Compile ``launch`` for compute capability ``arch`` (80, 89, 90, ...) without a GPU; ``pdl``: for
+    programmatic dependent launch where ``arch`` has it (`cuda_triton.kernel.pdl`)."""
+    return compile_launches([launch], arch, pdl)[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,6 +246,7 @@ class LaunchJob(ABC):
     schedule: Schedule
     launch_index: int
     arch: int
+    pdl: bool = False
 
     @abstractmethod
     def launches(self) -> list[KernelLaunch]:
@@ -249,28 +256,35 @@ class LaunchJob(ABC):
         return self.launches()[self.launch_index]
 
     def compile(self) -> CompiledKernel:
-        return compile_launch(self.launch(), self.arch)
+        return compile_launch(self.launch(), self.arch, self.pdl)
 
 
-def compile_launches(launches: list[KernelLaunch], arch: int) -> list[CompiledKernel]:
+def compile_launches(launches: list[KernelLaunch], arch: int, pdl: bool = False) -> list[CompiledKernel]:
     """Compile several launches for one arch (each with its kernel for that arch, `KernelLaunch.for_arch`).
 
     Under TRITON_INTERPRET=1 they are compiled in one subprocess: the interpreter patches the language in-process.
     """
     launches = [launch.for_arch(arch) for launch in launches]
     if os.environ.get("TRITON_INTERPRET") != "1" and all(_is_jit(launch.fn) for launch in launches):
-        return [_compile_here(launch, arch) for launch in launches]
-    return _compile_in_subprocess(launches, arch)
+        return [_compile_here(launch, arch, pdl) for launch in launches]
+    return _compile_in_subprocess(launches, arch, pdl)
 
 
-def _compile_here(launch: KernelLaunch, arch: int) -> CompiledKernel:
+def _compile_here(launch: KernelLaunch, arch: int, pdl: bool = False) -> CompiledKernel:
     fn, signature, constexprs, attrs = _source_parts(launch)
     kinds = abi_types(launch)
     source_type = GluonASTSource if isinstance(fn, GluonJITFunction) else ASTSource
     src = source_type(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     options = launch.compile_options()
+    programmatic = uses_pdl(pdl, arch)
     try:
-        compiled = triton.compile(src, target=GPUTarget("cuda", int(arch), 32), options=options)
+        if programmatic:
+            with pdl_compiles():
+                compiled = triton.compile(
+                    src, target=GPUTarget("cuda", int(arch), 32), options={**options, "launch_pdl": True}
+                )
+        else:
+            compiled = triton.compile(src, target=GPUTarget("cuda", int(arch), 32), options=options)
     except Exception as e:  # the Triton compiler raises many types; name the kernel and the arch
         raise AotCompileError(
             f"{launch.name}: compiling for sm_{arch} failed: {type(e).__name__}: {e}"
@@ -397,8 +411,8 @@ def _close_servers() -> None:
         _idle_servers.clear()
 
 
-def _compile_in_subprocess(launches: list[KernelLaunch], arch: int) -> list[CompiledKernel]:
-    payload = pickle.dumps((int(arch), [_launch_spec(launch) for launch in launches]))
+def _compile_in_subprocess(launches: list[KernelLaunch], arch: int, pdl: bool) -> list[CompiledKernel]:
+    payload = pickle.dumps((int(arch), bool(pdl), [_launch_spec(launch) for launch in launches]))
     server = _acquire_server()
     results = pickle.loads(server.request(payload))
     _release_server(server)
@@ -410,12 +424,12 @@ def _compile_in_subprocess(launches: list[KernelLaunch], arch: int) -> list[Comp
     return out
 
 
-def _compile_specs(arch: int, specs: list[dict[str, Any]]) -> list[CompiledKernel | str]:
+def _compile_specs(arch: int, pdl: bool, specs: list[dict[str, Any]]) -> list[CompiledKernel | str]:
     results: list[CompiledKernel | str] = []
     for spec in specs:
         try:
             fn = getattr(importlib.import_module(spec.pop("module")), spec.pop("name"))
-            results.append(_compile_here(KernelLaunch(fn=fn, **spec), arch))
+            results.append(_compile_here(KernelLaunch(fn=fn, **spec), arch, pdl))
         except Exception as e:  # reported to the caller as an AotCompileError; the server keeps serving
             results.append(str(e) if isinstance(e, AotCompileError) else f"{type(e).__name__}: {e}")
     return results
@@ -430,8 +444,8 @@ def _serve() -> None:
         header = requests.read(8)
         if len(header) < 8:
             return
-        arch, specs = pickle.loads(requests.read(int.from_bytes(header, "little")))
-        data = pickle.dumps(_compile_specs(arch, specs))
+        arch, pdl, specs = pickle.loads(requests.read(int.from_bytes(header, "little")))
+        data = pickle.dumps(_compile_specs(arch, pdl, specs))
         answers.write(len(data).to_bytes(8, "little") + data)
         answers.flush()
 

@@ -22,6 +22,8 @@ key                 value (UTF-8 bytes)              meaning
 ``fuse_prologues``  ``"0"`` / ``"1"``                run an elementwise chain that only a convolution reads in
                                                      the convolution's input loads where its kernel takes one
                                                      (default 1)
+``programmatic_``   ``"0"`` / ``"1"``                sm_90 kernels are built and launched for programmatic
+``launch``                                           dependent launch (default 0)
 ``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
 ``external_tag``    a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
 ``target_device``   ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
@@ -47,6 +49,7 @@ KEY_FOLD_BN = "fold_batch_norm"
 KEY_CHANNELS_LAST = "channels_last"
 KEY_FUSE_EPILOGUES = "fuse_epilogues"
 KEY_FUSE_PROLOGUES = "fuse_prologues"
+KEY_PROGRAMMATIC_LAUNCH = "programmatic_launch"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
 KEY_TARGET_DEVICE = "target_device"  # exir.passes.propagate_device_pass.TARGET_DEVICE_COMPILE_SPEC_KEY
@@ -59,6 +62,7 @@ FLAG_KEYS = {
     KEY_CHANNELS_LAST: "channels_last",
     KEY_FUSE_EPILOGUES: "fuse_epilogues",
     KEY_FUSE_PROLOGUES: "fuse_prologues",
+    KEY_PROGRAMMATIC_LAUNCH: "programmatic_launch",
 }
 # The optional text options (listed only when set; an empty value decodes to None).
 TEXT_KEYS = {KEY_TUNING: "tuning_table", KEY_EXTERNAL: "external_tag", KEY_TARGET_DEVICE: "target_device"}
@@ -126,6 +130,9 @@ class CudaTritonOptions:
             per-(N, C) operands (squeeze-excitation's ``x * sigmoid(s)`` before the next 1x1 convolution), runs
             as the convolution loads its input, where the chosen kernel takes one (``conv/epilogue.py``); off:
             such a chain is a kernel of its own.
+        programmatic_launch: the sm_90 kernels are compiled and launched for programmatic dependent launch
+            (``kernel/pdl.py``): each may be scheduled while the kernel before it finishes, and waits for it
+            before touching memory. Off by default until GPU measurements show it pays.
         tuning_table: a tuning table (JSON) consulted before the shipped one.
         external_tag: when set, weights are written to ``<external_tag>.ptd`` beside the .pte.
         target_device: e.g. ``"cuda:0"``: ExecuTorch plans the delegate's inputs and outputs in device memory
@@ -140,6 +147,7 @@ class CudaTritonOptions:
     channels_last: bool = True
     fuse_epilogues: bool = True
     fuse_prologues: bool = True
+    programmatic_launch: bool = False
     tuning_table: str | None = None
     external_tag: str | None = None
     target_device: str | None = None

@@ -15,6 +15,7 @@ from ..conv.params import ConvParams
 from ..conv.problem import ConvProblem
 from ..conv.templates.epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
+from ..kernel.pdl import uses_pdl
 from ..ops.tensor_meta import TensorMeta, channels_last_strides, is_channels_last_contiguous
 from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
 from ..utils.graph import constant_names, tensor_val
@@ -204,10 +205,12 @@ def draft_conv(
                 raise CudaTritonPreprocessError(f"{launch.name}: unknown argument {a!r}")
         keys: dict[int, str] = {}
         for arch in options.archs:
-            key = kernels.launch_key(template.name, problem, schedule, li, launch, arch)
+            pdl = uses_pdl(options.programmatic_launch, arch)
+            key = kernels.launch_key(template.name, problem, schedule, li, launch, arch, pdl)
             keys[arch] = key
             jobs.setdefault(
-                key, CompileJob(template.name, problem, schedule=schedule, launch_index=li, arch=arch)
+                key,
+                CompileJob(template.name, problem, schedule=schedule, launch_index=li, arch=arch, pdl=pdl),
             )
         launches.append(DraftLaunch(launch, keys, largs))
     draft.ops.append(DraftOp(op, launches))

@@ -15,6 +15,7 @@ from ..conv.compile_pool import CompileJob, compile_all, default_pool
 from ..conv.problem import ConvProblem
 from ..kernel.aot import compile_cache_key
 from ..kernel.launch import KernelLaunch, Schedule
+from ..kernel.pdl import uses_pdl
 from ..partition.options import CudaTritonOptions
 from .schedule import TuningLookup, choose_schedule
 
@@ -34,16 +35,22 @@ _KEYS: dict[tuple, str] = {}  # (template, problem, schedule, launch index, arch
 
 
 def launch_key(
-    template: str, problem: Hashable, schedule: Schedule, index: int, launch: KernelLaunch, arch: int
+    template: str,
+    problem: Hashable,
+    schedule: Schedule,
+    index: int,
+    launch: KernelLaunch,
+    arch: int,
+    pdl: bool = False,
 ) -> str:
-    """``compile_cache_key(launch, arch)``, memoized (it hashes the kernel's source, tens of ms each).
+    """``compile_cache_key(launch, arch, pdl)``, memoized (it hashes the kernel's source, tens of ms each).
 
     ``template``/``problem`` name the convolution template and its `ConvProblem`, or an op family and its spec.
     """
-    mk = (template, problem, schedule, index, int(arch))
+    mk = (template, problem, schedule, index, int(arch), uses_pdl(pdl, arch))
     key = _KEYS.get(mk)
     if key is None:
-        key = _KEYS[mk] = compile_cache_key(launch, arch)
+        key = _KEYS[mk] = compile_cache_key(launch, arch, pdl)
     return key
 
 
@@ -55,8 +62,11 @@ def conv_jobs(
     jobs: dict[str, CompileJob] = {}
     for li, launch in enumerate(template.launches(problem, schedule)):
         for arch in options.archs:
-            key = launch_key(template.name, problem, schedule, li, launch, arch)
-            jobs[key] = CompileJob(template.name, problem, schedule=schedule, launch_index=li, arch=arch)
+            pdl = options.programmatic_launch
+            key = launch_key(template.name, problem, schedule, li, launch, arch, pdl)
+            jobs[key] = CompileJob(
+                template.name, problem, schedule=schedule, launch_index=li, arch=arch, pdl=uses_pdl(pdl, arch)
+            )
     return jobs
 
 

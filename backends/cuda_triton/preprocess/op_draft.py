@@ -19,6 +19,7 @@ from torch.fx import Node
 from .._passes.constant_fold import evaluate
 from ..conv.compile_pool import CompileJob
 from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, Schedule, TensorArg
+from ..kernel.pdl import uses_pdl
 from ..ops.registry import OpCompileJob, kernel_family
 from ..ops.tensor_meta import TensorMeta
 from ..serialization import ConstantRef, NullPtr, OpRecord, Scalar, ValueRecord, ValueRef
@@ -197,10 +198,11 @@ class ProgramDraft:
                     raise CudaTritonPreprocessError(f"{launch.name}: unknown argument {a!r}")
             keys: dict[int, str] = {}
             for arch in self.draft.options.archs:
-                key = kernels.launch_key(family, spec, schedule, li, launch, arch)
+                pdl = uses_pdl(self.draft.options.programmatic_launch, arch)
+                key = kernels.launch_key(family, spec, schedule, li, launch, arch, pdl)
                 keys[arch] = key
                 self.jobs.setdefault(
-                    key, OpCompileJob(family, spec, schedule=schedule, launch_index=li, arch=arch)
+                    key, OpCompileJob(family, spec, schedule=schedule, launch_index=li, arch=arch, pdl=pdl)
                 )
             launches.append(DraftLaunch(launch, keys, args))
         self.draft.ops.append(DraftOp(record, launches))
