@@ -7,9 +7,12 @@ namespace cuda_triton {
 Status LaunchGraph::captured_node(CUstream stream, CUgraphNode* node) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   const CUgraphNode* deps = nullptr;
+  // Asked for too: without it the query fails (CUDA_ERROR_LOSSY_QUERY) where a dependency carries edge data, as
+  // programmatic dependent launches may give it.
+  const CUgraphEdgeData* edges = nullptr;
   size_t num_deps = 0;
   CT_RETURN_IF_ERROR(check_cu(
-      Driver::get().cuStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &num_deps),
+      Driver::get().cuStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &num_deps),
       "cuStreamGetCaptureInfo"));
   if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || num_deps != 1 || deps == nullptr) {
     return Status(Code::kDriver, "the stream capture lost track of the launch sequence (" +

@@ -194,7 +194,7 @@ def compile_cache_key(launch: KernelLaunch, arch: int, pdl: bool = False) -> str
             sorted(attrs.items()),
             sorted(launch.compile_options().items()),
             int(arch),
-            uses_pdl(pdl, arch),
+            *(("programmatic dependent launch",) if uses_pdl(pdl, arch) else ()),
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()

@@ -60,13 +60,14 @@ FAKE_LAUNCHES: dict[bytes, KernelLaunch] = {}
 def fake_compile() -> Iterator[None]:
     """Replace the AOT compile with kernel records that carry the launch's name and ABI (no cubins built)."""
     from cuda_triton.kernel.aot import CompiledKernel, abi_types
+    from cuda_triton.kernel.pdl import uses_pdl
     from cuda_triton.preprocess import kernels
 
     saved = (kernels.compile_all, kernels.launch_key, kernels.prefetch_enabled)
 
     def key(template: str, problem: Any, schedule: Schedule, index: int, launch: KernelLaunch,
-            arch: int) -> str:  # fmt: skip
-        return repr((template, problem, schedule, index, int(arch)))
+            arch: int, pdl: bool = False) -> str:  # fmt: skip
+        return repr((template, problem, schedule, index, int(arch), uses_pdl(pdl, arch)))
 
     def compile_all(jobs: dict[str, Any]) -> dict[str, CompiledKernel]:
         out = {}
@@ -80,7 +81,7 @@ def fake_compile() -> Iterator[None]:
             out[k] = CompiledKernel(
                 name=name, arch=job.arch, cubin=cubin, ptx="", num_warps=target.num_warps, num_ctas=1, shared=0,
                 global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0, profile_scratch_align=1,
-                launch_cooperative_grid=False, launch_pdl=False, param_types=abi_types(target),
+                launch_cooperative_grid=False, launch_pdl=job.pdl, param_types=abi_types(target),
                 triton_version="emulated",
             )  # fmt: skip
         return out
