@@ -3,32 +3,32 @@
 ExecuTorch hands a backend nothing but ``list[CompileSpec]`` (key: str, value: bytes). This module is the one
 place that spells those keys and their encodings, in both directions:
 
-=================== ================================ ==========================================================
-key                 value (UTF-8 bytes)              meaning
-=================== ================================ ==========================================================
-``archs``           ``"80,90"``                      SM architectures to compile every kernel for (8.x -> 80,
-                                                     9.0 -> 90, an sm_90a cubin)
-``strict``          ``"0"`` / ``"1"``                fail the export when an op family of the delegate declines
-                                                     one of its ops (default 1); 0 leaves such ops on the CPU
-``allow_tf32``      ``"0"`` / ``"1"``                fp32 convolutions may use TF32 tensor cores
-``tf32_on_fp16``    ``"0"`` / ``"1"``                ... and may run them at TF32 precision on fp16 tensor
-                                                     cores, scaled by powers of two (F16_MMA schedules)
-``fold_batch_norm`` ``"0"`` / ``"1"``                fold an inference batch norm after a delegated forward
-                                                     convolution into its weight and bias
-``channels_last``   ``"0"`` / ``"1"``                plan the intermediates of 2-D/3-D convolutions
-                                                     channels-last (default 1); 0 keeps the recorded layouts
-``fuse_epilogues``  ``"0"`` / ``"1"``                run an elementwise chain after a convolution or a GEMM
-                                                     in its epilogue where its kernel takes one (default 1)
-``fuse_prologues``  ``"0"`` / ``"1"``                run an elementwise chain that only a convolution reads in
-                                                     the convolution's input loads where its kernel takes one
-                                                     (default 1)
-``programmatic_``   ``"0"`` / ``"1"``                sm_90 kernels are built and launched for programmatic
-``launch``                                           dependent launch (default 0)
-``tuning_table``    a file path, or empty            tuning table to consult before the shipped one
-``external_tag``    a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
-``target_device``   ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
-                                                     device memory, with H2D/D2H copies inserted around it
-=================== ================================ ==========================================================
+========================= ================================ ==========================================================
+key                       value (UTF-8 bytes)              meaning
+========================= ================================ ==========================================================
+``archs``                 ``"80,90"``                      SM architectures to compile every kernel for (8.x -> 80,
+                                                           9.0 -> 90, an sm_90a cubin)
+``strict``                ``"0"`` / ``"1"``                fail the export when an op family of the delegate declines
+                                                           one of its ops (default 1); 0 leaves such ops on the CPU
+``allow_tf32``            ``"0"`` / ``"1"``                fp32 convolutions may use TF32 tensor cores
+``tf32_on_fp16``          ``"0"`` / ``"1"``                ... and may run them at TF32 precision on fp16 tensor
+                                                           cores, scaled by powers of two (F16_MMA schedules)
+``fold_batch_norm``       ``"0"`` / ``"1"``                fold an inference batch norm after a delegated forward
+                                                           convolution into its weight and bias
+``channels_last``         ``"0"`` / ``"1"``                plan the intermediates of 2-D/3-D convolutions
+                                                           channels-last (default 1); 0 keeps the recorded layouts
+``fuse_epilogues``        ``"0"`` / ``"1"``                run an elementwise chain after a convolution or a GEMM
+                                                           in its epilogue where its kernel takes one (default 1)
+``fuse_prologues``        ``"0"`` / ``"1"``                run an elementwise chain that only a convolution reads in
+                                                           the convolution's input loads where its kernel takes one
+                                                           (default 1)
+``programmatic_launch``   ``"0"`` / ``"1"``                sm_90 kernels are built and launched for programmatic
+                                                           dependent launch (default 0)
+``tuning_table``          a file path, or empty            tuning table to consult before the shipped one
+``external_tag``          a tag, or empty                  store weights in ``<tag>.ptd`` instead of the .pte
+``target_device``         ``"cuda:0"`` (absent = host)     ExecuTorch device memory planning: delegate I/O planned in
+                                                           device memory, with H2D/D2H copies inserted around it
+========================= ================================ ==========================================================
 
 ``target_device`` is ExecuTorch's own key (``exir.passes.propagate_device_pass``); the others are ours.
 """
