@@ -277,13 +277,10 @@ def _compile_here(launch: KernelLaunch, arch: int, pdl: bool = False) -> Compile
     src = source_type(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     options = launch.compile_options()
     programmatic = uses_pdl(pdl, arch)
+    if programmatic:
+        options["launch_pdl"] = True
     try:
-        if programmatic:
-            with pdl_compiles():
-                compiled = triton.compile(
-                    src, target=GPUTarget("cuda", int(arch), 32), options={**options, "launch_pdl": True}
-                )
-        else:
+        with pdl_compiles() if programmatic else contextlib.nullcontext():
             compiled = triton.compile(src, target=GPUTarget("cuda", int(arch), 32), options=options)
     except Exception as e:  # the Triton compiler raises many types; name the kernel and the arch
         raise AotCompileError(

@@ -62,10 +62,10 @@ def conv_jobs(
     jobs: dict[str, CompileJob] = {}
     for li, launch in enumerate(template.launches(problem, schedule)):
         for arch in options.archs:
-            pdl = options.programmatic_launch
+            pdl = uses_pdl(options.programmatic_launch, arch)
             key = launch_key(template.name, problem, schedule, li, launch, arch, pdl)
             jobs[key] = CompileJob(
-                template.name, problem, schedule=schedule, launch_index=li, arch=arch, pdl=uses_pdl(pdl, arch)
+                template.name, problem, schedule=schedule, launch_index=li, arch=arch, pdl=pdl
             )
     return jobs
 
