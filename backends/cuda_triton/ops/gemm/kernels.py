@@ -10,6 +10,12 @@ conv/templates/_tf32.py), else in exact fp32. The epilogue (`_epilogue`) applies
 (``PROGRAM``, conv/epilogue.py; empty: none) after the bias, its operands read like the output (``E_KINDS`` 1) or
 per column (2), before the one rounding to the output's dtype.
 
+A row-normalising prologue (ROW_NORM, a layer norm over K folded into the GEMM: its weight scales the rows of
+w and its bias is in ``bias``, preprocess/gemm_norm.py) computes each row's mean and variance from the A tiles
+the K loop loads anyway, shifted by the row's first element so that a large mean does not cancel the variance,
+and the column sums of w beside them; the epilogue then applies ``rstd * (acc - mean * colsum)``, which is
+``((a - mean) * rstd) @ w`` without normalising A before the MMA. It needs the whole K in one program (no split).
+
 Split-K (SPLIT_K > 1, for few output tiles over a long K such as a batch-1 classifier): program_id(2) takes one
 contiguous share of the K slices and stores its fp32 partial sums into the workspace [SPLIT_K, B, M, N];
 `gemm_splitk_reduce_kernel` adds them in a fixed order (deterministic), then applies the epilogue (the shares
@@ -76,6 +82,17 @@ def _epilogue(acc, bias_ptr, c_ptr, c_off, offs_m, offs_n, M, N, SBM, SBN, SCM, 
 
 
 @triton.jit
+def _normalise_rows(acc, shift, row_sum, row_sq, col_sum, K, EPS: tl.constexpr, SHIFTED: tl.constexpr):
+    """``acc = a @ w`` (``(a - shift) @ w`` when SHIFTED) turned into ``((a - mean) * rstd) @ w``: the rows' mean
+    and biased variance (as a layer norm takes them) from their sums shifted by ``shift``."""
+    shifted_mean = row_sum / K
+    var = tl.maximum(row_sq / K - shifted_mean * shifted_mean, 0.0)
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(var + EPS))  # correctly rounded, as the norm kernels (ops/norm)
+    mean = shifted_mean if SHIFTED else shift + shifted_mean
+    return (acc - mean[:, None] * col_sum[None, :]) * rstd[:, None]
+
+
+@triton.jit
 def gemm_kernel(
     a_ptr, w_ptr, bias_ptr, c_ptr,
     M, N, K,
@@ -84,7 +101,7 @@ def gemm_kernel(
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     A_M_UNIT: tl.constexpr, A_K_UNIT: tl.constexpr, W_K_UNIT: tl.constexpr, W_N_UNIT: tl.constexpr,
     C_N_UNIT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
-    ROUND_TF32: tl.constexpr, INT64: tl.constexpr,
+    ROUND_TF32: tl.constexpr, INT64: tl.constexpr, ROW_NORM: tl.constexpr, NORM_EPS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
@@ -103,6 +120,14 @@ def gemm_kernel(
 
     k_lo, k_hi = split_k_range(tl.cdiv(K, BLOCK_K), SPLIT_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # fp32 on TF32 tensor cores multiplies a - shift: the rounding of a row far from zero would cost the
+    # normalised row most of its precision
+    TF32_SHIFT: tl.constexpr = ROW_NORM and PRECISION == "tf32" and a_ptr.dtype.element_ty == tl.float32
+    if ROW_NORM:
+        shift = tl.load(a_base + rows * SAM).to(tl.float32)  # each row's first element
+        row_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        row_sq = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        col_sum = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for kb in range(k_lo, k_hi):
         ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
         a_ptrs = _tile_ptrs(a_base, rows, ks, SAM, SAK, A_M_UNIT, A_K_UNIT)
@@ -113,10 +138,22 @@ def gemm_kernel(
         else:
             a = tl.load(a_ptrs, mask=(ks < K)[None, :], other=0.0)
             w = tl.load(w_ptrs, mask=(ks < K)[:, None], other=0.0)
+        if ROW_NORM:
+            d = a.to(tl.float32) - shift[:, None]
+            if not EVEN_K:
+                d = tl.where((ks < K)[None, :], d, 0.0)
+            row_sum += tl.sum(d, axis=1)
+            row_sq += tl.sum(d * d, axis=1)
+            if TF32_SHIFT:
+                a = d  # rounded to TF32 below: shifted, a row's rounding error scales with its spread alone
         if ROUND_TF32:  # fp32 on TF32 tensor cores: round to nearest, not the MMA's truncation
             a = round_to_tf32(a, ROUND_TF32)
             w = round_to_tf32(w, ROUND_TF32)
+        if ROW_NORM:  # the sums of the w the MMA multiplies (rounded, when it is)
+            col_sum += tl.sum(w.to(tl.float32), axis=0)
         acc = tl.dot(a, w, acc, input_precision=PRECISION)
+    if ROW_NORM:
+        acc = _normalise_rows(acc, shift, row_sum, row_sq, col_sum, K, NORM_EPS, TF32_SHIFT)
 
     if SPLIT_K == 1:
         _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
@@ -213,7 +250,7 @@ SPLIT_MIN_K = 1024
 SPLIT_MAX = 4
 
 
-def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool) -> Schedule:
+def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool, split_ok: bool = True) -> Schedule:
     """Big tiles when there are many; small row tiles for small M (a batch-1 classifier has M = 1), split along
     K when few tiles each run a long K loop.
 
@@ -230,7 +267,7 @@ def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool) -> Sc
         bm, bn, warps, stages = 64, 64, 4, 4
     base = _schedule(m, n, k, fp32, bm, bn, bk, warps, stages)
     tiles = cdiv(m, base["BLOCK_M"]) * cdiv(n, base["BLOCK_N"]) * batch
-    if tiles > SPLIT_MAX_TILES or k < SPLIT_MIN_K:
+    if tiles > SPLIT_MAX_TILES or k < SPLIT_MIN_K or not split_ok:
         return base
     splits = [
         s

@@ -38,13 +38,17 @@ from .tma_kernel import gemm_tma_kernel
 
 
 def heuristic_schedule(spec: GemmSpec) -> Schedule:
-    return heuristic_schedule_for(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
+    fp32, split_ok = spec.dtype == "float32", spec.row_norm_eps is None
+    return heuristic_schedule_for(spec.batch, spec.m, spec.n, spec.k, fp32, split_ok)
 
 
 def schedules(spec: GemmSpec, arch: int | None = None) -> list[Schedule]:
     """The tuning space (the heuristic's pick first); for ``arch`` sm_90 or later the TMA variant's schedules
-    follow where TMA can read the operands (None: an arch unknown, so none)."""
+    follow where TMA can read the operands (None: an arch unknown, so none). A row norm needs the whole K in
+    one program: no split-K, no TMA."""
     space = schedule_space(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
+    if spec.row_norm_eps is not None:
+        return [s for s in space if split_k_of(s) == 1]
     if arch is not None and arch >= TMA_ARCH:
         space += tma_schedules(spec)
     return space
@@ -70,6 +74,8 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
     tma, split = is_tma(schedule), split_k_of(schedule)
     if tma and (reason := tma_problem(spec) or ("the TMA kernel does not split K" if split > 1 else None)):
         raise ValueError(f"{spec.op}: schedule {schedule.key()}: {reason}")
+    if spec.row_norm_eps is not None and (tma or split > 1):
+        raise ValueError(f"{spec.op}: schedule {schedule.key()}: a row norm needs the whole K in one program")
     int64 = spec.needs_int64()
     index = "i64" if int64 else "i32"
     dt = TRITON_PTR_DTYPE[spec.dtype]
@@ -124,6 +130,8 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         ("PRECISION", dot_precision(spec)),
         ("ROUND_TF32", tf32_rounding(spec)),
         ("INT64", int64),
+        ("ROW_NORM", spec.row_norm_eps is not None),
+        ("NORM_EPS", spec.row_norm_eps or 0.0),
         ("BLOCK_M", bm),
         ("BLOCK_N", bn),
         ("BLOCK_K", bk),

@@ -12,12 +12,18 @@ set; docs/gemm.md) lets fp32 run on TF32 tensor cores; the partitioner passes it
 (conv/epilogue.py: operands like the output or one value per column, `gemm_epilogue_operand`), its operands the
 roles ``epilogue1``..``epilogue3``.
 
+``row_norm_eps`` (default None): the GEMM normalises each row of ``a`` over K first, as a layer norm without
+weight and bias with this epsilon (a layer norm's weight and bias are folded into ``w`` and ``bias`` by the
+drafter, preprocess/gemm_norm.py); the kernel computes the rows' statistics in its K loop, so the whole K stays
+in one program (no split-K, no TMA schedules).
+
 Tensor roles, by the op's argument order: addmm(in0=bias, in1=a, in2=w); mm/bmm(in0=a, in1=w);
 linear(in0=x, in1=weight, in2=bias); the output is "out", the split-K partial sums "workspace".
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ...conv.epilogue import ConvEpilogue
@@ -57,6 +63,7 @@ class GemmSpec:
     allow_tf32: bool = False
     problem: str = ""  # why the arguments cannot run here ("" when they can): supports() reports it
     epilogue: ConvEpilogue | None = None
+    row_norm_eps: float | None = None
 
     # -- construction from the edge ops' arguments -------------------------------------------------------
     @staticmethod
@@ -115,6 +122,10 @@ class GemmSpec:
         """The same GEMM applying ``epilogue`` to its result."""
         return replace(self, epilogue=epilogue)
 
+    def with_row_norm(self, eps: float | None) -> GemmSpec:
+        """The same GEMM normalising the rows of ``a`` first (None: not)."""
+        return replace(self, row_norm_eps=None if eps is None else float(eps))
+
     # -- derived ------------------------------------------------------------------------------------------
     @property
     def batch(self) -> int:
@@ -153,6 +164,12 @@ class GemmSpec:
             return Support.no(f"{self.op}: batches of more than {GRID_Y_LIMIT} matrices are not supported")
         if len(self.out_view) != 3:
             return Support.no(f"{self.op}: the output layout must be given for every dim")
+        if self.row_norm_eps is not None and not (
+            self.row_norm_eps >= 0.0 and math.isfinite(self.row_norm_eps)
+        ):
+            return Support.no(
+                f"{self.op}: a row norm's epsilon must be finite and >= 0, not {self.row_norm_eps}"
+            )
         return Support.yes()
 
 
