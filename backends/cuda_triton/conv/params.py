@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 from .layout import out_shape_and_stride
+
+# The fields that are one value for the whole convolution; every other field has one entry per spatial dim.
+_SCALAR_FIELDS = ("transposed", "groups")
 
 
 @dataclass(frozen=True)
@@ -50,13 +54,20 @@ class ConvParams:
         )
 
     def as_op_args(self) -> tuple:
-        """Positional arguments 4.. of ``torch.ops.triton.convolution``."""
-        return (
-            list(self.stride),
-            list(self.padding_before),
-            list(self.padding_after),
-            list(self.dilation),
-            self.transposed,
-            list(self.output_padding),
-            self.groups,
-        )
+        """Positional arguments 4.. of ``torch.ops.triton.convolution``: the fields in order, as `as_dict` has them."""
+        return tuple(self.as_dict().values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name, in order, per-dim tuples as lists: the form a tuning table's JSON problem spec and
+        the blob's conv record hold."""
+        # fields(ConvParams), not fields(self): `binding.ConvArgs` adds its tensor nodes to the same dataclass.
+        return {
+            f.name: getattr(self, f.name) if f.name in _SCALAR_FIELDS else list(getattr(self, f.name))
+            for f in fields(ConvParams)
+        }
+
+    @staticmethod
+    def from_dict(raw: Mapping[str, Any]) -> ConvParams:
+        """The params from a mapping with the field names (`as_dict`'s form, a conv record's fields)."""
+        per_dim = {f.name: tuple(raw[f.name]) for f in fields(ConvParams) if f.name not in _SCALAR_FIELDS}
+        return ConvParams(**per_dim, transposed=bool(raw["transposed"]), groups=int(raw["groups"]))

@@ -41,7 +41,6 @@ def structural_class(problem: ConvProblem) -> tuple[int, bool, bool]:
 # ---- problem <-> JSON -----------------------------------------------------------------------------------------
 def problem_spec(problem: ConvProblem) -> dict[str, Any]:
     """A JSON-able description that `problem_from_spec` turns back into the identical ConvProblem."""
-    p = problem.params
     return {
         "input_size": list(problem.input_size),
         "input_stride": list(problem.input_stride),
@@ -50,33 +49,18 @@ def problem_spec(problem: ConvProblem) -> dict[str, Any]:
         "has_bias": problem.has_bias,
         "dtype": problem.dtype,
         "allow_tf32": problem.allow_tf32,
-        "stride": list(p.stride),
-        "padding_before": list(p.padding_before),
-        "padding_after": list(p.padding_after),
-        "dilation": list(p.dilation),
-        "transposed": p.transposed,
-        "output_padding": list(p.output_padding),
-        "groups": p.groups,
+        **problem.params.as_dict(),
     }
 
 
 def problem_from_spec(spec: dict[str, Any]) -> ConvProblem:
-    params = ConvParams(
-        stride=tuple(spec["stride"]),
-        padding_before=tuple(spec["padding_before"]),
-        padding_after=tuple(spec["padding_after"]),
-        dilation=tuple(spec["dilation"]),
-        transposed=bool(spec["transposed"]),
-        output_padding=tuple(spec["output_padding"]),
-        groups=int(spec["groups"]),
-    )
     return ConvProblem.from_shapes(
         tuple(spec["input_size"]),
         tuple(spec["input_stride"]),
         tuple(spec["weight_size"]),
         tuple(spec["weight_stride"]),
         bool(spec["has_bias"]),
-        params,
+        ConvParams.from_dict(spec),
         str(spec["dtype"]),
         bool(spec["allow_tf32"]),
     )

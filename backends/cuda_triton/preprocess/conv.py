@@ -150,13 +150,7 @@ def draft_conv(
     ]  # fmt: skip
     op = ConvRecord(
         name=profiling_name(node, covered),
-        stride=list(params.stride),
-        padding_before=list(params.padding_before),
-        padding_after=list(params.padding_after),
-        dilation=list(params.dilation),
-        transposed=params.transposed,
-        output_padding=list(params.output_padding),
-        groups=params.groups,
+        **params.as_dict(),
         input=in_value,
         weight=w_index,
         bias=b_index,

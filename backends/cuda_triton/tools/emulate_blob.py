@@ -107,10 +107,8 @@ def _parse_schedule(key: str) -> dict[str, int]:
 
 
 def op_params(op: OpRecord) -> ConvParams:
-    return ConvParams(
-        tuple(op.stride), tuple(op.padding_before), tuple(op.padding_after), tuple(op.dilation),
-        bool(op.transposed), tuple(op.output_padding), int(op.groups),
-    )  # fmt: skip
+    """The params a conv record holds (its fields carry `ConvParams.as_dict`'s names)."""
+    return ConvParams.from_dict(vars(op))
 
 
 def derive_launches(
