@@ -219,7 +219,8 @@ def every_kind_blob(
     bias = p.constant([k])
     out0 = p.value("output", [ps[0], k])
     p.add(GemmRecord(a=y5, b=ConstantRef(wb), bias=ConstantRef(bias), output=out0, b_sizes=[c, k],
-                     epilogue=[Step("gelu", [FromResult()])], name="aten.addmm"))  # fmt: skip
+                     epilogue=[Step("gelu", [FromResult()])], name="aten.addmm", row_norm=True,
+                     norm_eps=1e-6))  # fmt: skip
     # data movement on y4 (contiguous N, C, h, w)
     hh, ww = ps[2], ps[3]
     y6 = p.value("intermediate", [ps[0], hh, ww, c])
@@ -403,8 +404,10 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
         b = ValueRef(p.value("input", b_sizes)) if _maybe(rng, 0.4) else ConstantRef(p.constant([nn, k]))
         bias = rng.choice([None, ConstantRef(p.constant([nn])), ConstantRef(p.constant([nn + 1]))])
         y = p.value("output", _rule_or_random(rng, gemm_record_sizes, a_sizes, b_sizes))
+        row_norm = _maybe(rng, 0.3)
+        norm_eps = rng.choice([1e-6, 1e-5, -1.0, float("nan")]) if row_norm else rng.choice([0.0, 0.0, 1e-5])
         op = GemmRecord(a=x, b=b, bias=bias, output=y, b_sizes=b_sizes, alpha=rng.choice([1.0, 0.5, float("inf")]),
-                        beta=1.0, epilogue=steps)  # fmt: skip
+                        beta=1.0, epilogue=steps, row_norm=row_norm, norm_eps=norm_eps)  # fmt: skip
     elif kind == 5:
         code = rng.randint(0, 4)
         dim = 1 if code in (0, 2) and not _maybe(rng, 0.1) else rng.randint(-1, rank)

@@ -119,7 +119,7 @@ def test_round_trip() -> None:
         ):
             data = serialize(blob)
             assert data[:4] == b"CTRB"
-            assert int.from_bytes(data[4:8], "little") == FORMAT_VERSION == 4
+            assert int.from_bytes(data[4:8], "little") == FORMAT_VERSION == 5
             assert int.from_bytes(data[8:16], "little") == len(data)
             assert deserialize(data, named_cubins(blob)) == blob
             back = deserialize(data)  # without the named data: everything but the cubin bytes
@@ -351,7 +351,7 @@ def test_python_reader_only_raises_blob_error() -> None:
 def test_version_2_is_rejected() -> None:
     data = bytearray(serialize(conv_chain_blob(random.Random(3), n_ops=1)))
     data[4:8] = struct.pack("<I", 2)
-    with pytest.raises(BlobError, match="format version 2, this reader reads version 4; re-export"):
+    with pytest.raises(BlobError, match="format version 2, this reader reads version 5; re-export"):
         deserialize(bytes(data))
 
 
@@ -474,7 +474,7 @@ def test_cpp_reader_rejects_truncations_and_bad_headers() -> None:
     assert len(lines) == len(cases)
     assert all(line.startswith("err ") for line in lines)
     assert "bad magic" in lines[-3]
-    assert "format version 2, this runtime reads version 4" in lines[-2]
+    assert "format version 2, this runtime reads version 5" in lines[-2]
 
 
 def test_value_record_view_helper() -> None:

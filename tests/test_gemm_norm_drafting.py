@@ -480,3 +480,79 @@ def test_gemm_config_declines_a_constant_first_matrix_and_a_4d_linear():
     )  # ATen: linear before decomposition
     reasons = _verdicts(GemmConfig(), ep)
     assert "4 dims" in reasons["aten.linear.default"]
+
+
+# ---- layer norms folded into the GEMM that reads them -------------------------------------------------------
+class ConvNeXtBlock(nn.Module):
+    """torchvision's CNBlock at a small width: depthwise 7x7, NHWC, LayerNorm, Linear, GELU, Linear, NCHW, layer
+    scale and residual. Its norm's input is offset from zero (the shifted row sums keep the variance)."""
+
+    def __init__(self, c: int = 24, affine: bool = True, bias: bool = True) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.ln = nn.LayerNorm(c, eps=1e-6, elementwise_affine=affine)
+        self.fc1, self.fc2 = nn.Linear(c, 4 * c, bias=bias), nn.Linear(4 * c, c)
+        self.scale = nn.Parameter(torch.rand(c, 1, 1) + 0.5)
+        with torch.no_grad():
+            self.dw.bias.add_(2.0)
+            if affine:
+                self.ln.weight.normal_()
+                self.ln.bias.normal_()
+
+    def forward(self, x):
+        y = self.ln(self.dw(x).permute(0, 2, 3, 1))
+        y = self.fc2(F.gelu(self.fc1(y))).permute(0, 3, 1, 2)
+        return x + self.scale * y
+
+
+def _gemms(ep) -> list[GemmRecord]:
+    return [op for blob in _blobs(ep) for op in blob.ops if isinstance(op, GemmRecord)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("api", APIS)
+def test_layer_norm_folds_into_the_linear_after_it(api, dtype):
+    """No norm record: the first linear reads the depthwise convolution's output and normalises its rows."""
+    ep, cpu = _check(ConvNeXtBlock(), (torch.randn(2, 24, 6, 5),), api, dtype, NormRecord=0, GemmRecord=2)
+    assert cpu == []
+    first, second = _gemms(ep)
+    assert first.row_norm and first.norm_eps == pytest.approx(1e-6) and not second.row_norm
+    assert "native_layer_norm" in first.name
+
+
+@pytest.mark.parametrize(
+    "affine,bias", [pytest.param(False, True, id="plain-norm"), pytest.param(True, False, id="no-bias")]
+)
+def test_layer_norm_fold_without_affine_or_bias(affine, bias):
+    ep, _ = _check(
+        ConvNeXtBlock(16, affine, bias), (torch.randn(1, 16, 5, 5),), "transform_and_lower", torch.float16,
+        NormRecord=0,
+    )  # fmt: skip
+    assert _gemms(ep)[0].row_norm and _gemms(ep)[0].bias is not None
+
+
+class NormReadTwice(nn.Module):
+    """The norm's output read by two linears, and a norm over two dims: neither folds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln, self.ln2 = nn.LayerNorm(16), nn.LayerNorm((4, 16))
+        self.a, self.b = nn.Linear(16, 8), nn.Linear(16, 8)
+
+    def forward(self, x):
+        y = self.ln(x)
+        return self.a(y) + self.b(y) + self.a(self.ln2(x))
+
+
+def test_layer_norm_stays_a_kernel_where_it_cannot_fold():
+    ep, _ = _check(
+        NormReadTwice(), (torch.randn(2, 4, 16),), "transform_and_lower", torch.float32, NormRecord=2
+    )
+    assert not any(g.row_norm for g in _gemms(ep))
+
+
+def test_layer_norm_fold_follows_fuse_prologues():
+    model = ConvNeXtBlock().eval()
+    x = (torch.randn(1, 24, 6, 5),)
+    off = E.lower(model, x, "transform_and_lower", options=CudaTritonOptions(fuse_prologues=False))
+    assert _record_counts(off).get("NormRecord") == 1 and not any(g.row_norm for g in _gemms(off))

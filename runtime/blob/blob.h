@@ -1,4 +1,4 @@
-// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 4); writer:
+// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 5); writer:
 // backends/cuda_triton/serialization/. This part of the runtime depends only on the C++ standard library (and the
 // generated layout headers), so it can be fuzzed on its own.
 //
@@ -20,7 +20,7 @@
 
 namespace cuda_triton {
 
-constexpr uint32_t kBlobFormatVersion = 4;
+constexpr uint32_t kBlobFormatVersion = 5;
 constexpr char kBlobMagic[4] = {'C', 'T', 'R', 'B'};
 
 enum class DType : uint8_t { kF16 = 0, kBF16 = 1, kF32 = 2, kF64 = 3, kI32 = 4, kI64 = 5, kBool = 6 };
@@ -140,6 +140,8 @@ struct GemmParams {
   std::vector<int64_t> b_sizes;  // b's logical (K, N) / (B, K, N) shape
   double alpha = 1.0;
   double beta = 1.0;
+  bool row_norm = false;  // each row of a normalised over K first (a layer norm folded into the GEMM)
+  double norm_eps = 0.0;
 };
 
 struct NormParams {

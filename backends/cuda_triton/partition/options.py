@@ -20,8 +20,9 @@ key                       value (UTF-8 bytes)              meaning
 ``fuse_epilogues``        ``"0"`` / ``"1"``                run an elementwise chain after a convolution or a GEMM
                                                            in its epilogue where its kernel takes one (default 1)
 ``fuse_prologues``        ``"0"`` / ``"1"``                run an elementwise chain that only a convolution reads in
-                                                           the convolution's input loads where its kernel takes one
-                                                           (default 1)
+                                                           the convolution's input loads where its kernel takes one,
+                                                           and fold a layer norm that only a GEMM reads into the
+                                                           GEMM (default 1)
 ``programmatic_launch``   ``"0"`` / ``"1"``                sm_90 kernels are built and launched for programmatic
                                                            dependent launch (default 0)
 ``tuning_table``          a file path, or empty            tuning table to consult before the shipped one

@@ -12,6 +12,9 @@ A GEMM whose result only an elementwise chain reads, through views (an nn.Linear
 output is a view of it in the GEMM's shape, and each chain operand is re-expressed in that shape (the views
 undone), where the kernel reads it like the output or per column (`gemm_epilogue_operand`); else the chain is a
 kernel of its own.
+
+A layer norm that only the GEMM's first matrix reads may be folded into it (gemm_norm.py): the GEMM then reads
+the norm's input, normalises its rows itself, and covers the norm.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ..serialization import ConstantRef, GemmRecord, NullPtr, ValueRef
 from ..utils.graph import tensor_val
 from .draft import CudaTritonPreprocessError, add_constant, describe, node_errors
 from .elementwise import Operand, Placement, epilogue_chain
+from .gemm_norm import fold_norm, is_linear
 from .layout_plan import same_addresses
 from .op_draft import Arg, ProgramDraft
 
@@ -194,21 +198,26 @@ def draft_gemm(
     epilogue. When not, the caller drafts the views and the chain."""
     refs: dict[str, ValueRef | ConstantRef] = {}
     metas: list[TensorMeta | None] = []
-    for i, operand in enumerate(gemm_operands(node)):
-        if operand is None:
-            metas.append(None)
-            continue
-        refs[f"in{i}"] = pd.operand(operand, node, f"operand {i}")
-        metas.append(pd.meta(refs[f"in{i}"]))
+    norm = pd.norm_prologues.get(node)
+    folded = fold_norm(norm, pd) if norm is not None else None
+    if folded is not None:
+        refs = {f"in{i}": ref for i, ref in enumerate(folded.operands(is_linear(node)))}
+    else:
+        for i, operand in enumerate(gemm_operands(node)):
+            if operand is None:
+                metas.append(None)
+                continue
+            refs[f"in{i}"] = pd.operand(operand, node, f"operand {i}")
+            metas.append(pd.meta(refs[f"in{i}"]))
     with node_errors(node):
-        spec = gemm_spec(node, pd.draft.options.allow_tf32, metas)
+        spec = folded.spec(node, pd) if folded else gemm_spec(node, pd.draft.options.allow_tf32, metas)
     support = spec.supports()
     if not support:
         raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")
     a = refs[spec.a.role]
     if not isinstance(a, ValueRef):  # the record reads its first matrix as a value (the config declines this)
         raise CudaTritonPreprocessError(f"{describe(node)}: its first matrix is a constant of the program")
-    fused, covered = None, [node]
+    fused, covered = None, [*(norm.nodes if norm is not None else ()), node]
     if chain_end is not None:
         out_meta = spec.output()
         through = _through_views(list(out_meta.sizes), list(out_meta.strides), views)
@@ -225,7 +234,7 @@ def draft_gemm(
         chain_sizes = [int(s) for s in tensor_val(chain_end).shape]
         end_value = pd.result(chain_end, chain_sizes, pd.planned_strides(chain_end, list(chain.strides)))
         out = pd.view(end_value, list(spec.out_sizes), list(spec.out_strides))
-        covered = [node, *views, *fused.covered]
+        covered = [*covered, *views, *fused.covered]
     else:
         out = pd.result(node)  # the layout the node records, which the spec's output strides are
     b, b_sizes = _record_b(pd, node, spec, refs[spec.w.role])
@@ -236,6 +245,7 @@ def draft_gemm(
     record = GemmRecord(
         a=a.value, b=b, bias=bias, output=out, b_sizes=b_sizes, alpha=alpha, beta=beta if bias else 0.0,
         epilogue=fused.steps if fused else [], epilogue_inputs=epilogue_inputs,
+        row_norm=folded is not None, norm_eps=folded.eps if folded is not None else 0.0,
     )  # fmt: skip
     roles: dict[str, Arg] = {
         **refs,

@@ -41,6 +41,7 @@ from .schedule import TuningLookup
 
 if TYPE_CHECKING:
     from .elementwise import FusedPrologue
+    from .gemm_norm import NormPrologue
 
 Arg = ValueRef | ConstantRef | NullPtr
 
@@ -60,6 +61,8 @@ class ProgramDraft:
     folded: dict[Node, torch.Tensor] = field(default_factory=dict)
     # convolution -> the chain before it that it computes as it loads its input (`preprocess.conv`)
     prologues: dict[Node, FusedPrologue] = field(default_factory=dict)
+    # GEMM -> the layer norm it folds (`preprocess.gemm_norm`)
+    norm_prologues: dict[Node, NormPrologue] = field(default_factory=dict)
 
     # -- operands ---------------------------------------------------------------------------------------------
     def is_constant(self, node: object) -> bool:

@@ -6,7 +6,8 @@ become constants where they are read), the elementwise ops fused into a chain, a
 the multi-output op they read binds them). A chain that only a convolution reads may wait for it
 (`plan_conv_prologue`): the convolution computes it in its input loads, or drafts it just before itself. A
 convolution, GEMM or normalisation whose result only a chain reads waits for the chain's end, to compute it in
-its epilogue (`plan_conv_epilogues`, `plan_gemm_epilogues`, `plan_norm_epilogues`).
+its epilogue (`plan_conv_epilogues`, `plan_gemm_epilogues`, `plan_norm_epilogues`). A layer norm that only a
+GEMM reads is folded into it (`gemm_norm`), so that neither the norm nor its reshapes draft anything.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .draft import CudaTritonPreprocessError, Draft, describe, value_record
 from .elementwise import conv_prologue_chain, draft_elementwise, is_elementwise_node, plan_chains
 from .families import DRAFTED_FAMILIES, DRAFTERS
 from .gemm import draft_gemm, is_epilogue_view
+from .gemm_norm import claim_norm, plan_norm_prologues
 from .norm import draft_norm
 from .op_draft import ProgramDraft
 from .schedule import TuningLookup
@@ -202,6 +204,9 @@ def draft_program(
         if options.fuse_epilogues
         else {}
     )
+    # Layer norms that only a GEMM reads: the GEMM folds them when it can read their input (`gemm_norm`).
+    norm_prologue_of = plan_norm_prologues(calls, pd) if options.fuse_prologues else {}
+    claimed: set[Node] = set()  # the nodes of the norms claimed (each drafted by its GEMM)
     deferred = {*epilogue_of.values(), *norm_epilogue_of.values()}
     for gemm, views in gemm_epilogue_of.values():
         deferred.update((gemm, *views))
@@ -226,6 +231,10 @@ def draft_program(
             continue  # each convolution reading it folds it into its padding (any other pad is a pad kernel)
         elif node in deferred:
             continue  # drafted where its chain ends
+        elif node in claimed:
+            continue  # a reshape of a norm that a GEMM folds
+        elif node in norm_prologue_of and claim_norm(norm_prologue_of[node], pd):
+            claimed.update(norm_prologue_of[node].nodes)
         elif is_conv_node(node):
             fold, _ = draft_conv(node, pd)
             if fold is not None:

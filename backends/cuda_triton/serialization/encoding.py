@@ -10,7 +10,7 @@ import math
 import struct
 
 MAGIC = b"CTRB"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # magic, version, total size and the SHA-256 of every byte after it (docs/blob_format.md, "Layout").
 HEADER_BYTES = 4 + 4 + 8 + 32
 

@@ -11,6 +11,8 @@ Status read_gemm(Cursor& c, OpRecord* op) {
   CT_RETURN_IF_ERROR(c.dims(&p.b_sizes, "b sizes"));
   CT_RETURN_IF_ERROR(c.read(&p.alpha, "alpha"));
   CT_RETURN_IF_ERROR(c.read(&p.beta, "beta"));
+  CT_RETURN_IF_ERROR(c.flag(&p.row_norm, "row_norm"));
+  CT_RETURN_IF_ERROR(c.read(&p.norm_eps, "norm_eps"));
   CT_RETURN_IF_ERROR(expect_outputs(*op, 1, 1, "gemm"));
   CT_RETURN_IF_ERROR(expect_tensor(op->inputs[1], "gemm b"));
   CT_RETURN_IF_ERROR(expect_value(op->inputs[0], "gemm a"));
@@ -21,6 +23,9 @@ Status check_gemm(const Blob& b, const OpRecord& op, const std::string& w) {
   const GemmParams& p = op.gemm;
   if (!is_finite(p.alpha) || !is_finite(p.beta)) {
     return bad(w + ": alpha and beta must be finite");
+  }
+  if (!is_finite(p.norm_eps) || p.norm_eps < 0.0 || (!p.row_norm && p.norm_eps != 0.0)) {
+    return bad(w + ": norm_eps must be finite, >= 0, and 0 without a row norm");
   }
   CT_RETURN_IF_ERROR(check_dims(w + " b", p.b_sizes, nullptr));
   const ValueRecord& a = b.values[op.inputs[0].index];

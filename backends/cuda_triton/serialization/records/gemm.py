@@ -10,19 +10,20 @@ from ..checks.gemm import gemm_record_sizes
 from ..encoding import Reader, check, check_dims, finite
 from .base import ConstantRef, EpilogueRecord, Operand, RecordParts, ValueRef, value_operand
 from .context import RecordContext
-from .params import dims, f64
+from .params import dims, f64, flag
 
 
 @dataclass
 class GemmRecord(EpilogueRecord):
     """inputs ``[a (value), b (value or constant), bias (value, constant or None), *epilogue_inputs]``;
     out = beta * bias + alpha * a @ b. ``b_sizes``: b's logical (K, N) / (B, K, N) shape (a constant is stored in
-    the kernel's prepared layout)."""
+    the kernel's prepared layout). ``row_norm``: each row of a is normalised over K first (a layer norm with
+    epsilon ``norm_eps``; the norm's weight and bias are already in b and the bias)."""
 
     KIND = 4
     KIND_NAME = "gemm"
     FIXED_INPUTS = 3
-    PARAMS = (dims("b_sizes", "b sizes"), f64("alpha"), f64("beta"))
+    PARAMS = (dims("b_sizes", "b sizes"), f64("alpha"), f64("beta"), flag("row_norm"), f64("norm_eps"))
 
     a: int
     b: ValueRef | ConstantRef
@@ -31,6 +32,8 @@ class GemmRecord(EpilogueRecord):
     b_sizes: list[int]
     alpha: float = 1.0
     beta: float = 1.0
+    row_norm: bool = False
+    norm_eps: float = 0.0
 
     def fixed_operands(self) -> list[Operand]:
         return [ValueRef(self.a), self.b, self.bias]
@@ -47,6 +50,10 @@ class GemmRecord(EpilogueRecord):
 
     def check(self, ctx: RecordContext, where: str) -> None:
         check(finite(self.alpha) and finite(self.beta), f"{where}: alpha and beta must be finite")
+        check(
+            finite(self.norm_eps) and self.norm_eps >= 0.0 and (self.row_norm or self.norm_eps == 0.0),
+            f"{where}: norm_eps must be finite, >= 0, and 0 without a row norm",
+        )
         check_dims(f"{where} b", self.b_sizes, None)
         a, out = ctx.value(self.a), ctx.value(self.output)
         check(a.dtype == out.dtype, f"{where}: a is {a.dtype} but the output is {out.dtype}")
