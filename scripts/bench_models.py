@@ -17,9 +17,9 @@ Models are names of `cuda_triton.models.zoo.build` (the in-tree zoo, or ``tv:<na
 classification models), with random weights from seed 0 on both machines. Programs are exported device-planned
 (``export_pte.py --device-memory``: intermediates, inputs and outputs of the delegate live on the GPU); the
 runner's latency still includes ExecuTorch's copy of the program's input from host memory (page-locked by the
-runner), which the eager and compiled models, given an input already on the GPU, do not pay. ``--pdl both``
-exports each program a second time, named ``..._pdl``, with programmatic dependent launch
-(``export_pte.py --programmatic-launch``), so one run times both.
+runner), which the eager and compiled models, given an input already on the GPU, do not pay. ``--variant
+NAME:FLAGS`` exports each program once more with extra export_pte.py flags, named ``..._NAME`` (e.g.
+``pdl:--programmatic-launch``, ``unfused:--no-fuse-prologues``), so one run times both sides of a change.
 
 `run`, for every program: the runner's median over ``--num-executions`` (its outputs checked against the CPU
 reference with scripts/gpu_validate.py's thresholds), PyTorch eager's and torch.compile's (``mode=
@@ -60,8 +60,22 @@ def entry_name(model: str, dtype: str, batch: int) -> str:
     return f"{model.replace('tv:', 'tv_')}_{dtype}_b{batch}"
 
 
+def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME:FLAGS`` (``--variant``): a name for the entries and the export_pte.py flags they add."""
+    name, sep, flags = text.partition(":")
+    if not sep or not name.isidentifier() or not flags.split():
+        raise argparse.ArgumentTypeError(
+            f"--variant takes NAME:FLAGS, e.g. pdl:--programmatic-launch, not {text!r}"
+        )
+    return name, tuple(flags.split())
+
+
 def entries(
-    models: list[str], dtypes: list[str], batches: list[int], host_io: bool, pdl: str = "off"
+    models: list[str],
+    dtypes: list[str],
+    batches: list[int],
+    host_io: bool,
+    variants: list[tuple[str, tuple[str, ...]]] = (),  # type: ignore[assignment]
 ) -> list[gv.Entry]:
     out: list[gv.Entry] = []
     for model in models:
@@ -72,15 +86,14 @@ def entries(
                 if not host_io:
                     flags += ("--device-memory",)
                 name = entry_name(model, dtype, batch)
-                if pdl in ("off", "both"):
-                    out.append((name, model, dtype, flags, "pass"))
-                if pdl in ("on", "both"):
-                    out.append((f"{name}_pdl", model, dtype, (*flags, "--programmatic-launch"), "pass"))
+                out.append((name, model, dtype, flags, "pass"))
+                for variant, extra in variants:
+                    out.append((f"{name}_{variant}", model, dtype, (*flags, *extra), "pass"))
     return out
 
 
 def prepare(args: argparse.Namespace) -> int:
-    gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.host_io, args.pdl)
+    gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.host_io, args.variant)
     gv.DEVICE_COMMAND = DEVICE_COMMAND
     rc = gv.prepare(
         argparse.Namespace(set=SET, archs=args.archs, only=args.only, fresh=args.fresh), finish=False
@@ -197,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         }  # fmt: skip
         if args.etdump and info.get("rc") == 0:
             row["etdump"] = profile_run(runner, entry, io, out_dir)
-        # The same model, dtype and shape exported twice (``--pdl both``) is timed in PyTorch once.
+        # The same model, dtype and shape exported several ways (``--variant``) is timed in PyTorch once.
         torch_key = (entry["model"], io["dtype"], tuple(io["inputs"][0]["shape"]))
         if torch_key not in torch_rows:
             torch_rows[torch_key] = torch_times(entry["model"], io, args.num_executions)
@@ -382,8 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--archs", default="90")
     p.add_argument("--host-io", action="store_true", help="host-planned programs (the runner copies I/O)")
     p.add_argument(
-        "--pdl", choices=("off", "on", "both"), default="off",
-        help="programmatic dependent launch: off, on, or both (each program twice, the second named ..._pdl)",
+        "--variant", action="append", type=parse_variant, default=[], metavar="NAME:FLAGS",
+        help="also export each program with these export_pte.py flags, named <entry>_NAME (repeatable), e.g. "
+        "pdl:--programmatic-launch or unfused:--no-fuse-prologues: an A/B in one device call",
     )  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="re-export programs the export cache has")
     p.add_argument("--only", nargs="*", help="only these entry names (<model>_<dtype>_b<batch>, tv: as tv_)")
