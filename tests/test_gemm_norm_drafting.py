@@ -556,3 +556,26 @@ def test_layer_norm_fold_follows_fuse_prologues():
     x = (torch.randn(1, 24, 6, 5),)
     off = E.lower(model, x, "transform_and_lower", options=CudaTritonOptions(fuse_prologues=False))
     assert _record_counts(off).get("NormRecord") == 1 and not any(g.row_norm for g in _gemms(off))
+
+
+class ConvNeXtHead(nn.Module):
+    """torchvision ConvNeXt's classifier: pooled [N, C, 1, 1], LayerNorm2d (NHWC permutes around a layer norm),
+    flatten, linear. The permutes move size-1 dims only, so the norm still folds."""
+
+    def __init__(self, c: int = 32) -> None:
+        super().__init__()
+        self.ln, self.fc = nn.LayerNorm(c, eps=1e-6), nn.Linear(c, 10)
+        with torch.no_grad():
+            self.ln.weight.normal_()
+            self.ln.bias.normal_()
+
+    def forward(self, x):
+        y = x.mean((2, 3), keepdim=True)
+        y = self.ln(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return self.fc(torch.flatten(y, 1))
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_layer_norm_folds_through_permutes_of_size_one_dims(api):
+    ep, cpu = _check(ConvNeXtHead(), (torch.randn(2, 32, 3, 4) + 1.0,), api, torch.float16, NormRecord=0)
+    assert cpu == [] and _gemms(ep)[0].row_norm

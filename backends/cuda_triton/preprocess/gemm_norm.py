@@ -8,7 +8,8 @@ dim only, ``layer_norm(x) = xhat * gamma + beta`` where ``xhat = (x - mean) / sq
 The drafter stores the scaled weight and the shifted bias as the GEMM's constants, and the GEMM normalises the
 rows of ``x`` itself (`GemmSpec.row_norm_eps`: the statistics come from the A tiles its K loop loads, and the
 epilogue applies them). Taken when: the norm is over one (the last) dim, its weight and bias are constants or
-absent, only its first output is read, through reshapes that keep the last dim and that nothing else reads,
+absent, only its first output is read, through reshapes (and permutes that move only dims of size 1) that
+nothing else reads,
 by the first matrix of an addmm (alpha = beta = 1), an mm (a linear without bias; it gains one when the norm
 has a bias) or a linear whose weight and bias are constants, and the
 norm's input can be viewed as that matrix without a copy (`claim_norm`, once the input is drafted).
@@ -76,7 +77,7 @@ def _norm_prologue(norm: Node, pd: ProgramDraft) -> NormPrologue | None:
     result, nodes = readers[0], [norm, readers[0]]
     while result not in pd.out_index and len(result.users) == 1:
         (user,) = result.users
-        if aten_overload(user.target) not in RESHAPES:
+        if aten_overload(user.target) not in RESHAPES and not _keeps_element_order(user):
             break
         result = user
         nodes.append(user)
@@ -95,6 +96,17 @@ def _norm_prologue(norm: Node, pd: ProgramDraft) -> NormPrologue | None:
     if float(gemm_args.get("alpha", 1.0)) != 1.0 or float(gemm_args.get("beta", 1.0)) != 1.0:
         return None
     return NormPrologue(norm, gemm, tuple(nodes))
+
+
+def _keeps_element_order(node: Node) -> bool:
+    """A permute that only moves dims of size 1 (ConvNeXt's classifier: [N, 1, 1, C] back to [N, C, 1, 1]): the
+    elements keep their order, so the permuted tensor is a reshape of its input."""
+    if aten_overload(node.target) is not aten.permute_copy.default:
+        return False
+    sizes = list(tensor_val(node.args[0]).shape)  # type: ignore[arg-type]
+    dims = [d % len(sizes) for d in node.args[1]]  # type: ignore[union-attr]
+    moved = [d for d in dims if sizes[d] != 1]
+    return moved == sorted(moved)
 
 
 def claim_norm(prologue: NormPrologue, pd: ProgramDraft) -> bool:
