@@ -9,7 +9,16 @@ import random
 
 import pytest
 import torch
-from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, reference_gemm, schedules, scratch
+from cuda_triton.ops.gemm import (
+    COLSUM_ROLE,
+    GemmSpec,
+    column_sums,
+    heuristic_schedule,
+    launches,
+    reference_gemm,
+    schedules,
+    scratch,
+)
 from cuda_triton.ops.tensor_meta import TensorMeta
 from op_tensors import DTYPES, assert_compiles_for_sm80_and_sm90, device, distinct_kernels, poisoned, run
 
@@ -26,6 +35,10 @@ def _run(spec: GemmSpec, tensors: dict[str, torch.Tensor], schedule=None) -> tor
     schedule = schedule or heuristic_schedule(spec)
     out = poisoned(spec.output())
     all_tensors = {**tensors, "out": out}
+    if spec.row_norm_eps is not None:  # the constant the export makes from the weight
+        w = tensors[spec.w.role]
+        w_kn = w.as_strided(spec.w.sizes, spec.w.strides, w.storage_offset())[0]
+        all_tensors[COLSUM_ROLE] = column_sums(w_kn.cpu()).to(device())
     for t in scratch(spec, schedule):  # never zeroed by the runtime either
         all_tensors[t.role] = torch.full(
             t.sizes, float("nan"), dtype=getattr(torch, t.dtype), device=device()
@@ -155,10 +168,10 @@ def test_small_batches_split_k() -> None:
 def test_heuristic_follows_the_measured_rules() -> None:
     """The rules kernels.heuristic_schedule_for states, on ConvNeXt-T's and the classifiers' linear layers."""
 
-    def pick(m: int, k: int, n: int) -> dict[str, int]:
-        x = TensorMeta.contiguous((m, k), "float16")
-        w = TensorMeta((k, n), (1, k), "float16")
-        spec = GemmSpec.addmm(TensorMeta.contiguous((n,), "float16"), x, w)
+    def pick(m: int, k: int, n: int, dtype: str = "float16") -> dict[str, int]:
+        x = TensorMeta.contiguous((m, k), dtype)
+        w = TensorMeta((k, n), (1, k), dtype)
+        spec = GemmSpec.addmm(TensorMeta.contiguous((n,), dtype), x, w, allow_tf32=True)
         s = heuristic_schedule(spec)
         return {**dict(s.params), "num_warps": s.num_warps}
 
@@ -177,6 +190,10 @@ def test_heuristic_follows_the_measured_rules() -> None:
     assert pick(49, 3072, 768)["SPLIT_K"] == 4
     assert pick(1, 1280, 1000)["SPLIT_K"] == 4 and pick(1, 1280, 1000)["BLOCK_M"] == 16
     assert pick(32, 1280, 1000)["BLOCK_M"] == 16 and "SPLIT_K" not in pick(32, 1280, 1000)  # 32 tiles
+    # fp32 (BLOCK_K halved, both tiles rounded in registers) splits up to 32 tiles, and clamps a wider split
+    # the space offers to SPLIT_MAX rather than dropping it
+    assert pick(49, 3072, 768, "float32")["SPLIT_K"] == 4
+    assert pick(196, 1536, 384, "float32")["SPLIT_K"] == 4 and "SPLIT_K" not in pick(196, 1536, 384)
 
 
 def test_any_output_layout() -> None:

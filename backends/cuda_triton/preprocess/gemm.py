@@ -29,7 +29,7 @@ from ..conv.epilogue import gemm_epilogue_operand
 from ..conv.templates.epilogue_args import EPILOGUE_ROLES
 from ..kernel.launch import TRITON_PTR_DTYPE
 from ..ops.data_movement.views import view_strides
-from ..ops.gemm import GemmSpec
+from ..ops.gemm import COLSUM_ROLE, GemmSpec
 from ..ops.tensor_meta import TensorMeta, expand_strides
 from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import RESHAPES
@@ -252,6 +252,7 @@ def draft_gemm(
         "out": ValueRef(out),
         **{role: NullPtr() for role in EPILOGUE_ROLES},
         **dict(zip(EPILOGUE_ROLES, epilogue_inputs, strict=False)),
+        **({COLSUM_ROLE: folded.colsum} if folded is not None else {}),
     }
     pd.add_op(node, covered, record, "gemm", spec, roles)
     return fused is not None

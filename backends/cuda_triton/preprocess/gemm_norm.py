@@ -26,7 +26,7 @@ from torch.fx import Node
 
 from ..conv.binding import aten_overload
 from ..ops.data_movement.views import view_strides
-from ..ops.gemm import GemmSpec
+from ..ops.gemm import GemmSpec, column_sums
 from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import RESHAPES
 from ..partition.config.gemm import first_matrix, gemm_spec
@@ -139,6 +139,7 @@ class FoldedNorm:
     a: ValueRef
     weight: ConstantRef
     bias: ConstantRef
+    colsum: ConstantRef  # the scaled weight's column sums, which the kernel's epilogue reads
     eps: float
 
     def operands(self, linear: bool) -> list[ValueRef | ConstantRef]:
@@ -186,11 +187,13 @@ def fold_norm(prologue: NormPrologue, pd: ProgramDraft) -> FoldedNorm:
     bias = _constant_or(pd, bias_node, torch.zeros(n, dtype=torch.float64)).expand(n)
     w_folded = gamma[:, None] * w_kn
     stored_w = (w_folded if kn else w_folded.t()).to(dtype).contiguous()
+    colsum = column_sums(stored_w if kn else stored_w.t())  # of the weight as the kernel reads it
     what = f"'{prologue.gemm.name}' with '{prologue.norm.name}' folded in"
     return FoldedNorm(
         a=ValueRef(pd.view(value, sizes, strides)),
         weight=ConstantRef(add_constant(pd.draft, stored_w, f"weight of {what}")),
         bias=ConstantRef(add_constant(pd.draft, (bias + beta @ w_kn).to(dtype), f"bias of {what}")),
+        colsum=ConstantRef(add_constant(pd.draft, colsum, f"column sums of {what}")),
         eps=prologue.eps,
     )
 

@@ -10,12 +10,14 @@ space (`schedules`) also holds the TMA variant (tma.py, `gemm_tma_kernel`), whic
 from .kernels import gemm_kernel, gemm_splitk_reduce_kernel
 from .launches import heuristic_schedule, launches, schedules, scratch
 from .reference import reference_gemm
+from .row_norm import COLSUM_ROLE, column_sums
 from .shape import linear_out_shape_and_stride, matmul_out_shape_and_stride
 from .spec import GemmSpec, Operand
 from .tma import TMA_ARCH, is_tma, tma_problem, tma_schedules
 from .tma_kernel import gemm_tma_kernel
 
 __all__ = [
+    "COLSUM_ROLE",
     "GemmSpec",
     "Operand",
     "TMA_ARCH",
@@ -24,6 +26,7 @@ __all__ = [
     "gemm_tma_kernel",
     "heuristic_schedule",
     "is_tma",
+    "column_sums",
     "launches",
     "linear_out_shape_and_stride",
     "matmul_out_shape_and_stride",

@@ -11,10 +11,11 @@ conv/templates/_tf32.py), else in exact fp32. The epilogue (`_epilogue`) applies
 per column (2), before the one rounding to the output's dtype.
 
 A row-normalising prologue (ROW_NORM, a layer norm over K folded into the GEMM: its weight scales the rows of
-w and its bias is in ``bias``, preprocess/gemm_norm.py) computes each row's mean and variance from the A tiles
-the K loop loads anyway, shifted by the row's first element so that a large mean does not cancel the variance,
-and the column sums of w beside them; the epilogue then applies ``rstd * (acc - mean * colsum)``, which is
-``((a - mean) * rstd) @ w`` without normalising A before the MMA. It needs the whole K in one program (no split).
+w and its bias is in ``bias``, preprocess/gemm_norm.py) first runs over the tile's rows of A once for their mean
+and variance, shifted by each row's first element so that a large mean does not cancel the variance (the rows
+are then in L2 for the main loop, which stays the plain GEMM's: A goes to the MMA as it is loaded); the epilogue
+applies ``rstd * (acc - mean * colsum)`` with w's column sums (``colsum_ptr``, fp32 [N], made at export by
+`row_norm.column_sums`), which is ``((a - mean) * rstd) @ w``. It needs the whole K in one program (no split).
 
 Split-K (SPLIT_K > 1, for few output tiles over a long K such as a batch-1 classifier): program_id(2) takes one
 contiguous share of the K slices and stores its fp32 partial sums into the workspace [SPLIT_K, B, M, N];
@@ -82,6 +83,26 @@ def _epilogue(acc, bias_ptr, c_ptr, c_off, offs_m, offs_n, M, N, SBM, SBN, SCM, 
 
 
 @triton.jit
+def _row_sums(a_base, rows, K, SAM, SAK, A_M_UNIT: tl.constexpr, A_K_UNIT: tl.constexpr, EVEN_K: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+    """Each row's first element, and the sums of the row's elements and of their squares less that element."""
+    shift = tl.load(a_base + rows * SAM).to(tl.float32)
+    row_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    row_sq = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for kb in range(0, tl.cdiv(K, BLOCK_K)):
+        ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        a_ptrs = _tile_ptrs(a_base, rows, ks, SAM, SAK, A_M_UNIT, A_K_UNIT)
+        if EVEN_K:
+            d = tl.load(a_ptrs).to(tl.float32) - shift[:, None]
+        else:
+            d = tl.load(a_ptrs, mask=(ks < K)[None, :], other=0.0).to(tl.float32) - shift[:, None]
+            d = tl.where((ks < K)[None, :], d, 0.0)
+        row_sum += tl.sum(d, axis=1)
+        row_sq += tl.sum(d * d, axis=1)
+    return shift, row_sum, row_sq
+
+
+@triton.jit
 def _normalise_rows(acc, shift, row_sum, row_sq, col_sum, K, EPS: tl.constexpr, SHIFTED: tl.constexpr):
     """``acc = a @ w`` (``(a - shift) @ w`` when SHIFTED) turned into ``((a - mean) * rstd) @ w``: the rows' mean
     and biased variance (as a layer norm takes them) from their sums shifted by ``shift``."""
@@ -94,7 +115,7 @@ def _normalise_rows(acc, shift, row_sum, row_sq, col_sum, K, EPS: tl.constexpr, 
 
 @triton.jit
 def gemm_kernel(
-    a_ptr, w_ptr, bias_ptr, c_ptr,
+    a_ptr, w_ptr, bias_ptr, c_ptr, colsum_ptr,
     M, N, K,
     SAB, SAM, SAK, SWB, SWK, SWN, SBM, SBN, SCB, SCM, SCN,
     ALPHA, BETA,
@@ -124,10 +145,9 @@ def gemm_kernel(
     # normalised row most of its precision
     TF32_SHIFT: tl.constexpr = ROW_NORM and PRECISION == "tf32" and a_ptr.dtype.element_ty == tl.float32
     if ROW_NORM:
-        shift = tl.load(a_base + rows * SAM).to(tl.float32)  # each row's first element
-        row_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
-        row_sq = tl.zeros((BLOCK_M,), dtype=tl.float32)
-        col_sum = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        shift, row_sum, row_sq = _row_sums(
+            a_base, rows, K, SAM, SAK, A_M_UNIT, A_K_UNIT, EVEN_K, BLOCK_M, BLOCK_K
+        )
     for kb in range(k_lo, k_hi):
         ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
         a_ptrs = _tile_ptrs(a_base, rows, ks, SAM, SAK, A_M_UNIT, A_K_UNIT)
@@ -138,21 +158,16 @@ def gemm_kernel(
         else:
             a = tl.load(a_ptrs, mask=(ks < K)[None, :], other=0.0)
             w = tl.load(w_ptrs, mask=(ks < K)[:, None], other=0.0)
-        if ROW_NORM:
-            d = a.to(tl.float32) - shift[:, None]
+        if TF32_SHIFT:  # rounded to TF32 below: shifted, a row's rounding error scales with its spread alone
+            a = a - shift[:, None]
             if not EVEN_K:
-                d = tl.where((ks < K)[None, :], d, 0.0)
-            row_sum += tl.sum(d, axis=1)
-            row_sq += tl.sum(d * d, axis=1)
-            if TF32_SHIFT:
-                a = d  # rounded to TF32 below: shifted, a row's rounding error scales with its spread alone
+                a = tl.where((ks < K)[None, :], a, 0.0)
         if ROUND_TF32:  # fp32 on TF32 tensor cores: round to nearest, not the MMA's truncation
             a = round_to_tf32(a, ROUND_TF32)
             w = round_to_tf32(w, ROUND_TF32)
-        if ROW_NORM:  # the sums of the w the MMA multiplies (rounded, when it is)
-            col_sum += tl.sum(w.to(tl.float32), axis=0)
         acc = tl.dot(a, w, acc, input_precision=PRECISION)
     if ROW_NORM:
+        col_sum = tl.load(colsum_ptr + cols)
         acc = _normalise_rows(acc, shift, row_sum, row_sq, col_sum, K, NORM_EPS, TF32_SHIFT)
 
     if SPLIT_K == 1:
@@ -244,8 +259,11 @@ def split_k_options(
 
 
 # The heuristic's split-K rule, fitted to scripts/tune_gemm.py on the H100 (docs/performance.md, "GEMM
-# schedules"): a split pays for its reduce launch only when few tiles each run a long K loop.
+# schedules"): a split pays for its reduce launch only when few tiles each run a long K loop. fp32 tiles take
+# twice the K steps (BLOCK_K halved) and each step rounds both tiles to TF32 in registers, so fp32 splits up to
+# twice the tiles (ConvNeXt-T's 24-tile K = 1536 layer at batch 1 ran 38 us unsplit on the H100).
 SPLIT_MAX_TILES = 16
+SPLIT_MAX_TILES_FP32 = 32
 SPLIT_MIN_K = 1024
 SPLIT_MAX = 4
 
@@ -267,15 +285,11 @@ def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool, split
         bm, bn, warps, stages = 64, 64, 4, 4
     base = _schedule(m, n, k, fp32, bm, bn, bk, warps, stages)
     tiles = cdiv(m, base["BLOCK_M"]) * cdiv(n, base["BLOCK_N"]) * batch
-    if tiles > SPLIT_MAX_TILES or k < SPLIT_MIN_K or not split_ok:
+    if tiles > (SPLIT_MAX_TILES_FP32 if fp32 else SPLIT_MAX_TILES) or k < SPLIT_MIN_K or not split_ok:
         return base
-    splits = [
-        s
-        for s in split_k_options(batch, m, n, k, base["BLOCK_M"], base["BLOCK_N"], base["BLOCK_K"])
-        if s <= SPLIT_MAX
-    ]
-    if splits:
-        return _schedule(m, n, k, fp32, bm, bn, bk, warps, stages, splits[-1])
+    splits = split_k_options(batch, m, n, k, base["BLOCK_M"], base["BLOCK_N"], base["BLOCK_K"])
+    if splits:  # the largest split the space offers, at most SPLIT_MAX (fewer shares only lengthen each)
+        return _schedule(m, n, k, fp32, bm, bn, bk, warps, stages, min(splits[-1], SPLIT_MAX))
     return base
 
 

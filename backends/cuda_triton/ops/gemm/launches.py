@@ -1,7 +1,8 @@
 """`launches(spec, schedule)`: the GEMM kernel calls for one `GemmSpec`, its scratch and its schedules.
 
-`gemm_kernel` arguments (PTX order): a, w, bias, out pointers (out is the fp32 workspace for split-K; a
-missing bias is a's pointer, never read), int32 M, N, K and the strides of a [B, M, K], w [B, K, N], bias
+`gemm_kernel` arguments (PTX order): a, w, bias, out and column-sum pointers (out is the fp32 workspace for
+split-K; a missing bias is a's pointer, never read; the column sums, role "colsum", only with a row norm, else
+a's pointer, never read), int32 M, N, K and the strides of a [B, M, K], w [B, K, N], bias
 [M, N] and out [B, M, N] (int64 when an offset needs it), fp32 alpha and beta, the epilogue's three operand slots
 (conv/templates/epilogue_args.py); everything else is a constexpr.
 Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), B, SPLIT_K). A split-K schedule adds `gemm_splitk_reduce_kernel`
@@ -32,6 +33,7 @@ from .kernels import (
     heuristic_schedule_for,
     schedule_space,
 )
+from .row_norm import COLSUM_ROLE
 from .spec import GemmSpec
 from .tma import TMA_ARCH, is_tma, tma_grid_x, tma_problem, tma_schedules
 from .tma_kernel import gemm_tma_kernel
@@ -94,6 +96,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         TensorArg(spec.w.role, dt),
         TensorArg(bias_role, dt),
         main_out,
+        TensorArg(COLSUM_ROLE if spec.row_norm_eps is not None else spec.a.role, "fp32"),
         *(ScalarArg(name, index, v) for name, v in (("M", spec.m), ("N", spec.n), ("K", spec.k))),
         *(ScalarArg(name, index, v) for name, v in zip(("SAB", "SAM", "SAK"), spec.a.strides, strict=True)),
         *(ScalarArg(name, index, v) for name, v in zip(("SWB", "SWK", "SWN"), spec.w.strides, strict=True)),

@@ -17,7 +17,8 @@ of a short reduction (ConvNeXt's K = 96) barely amortises. So a program may comp
 one program per tile it computes one, with a persistent grid (a ``PERSIST`` schedule: PERSIST programs per SM,
 tma.py) each makes its descriptors once and steps through the tiles by the grid's size.
 
-Same runtime arguments and results as `gemm_kernel` without split-K (launches.py), the same epilogue
+Same runtime arguments and results as `gemm_kernel` without split-K and without a row norm (launches.py; its
+``colsum_ptr`` is never read), the same epilogue
 (`_epilogue`: bias, alpha/beta, the fused chain, one rounding, a masked store through any output strides).
 16-bit dtypes and 32-bit offsets only: the host-side rules are `tma_problem` (tma.py).
 """
@@ -53,7 +54,7 @@ def _load(desc, r0, k0, K_UNIT: tl.constexpr):
 
 @triton.jit
 def gemm_tma_kernel(
-    a_ptr, w_ptr, bias_ptr, c_ptr,
+    a_ptr, w_ptr, bias_ptr, c_ptr, colsum_ptr,
     M, N, K,
     SAB, SAM, SAK, SWB, SWK, SWN, SBM, SBN, SCB, SCM, SCN,
     ALPHA, BETA,
