@@ -234,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         help="run a chain that only a convolution reads as its own kernel (default: in that convolution's loads)",
     )  # fmt: skip
     ap.add_argument(
+        "--no-fold-layer-norms", action="store_true",
+        help="run a layer norm that only a GEMM reads as its own kernel (default: folded into the GEMM)",
+    )  # fmt: skip
+    ap.add_argument(
         "--programmatic-launch", action="store_true",
         help="build and launch the sm_90 kernels for programmatic dependent launch (compile spec programmatic_launch)",
     )  # fmt: skip
@@ -283,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         channels_last=not args.no_channels_last,
         fuse_epilogues=not args.no_fuse_epilogues,
         fuse_prologues=not args.no_fuse_prologues,
+        fold_layer_norms=not args.no_fold_layer_norms,
         programmatic_launch=args.programmatic_launch,
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,

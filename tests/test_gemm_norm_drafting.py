@@ -551,10 +551,10 @@ def test_layer_norm_stays_a_kernel_where_it_cannot_fold():
     assert not any(g.row_norm for g in _gemms(ep))
 
 
-def test_layer_norm_fold_follows_fuse_prologues():
+def test_layer_norm_fold_follows_its_option():
     model = ConvNeXtBlock().eval()
     x = (torch.randn(1, 24, 6, 5),)
-    off = E.lower(model, x, "transform_and_lower", options=CudaTritonOptions(fuse_prologues=False))
+    off = E.lower(model, x, "transform_and_lower", options=CudaTritonOptions(fold_layer_norms=False))
     assert _record_counts(off).get("NormRecord") == 1 and not any(g.row_norm for g in _gemms(off))
 
 
@@ -579,3 +579,10 @@ class ConvNeXtHead(nn.Module):
 def test_layer_norm_folds_through_permutes_of_size_one_dims(api):
     ep, cpu = _check(ConvNeXtHead(), (torch.randn(2, 32, 3, 4) + 1.0,), api, torch.float16, NormRecord=0)
     assert cpu == [] and _gemms(ep)[0].row_norm
+
+
+def test_fold_layer_norms_round_trips_through_compile_specs():
+    for value in (True, False):
+        specs = CudaTritonOptions(fold_layer_norms=value).compile_specs()
+        assert {s.key: bytes(s.value) for s in specs}["fold_layer_norms"] == (b"1" if value else b"0")
+        assert CudaTritonOptions.from_compile_specs(specs).fold_layer_norms is value

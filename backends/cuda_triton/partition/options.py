@@ -20,9 +20,10 @@ key                       value (UTF-8 bytes)              meaning
 ``fuse_epilogues``        ``"0"`` / ``"1"``                run an elementwise chain after a convolution or a GEMM
                                                            in its epilogue where its kernel takes one (default 1)
 ``fuse_prologues``        ``"0"`` / ``"1"``                run an elementwise chain that only a convolution reads in
-                                                           the convolution's input loads where its kernel takes one,
-                                                           and fold a layer norm that only a GEMM reads into the
-                                                           GEMM (default 1)
+                                                           the convolution's input loads where its kernel takes one
+                                                           (default 1)
+``fold_layer_norms``      ``"0"`` / ``"1"``                fold a layer norm that only a GEMM reads into the GEMM
+                                                           (default 1)
 ``programmatic_launch``   ``"0"`` / ``"1"``                sm_90 kernels are built and launched for programmatic
                                                            dependent launch (default 0)
 ``tuning_table``          a file path, or empty            tuning table to consult before the shipped one
@@ -50,6 +51,7 @@ KEY_FOLD_BN = "fold_batch_norm"
 KEY_CHANNELS_LAST = "channels_last"
 KEY_FUSE_EPILOGUES = "fuse_epilogues"
 KEY_FUSE_PROLOGUES = "fuse_prologues"
+KEY_FOLD_LAYER_NORMS = "fold_layer_norms"
 KEY_PROGRAMMATIC_LAUNCH = "programmatic_launch"
 KEY_TUNING = "tuning_table"
 KEY_EXTERNAL = "external_tag"
@@ -63,6 +65,7 @@ FLAG_KEYS = {
     KEY_CHANNELS_LAST: "channels_last",
     KEY_FUSE_EPILOGUES: "fuse_epilogues",
     KEY_FUSE_PROLOGUES: "fuse_prologues",
+    KEY_FOLD_LAYER_NORMS: "fold_layer_norms",
     KEY_PROGRAMMATIC_LAUNCH: "programmatic_launch",
 }
 # The optional text options (listed only when set; an empty value decodes to None).
@@ -131,6 +134,10 @@ class CudaTritonOptions:
             per-(N, C) operands (squeeze-excitation's ``x * sigmoid(s)`` before the next 1x1 convolution), runs
             as the convolution loads its input, where the chosen kernel takes one (``conv/epilogue.py``); off:
             such a chain is a kernel of its own.
+        fold_layer_norms: a layer norm over the last dim whose result only the first matrix of a GEMM reads
+            (ConvNeXt's blocks, pre-norm MLPs) is folded into that GEMM: its weight and bias into the GEMM's,
+            its row statistics computed by the GEMM kernel (``preprocess/gemm_norm.py``, docs/gemm.md); off:
+            the norm is a kernel of its own.
         programmatic_launch: the sm_90 kernels are compiled and launched for programmatic dependent launch
             (``kernel/pdl.py``): each may be scheduled while the kernel before it finishes, and waits for it
             before touching memory. Off by default until GPU measurements show it pays.
@@ -148,6 +155,7 @@ class CudaTritonOptions:
     channels_last: bool = True
     fuse_epilogues: bool = True
     fuse_prologues: bool = True
+    fold_layer_norms: bool = True
     programmatic_launch: bool = False
     tuning_table: str | None = None
     external_tag: str | None = None

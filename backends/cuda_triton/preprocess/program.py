@@ -205,7 +205,7 @@ def draft_program(
         else {}
     )
     # Layer norms that only a GEMM reads: the GEMM folds them when it can read their input (`gemm_norm`).
-    norm_prologue_of = plan_norm_prologues(calls, pd) if options.fuse_prologues else {}
+    norm_prologue_of = plan_norm_prologues(calls, pd) if options.fold_layer_norms else {}
     claimed: set[Node] = set()  # the nodes of the norms claimed (each drafted by its GEMM)
     deferred = {*epilogue_of.values(), *norm_epilogue_of.values()}
     for gemm, views in gemm_epilogue_of.values():
