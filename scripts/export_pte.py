@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         help="run a chain that only a convolution reads as its own kernel (default: in that convolution's loads)",
     )  # fmt: skip
     ap.add_argument(
-        "--no-fold-layer-norms", action="store_true",
-        help="run a layer norm that only a GEMM reads as its own kernel (default: folded into the GEMM)",
+        "--fold-layer-norms", action="store_true",
+        help="fold a layer norm that only a GEMM reads into the GEMM (default: a norm kernel of its own)",
     )  # fmt: skip
     ap.add_argument(
         "--programmatic-launch", action="store_true",
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         channels_last=not args.no_channels_last,
         fuse_epilogues=not args.no_fuse_epilogues,
         fuse_prologues=not args.no_fuse_prologues,
-        fold_layer_norms=not args.no_fold_layer_norms,
+        fold_layer_norms=args.fold_layer_norms,
         programmatic_launch=args.programmatic_launch,
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,

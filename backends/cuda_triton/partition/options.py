@@ -23,7 +23,7 @@ key                       value (UTF-8 bytes)              meaning
                                                            the convolution's input loads where its kernel takes one
                                                            (default 1)
 ``fold_layer_norms``      ``"0"`` / ``"1"``                fold a layer norm that only a GEMM reads into the GEMM
-                                                           (default 1)
+                                                           (default 0)
 ``programmatic_launch``   ``"0"`` / ``"1"``                sm_90 kernels are built and launched for programmatic
                                                            dependent launch (default 0)
 ``tuning_table``          a file path, or empty            tuning table to consult before the shipped one
@@ -137,7 +137,7 @@ class CudaTritonOptions:
         fold_layer_norms: a layer norm over the last dim whose result only the first matrix of a GEMM reads
             (ConvNeXt's blocks, pre-norm MLPs) is folded into that GEMM: its weight and bias into the GEMM's,
             its row statistics computed by the GEMM kernel (``preprocess/gemm_norm.py``, docs/gemm.md); off:
-            the norm is a kernel of its own.
+            the norm is a kernel of its own. Off by default until the GPU shows it pays (docs/gemm.md).
         programmatic_launch: the sm_90 kernels are compiled and launched for programmatic dependent launch
             (``kernel/pdl.py``): each may be scheduled while the kernel before it finishes, and waits for it
             before touching memory. Off by default until GPU measurements show it pays.
@@ -155,7 +155,7 @@ class CudaTritonOptions:
     channels_last: bool = True
     fuse_epilogues: bool = True
     fuse_prologues: bool = True
-    fold_layer_norms: bool = True
+    fold_layer_norms: bool = False
     programmatic_launch: bool = False
     tuning_table: str | None = None
     external_tag: str | None = None
