@@ -34,6 +34,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,7 @@ def entries(
     dtypes: list[str],
     batches: list[int],
     host_io: bool,
-    variants: list[tuple[str, tuple[str, ...]]] = (),  # type: ignore[assignment]
+    variants: Sequence[tuple[str, tuple[str, ...]]] = (),
 ) -> list[gv.Entry]:
     out: list[gv.Entry] = []
     for model in models:

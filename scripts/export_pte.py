@@ -178,6 +178,37 @@ def mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+# The on/off options of `CudaTritonOptions` as flags: (flag, option field, help). A ``--no-`` flag turns off an
+# option that is on by default; any other turns on one that is off.
+OPTION_FLAGS = (
+    ("--no-strict", "strict", "leave ops the delegate declines on the CPU instead of failing the export"),
+    ("--no-tf32", "allow_tf32", "exact fp32 (no TF32 tensor cores)"),
+    ("--no-tf32-on-fp16", "tf32_on_fp16",
+     "TF32 on TF32 tensor cores only (no fp32 convs on fp16 tensor cores with power-of-two scaling)"),
+    ("--no-fold-bn", "fold_batch_norm",
+     "keep eval-mode batch norms on the CPU instead of folding them into the convolution before them"),
+    ("--no-channels-last", "channels_last",
+     "keep every intermediate in the layout the graph records (default: channels-last after convolutions)"),
+    ("--no-fuse-epilogues", "fuse_epilogues",
+     "run every elementwise chain as its own kernel (default: in the convolution or GEMM before it, where it can)"),
+    ("--no-fuse-prologues", "fuse_prologues",
+     "run a chain that only a convolution reads as its own kernel (default: in that convolution's loads)"),
+    ("--fold-layer-norms", "fold_layer_norms",
+     "fold a layer norm that only a GEMM reads into the GEMM (default: a norm kernel of its own)"),
+    ("--programmatic-launch", "programmatic_launch",
+     "build and launch the sm_90 kernels for programmatic dependent launch (compile spec programmatic_launch)"),
+)  # fmt: skip
+
+
+def option_flags(args: argparse.Namespace) -> dict[str, bool]:
+    """The `CudaTritonOptions` fields the OPTION_FLAGS set, from the parsed arguments."""
+    out = {}
+    for flag, field, _ in OPTION_FLAGS:
+        given = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        out[field] = not given if flag.startswith("--no-") else given
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -205,42 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         help="store the delegate's weights in <TAG>.ptd beside the .pte (default tag: the .pte's stem)",
     )  # fmt: skip
     ap.add_argument("--api", choices=APIS, default="transform_and_lower", help="the ExecuTorch lowering API")
-    ap.add_argument(
-        "--no-strict",
-        action="store_true",
-        help="leave ops the delegate declines on the CPU instead of failing the export",
-    )
-    ap.add_argument("--no-tf32", action="store_true", help="exact fp32 (no TF32 tensor cores)")
-    ap.add_argument(
-        "--no-tf32-on-fp16",
-        action="store_true",
-        help="TF32 on TF32 tensor cores only (no fp32 convs on fp16 tensor cores with power-of-two scaling)",
-    )
+    for flag, _, help_text in OPTION_FLAGS:
+        ap.add_argument(flag, action="store_true", help=help_text)
     ap.add_argument("--tuning-table", help="a tuning table JSON to use before the shipped one")
-    ap.add_argument(
-        "--no-fold-bn", action="store_true",
-        help="keep eval-mode batch norms on the CPU instead of folding them into the convolution before them",
-    )  # fmt: skip
-    ap.add_argument(
-        "--no-channels-last", action="store_true",
-        help="keep every intermediate in the layout the graph records (default: channels-last after convolutions)",
-    )  # fmt: skip
-    ap.add_argument(
-        "--no-fuse-epilogues", action="store_true",
-        help="run every elementwise chain as its own kernel (default: in the convolution or GEMM before it, where it can)",
-    )  # fmt: skip
-    ap.add_argument(
-        "--no-fuse-prologues", action="store_true",
-        help="run a chain that only a convolution reads as its own kernel (default: in that convolution's loads)",
-    )  # fmt: skip
-    ap.add_argument(
-        "--fold-layer-norms", action="store_true",
-        help="fold a layer norm that only a GEMM reads into the GEMM (default: a norm kernel of its own)",
-    )  # fmt: skip
-    ap.add_argument(
-        "--programmatic-launch", action="store_true",
-        help="build and launch the sm_90 kernels for programmatic dependent launch (compile spec programmatic_launch)",
-    )  # fmt: skip
     ap.add_argument(
         "--device-memory", action="store_true",
         help="plan delegate inputs/outputs in CUDA memory (compile spec target_device=cuda:0; the runner then needs "
@@ -280,15 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     dtype = DTYPES[args.dtype]
     options = CudaTritonOptions(
         archs=args.archs,
-        strict=not args.no_strict,
-        allow_tf32=not args.no_tf32,
-        tf32_on_fp16=not args.no_tf32_on_fp16,
-        fold_batch_norm=not args.no_fold_bn,
-        channels_last=not args.no_channels_last,
-        fuse_epilogues=not args.no_fuse_epilogues,
-        fuse_prologues=not args.no_fuse_prologues,
-        fold_layer_norms=args.fold_layer_norms,
-        programmatic_launch=args.programmatic_launch,
+        **option_flags(args),
         tuning_table=args.tuning_table,
         target_device="cuda:0" if args.device_memory else None,
     )

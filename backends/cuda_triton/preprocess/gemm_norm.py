@@ -92,6 +92,9 @@ def _norm_prologue(norm: Node, pd: ProgramDraft) -> NormPrologue | None:
     weight, bias = _weight_and_bias(gemm)
     if not pd.is_constant(weight) or (bias is not None and not pd.is_constant(bias)):
         return None
+    n = int(tensor_val(gemm).shape[-1])
+    if bias is not None and tensor_val(bias).numel() not in (1, n):
+        return None  # a bias per row too: the fold shifts one bias per column
     gemm_args = bound_arguments(gemm)
     if float(gemm_args.get("alpha", 1.0)) != 1.0 or float(gemm_args.get("beta", 1.0)) != 1.0:
         return None
@@ -184,7 +187,7 @@ def fold_norm(prologue: NormPrologue, pd: ProgramDraft) -> FoldedNorm:
     k, n = w_kn.shape
     gamma = _constant_or(pd, norm_args.get("weight"), torch.ones(k, dtype=torch.float64))
     beta = _constant_or(pd, norm_args.get("bias"), torch.zeros(k, dtype=torch.float64))
-    bias = _constant_or(pd, bias_node, torch.zeros(n, dtype=torch.float64)).expand(n)
+    bias = _constant_or(pd, bias_node, torch.zeros(n, dtype=torch.float64)).reshape(-1).expand(n)
     w_folded = gamma[:, None] * w_kn
     stored_w = (w_folded if kn else w_folded.t()).to(dtype).contiguous()
     colsum = column_sums(stored_w if kn else stored_w.t())  # of the weight as the kernel reads it
