@@ -50,9 +50,11 @@ def install_fake_compile() -> None:
 
     real = aot.compile_launch
 
-    def fake(launch: Any, arch: int) -> Any:
+    def fake(launch: Any, arch: int, pdl: bool = False) -> Any:
         launch = launch.for_arch(arch)
-        stand_in = repr((launch.name, launch.constexprs, sorted(launch.compile_options().items()))).encode()
+        identity = (launch.name, launch.constexprs, sorted(launch.compile_options().items()))
+        # pdl is named only when set, so that dumps of trees that predate it compare equal to newer ones
+        stand_in = repr((*identity, "pdl") if pdl else identity).encode()
         return aot.CompiledKernel(
             name=launch.name, arch=arch, cubin=stand_in, ptx="", num_warps=launch.num_warps, num_ctas=1,
             shared=0, global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
