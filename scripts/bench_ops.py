@@ -166,11 +166,15 @@ def main() -> int:
     parser.add_argument("--all-schedules", metavar="TEXT", default=None,
                         help="also check and time every schedule of the tuning space of the normalisation cases "
                              "whose name contains TEXT (rows' 'schedules')")  # fmt: skip
+    parser.add_argument("--cases", metavar="TEXT", default=None,
+                        help="only the cases whose name contains TEXT")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = "cpu" if args.dry_run else "cuda"
     rows, failures = [], 0
     for name, family, spec, tensors, eager in cases(device):
+        if args.cases is not None and args.cases not in name:
+            continue
         launches = family.launches(spec)
         row = {
             "case": name,

@@ -360,13 +360,13 @@ def row_schedules(
 ) -> list[Schedule]:
     """The tuning space of the row kernels: the heuristic's schedule, then tiles of 1-32 rows by 128-4096
     elements (a row in one tile where it fits, else swept) on 4 or 8 warps, unsplit and (layer and group norm)
-    split 2-16 ways."""
+    split 2-16 ways; adjacent rows also 64 at a time (128 contiguous bytes in 16-bit)."""
     out = [row_schedule(m, length, rows_adjacent, splittable)]
     pow_m, pow_l = triton.next_power_of_2(max(m, 1)), max(2, triton.next_power_of_2(max(length, 1)))
     for split in (1, 2, 4, 8, 16) if splittable else (1,):
         if split > 1 and length // split < SPLIT_MIN_CHUNK:
             continue
-        for block_k in (1, 4, 8, 16, 32):
+        for block_k in (1, 4, 8, 16, 32, 64) if rows_adjacent else (1, 4, 8, 16, 32):
             for block_r in (128, 256, 512, 1024, 2048, 4096):
                 if block_k > pow_m or block_r > pow_l or block_k * block_r > 16384:
                     continue
