@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..kernel.launch import TRITON_PTR_DTYPE
 from .layout import is_channels_last_strides
 from .params import ConvParams
 
@@ -136,6 +137,11 @@ class ConvProblem:
     @property
     def torch_dtype(self) -> torch.dtype:
         return getattr(torch, self.dtype)
+
+    @property
+    def ptr_dtype(self) -> str:
+        """The Triton pointer type of the input, weight, bias and output (a `TensorArg`'s dtype)."""
+        return TRITON_PTR_DTYPE[self.dtype]
 
     @property
     def input_size(self) -> tuple[int, ...]:

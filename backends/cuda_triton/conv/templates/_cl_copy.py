@@ -21,7 +21,7 @@ import math
 import triton
 import triton.language as tl
 
-from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
+from ...kernel.launch import KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._f16_mma import input_scales
 
@@ -58,7 +58,7 @@ def input_cl(problem: ConvProblem) -> ScratchTensor:
 
 def copy_launch(problem: ConvProblem, scale_f16: bool = False) -> KernelLaunch:
     """The copy into "input_cl", or with ``scale_f16`` into "input_f16" (after `_f16_mma.amax_launch`)."""
-    dt = TRITON_PTR_DTYPE[problem.dtype]
+    dt = problem.ptr_dtype
     p = math.prod(problem.in_spatial)
     args = (
         TensorArg("input", dt),

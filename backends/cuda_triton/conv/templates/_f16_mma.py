@@ -46,15 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    TensorArg,
-    cdiv,
-)
+from ...kernel.launch import KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
 from ..problem import ConvProblem
 
 ENV_SWITCH = "CUDA_TRITON_F16_MMA"
@@ -231,7 +223,7 @@ def scale_launch(problem: ConvProblem) -> KernelLaunch:
     """The launch that writes the scaled fp16 copy of the input ("input_f16"), after `amax_launch`."""
     numel = math.prod(problem.input_size)
     args = (
-        TensorArg("input", TRITON_PTR_DTYPE[problem.dtype]),
+        TensorArg("input", problem.ptr_dtype),
         TensorArg("amax", "fp32"),
         TensorArg("input_f16", "fp16"),
         ScalarArg("NUMEL", _index_type(numel, _SCALE_BLOCK), numel),
@@ -246,7 +238,7 @@ def amax_launch(problem: ConvProblem) -> KernelLaunch:
     chunk = cdiv(cdiv(numel, int(AMAX_PARTS)), _AMAX_BLOCK) * _AMAX_BLOCK
     index = _index_type(numel, chunk)
     args = (
-        TensorArg("input", TRITON_PTR_DTYPE[problem.dtype]),
+        TensorArg("input", problem.ptr_dtype),
         TensorArg("amax", "fp32"),
         ScalarArg("NUMEL", index, numel),
         ScalarArg("CHUNK", index, chunk),

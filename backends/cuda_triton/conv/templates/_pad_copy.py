@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
+from ...kernel.launch import KernelLaunch, ScalarArg, ScratchTensor, TensorArg, cdiv
 from ..problem import ConvProblem
 from .geometry import Geometry
 
@@ -64,7 +64,7 @@ def input_pad(problem: ConvProblem) -> ScratchTensor:
 def pad_copy_launch(problem: ConvProblem) -> KernelLaunch:
     g = Geometry.of(problem)
     dp, hp, wp = padded_extent(g)
-    dt = TRITON_PTR_DTYPE[problem.dtype]
+    dt = problem.ptr_dtype
     d, h, w = g.spatial
     args = (
         TensorArg("input", dt),

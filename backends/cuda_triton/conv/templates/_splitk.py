@@ -23,15 +23,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    TensorArg,
-    cdiv,
-)
+from ...kernel.launch import KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
 from ..problem import ConvProblem
 from .epilogue_args import epilogue_args, epilogue_constexprs
 from .epilogue_jit import apply_epilogue
@@ -163,7 +155,7 @@ def splitk_reduce_launch(
     the problem's fused epilogue when ``epilogue`` (a split-K reduction writes every output element)."""
     g = Geometry.of(problem)
     m = g.m if rows is None else rows
-    dt = TRITON_PTR_DTYPE[problem.dtype]
+    dt = problem.ptr_dtype
     args = (
         TensorArg("workspace", "fp32"),
         TensorArg("bias", dt),

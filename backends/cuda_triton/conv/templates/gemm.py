@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
+from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32
@@ -235,7 +235,7 @@ class GemmTemplate(GemmShapedTemplate):
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
         split = split_k_of(schedule)
-        dt = TRITON_PTR_DTYPE[problem.dtype]
+        dt = problem.ptr_dtype
         (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
         args = (
             TensorArg("input", dt),

@@ -34,7 +34,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
+from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ..problem import ConvProblem
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32
@@ -178,7 +178,7 @@ class ImplicitGemmTmaTemplate(TapMajorWeightTemplate):
         taps, cin_p, cout_p = self.tap_major_shape(problem, schedule)
         dp, hp, wp = padded_extent(g)
         od, oh, ow = g.out_spatial
-        dt = TRITON_PTR_DTYPE[problem.dtype]
+        dt = problem.ptr_dtype
         args = (
             TensorArg("input_pad", dt),
             TensorArg("weight", dt),

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ....kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, Schedule, Support, TensorArg, cdiv, prod
+from ....kernel.launch import KernelLaunch, Schedule, Support, TensorArg, cdiv, prod
 from ...problem import ConvProblem
 from .._interpreter import dot_needs_fp32
 from ..base import ConvTemplate
@@ -81,7 +81,7 @@ class DepthwiseTemplate(ConvTemplate):
         g = Geometry.of(problem)
         (in_d, in_h, in_w), (out_d, out_h, out_w) = g.spatial, g.out_spatial
         out_cl = output_channels_last(problem)
-        dt = TRITON_PTR_DTYPE[problem.dtype]
+        dt = problem.ptr_dtype
         args = (
             TensorArg("input", dt),
             TensorArg("weight", "fp32"),

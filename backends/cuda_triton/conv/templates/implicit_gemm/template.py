@@ -7,15 +7,7 @@ import itertools
 
 import torch
 
-from ....kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from ....kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ...problem import ConvProblem
 from .._cl_copy import can_copy, copy_launch, input_cl
 from .._f16_mma import f16_input_launches, f16_mma_allowed, f16_scratch, prepare_f16_weight, uses_f16_mma
@@ -211,7 +203,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         k_rows = taps_dim * cin_p  # rows of one group tile's weight matrix
         if schedule["FLAT_K"]:
             cin_p = cin_t  # flat rows: (tap * CIN_T + c), padded at the end only
-        dt = TRITON_PTR_DTYPE[problem.dtype]
+        dt = problem.ptr_dtype
         (d, h, w), (od, oh, ow) = g.spatial, g.out_spatial
         args = (
             TensorArg("input_f16", "fp16") if f16 == 2 else TensorArg("input_cl" if copy else "input", dt),

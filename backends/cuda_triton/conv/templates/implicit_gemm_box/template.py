@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ....kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-)
+from ....kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ...problem import ConvProblem
 from .._cl_copy import copy_launch, input_cl
 from .._f16_mma import amax_launch, f16_mma_allowed, f16_scratch, scale_launch, uses_f16_mma
@@ -197,7 +189,7 @@ class ImplicitGemmBoxTemplate(TapMajorWeightTemplate):
         taps, cin_p, cout_p = self.tap_major_shape(problem, schedule)
         _, h, w = g.spatial
         _, oh, ow = g.out_spatial
-        dt = TRITON_PTR_DTYPE[problem.dtype]
+        dt = problem.ptr_dtype
         f16 = uses_f16_mma(schedule)
         tf32 = problem.dtype == "float32" and not f16  # fp32 tiles, TF32 wgmma (`supports`: TF32 allowed)
         mma_dt = "fp16" if f16 else dt  # what the kernel's TMA boxes and wgmma read

@@ -7,16 +7,7 @@ import math
 
 import torch
 
-from ....kernel.launch import (
-    TRITON_PTR_DTYPE,
-    KernelLaunch,
-    Schedule,
-    ScratchTensor,
-    Support,
-    TensorArg,
-    cdiv,
-    prod,
-)
+from ....kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv, prod
 from ...problem import ConvProblem
 from .._f16_mma import (
     MIN_MACS_TRANSPOSED,
@@ -289,7 +280,7 @@ class TransposedTemplate(ConvTemplate):
             1,
         )
         f16 = uses_f16_mma(schedule)
-        dt = TRITON_PTR_DTYPE[problem.dtype]
+        dt = problem.ptr_dtype
         args = (
             TensorArg("input_f16", "fp16") if f16 == 2 else TensorArg("input", dt),
             TensorArg("weight", "fp16" if f16 else dt),
