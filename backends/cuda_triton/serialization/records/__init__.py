@@ -1,6 +1,6 @@
 """Op record kinds, one module each (docs/blob_format.md, "OPS_"). Adding an op family is adding a module here
-(a dataclass subclassing `OpRecord`: its fields, ``params`` encoding and shape-rule check) and registering it in
-`RECORD_KINDS`, plus its C++ twin in runtime/blob/records/."""
+(a dataclass subclassing `OpRecord`: its KIND, fields, ``params`` encoding and shape-rule check) and importing it
+here, which puts it in `RECORD_KINDS`, plus its C++ twin in runtime/blob/records/."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .base import (
     Step,
     StepArg,
     ValueRef,
+    classes_by_code,
 )
 from .context import RecordContext
 from .conv import ConvRecord
@@ -39,18 +40,8 @@ from .norm import NormRecord
 from .pooling import PoolingRecord
 from .reduction import ReductionRecord
 
-RECORD_KINDS: dict[int, type[OpRecord]] = {
-    cls.KIND: cls
-    for cls in (
-        ConvRecord,
-        ElementwiseRecord,
-        ReductionRecord,
-        PoolingRecord,
-        GemmRecord,
-        NormRecord,
-        DataMovementRecord,
-    )  # fmt: skip
-}
+# Every kind defined above by its KIND (each module's record classes, imported here, define them).
+RECORD_KINDS: dict[int, type[OpRecord]] = classes_by_code(OpRecord, "KIND")
 
 __all__ = [
     "RECORD_KINDS",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..encoding import (
     MAX_NAME,
@@ -29,6 +29,8 @@ from .params import ParamField, read_params, write_params
 
 if TYPE_CHECKING:  # context.py imports this module's operand types
     from .context import RecordContext
+
+T = TypeVar("T")
 
 
 # ---- launch arguments ---------------------------------------------------------------------------------------
@@ -284,14 +286,6 @@ class OpRecord:
     def check(self, ctx: RecordContext, where: str) -> None:
         """The kind's parameter and shape-rule checks (indices are already known to be in range)."""
 
-    def common_fields(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "template": self.template,
-            "schedule": self.schedule,
-            "launches": self.launches,
-        }
-
 
 @dataclass
 class RecordParts:
@@ -347,6 +341,22 @@ class UnaryEpilogueRecord(EpilogueRecord):
             **fields, input=value_operand(parts.inputs[0], f"{cls.KIND_NAME} input"),
             output=parts.single_output(cls.KIND_NAME), **parts.with_epilogue(1, cls.KIND_NAME),
         )  # fmt: skip
+
+
+def classes_by_code(base: type[T], code: str) -> dict[int, type[T]]:
+    """Every subclass of ``base``, at any depth, that sets the class attribute ``code`` itself, by that code in
+    increasing order: a kind is registered by defining its class, and two classes with one code fail here."""
+    found: dict[int, type[T]] = {}
+    pending = list(base.__subclasses__())
+    while pending:
+        cls = pending.pop(0)
+        pending.extend(cls.__subclasses__())
+        if code in vars(cls):
+            value = vars(cls)[code]
+            if value in found:
+                raise TypeError(f"{cls.__name__} and {found[value].__name__} have the same {code} {value}")
+            found[value] = cls
+    return dict(sorted(found.items()))
 
 
 def value_operand(op: Operand, what: str) -> int:

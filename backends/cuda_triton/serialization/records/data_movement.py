@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from ..checks import data_movement as shape
 from ..encoding import MAX_OPERANDS, Reader, Writer, check, finite
-from .base import Operand, OpRecord, RecordParts, ValueRef, expect_count, value_operand
+from .base import Operand, OpRecord, RecordParts, ValueRef, classes_by_code, expect_count, value_operand
 from .context import RecordContext
 from .params import code, dims, f64, f64s, flag, i64, ints
 
@@ -264,16 +264,5 @@ class UpsampleRecord(DataMovementRecord):
         ctx.expect_sizes(where, "output", ctx.value(self.output).sizes, sizes)
 
 
-DATA_MOVEMENT_OPS: dict[int, type[DataMovementRecord]] = {
-    cls.OP: cls
-    for cls in (
-        CopyRecord,
-        ReshapeRecord,
-        PermuteRecord,
-        CatRecord,
-        SplitRecord,
-        SliceRecord,
-        PadRecord,
-        UpsampleRecord,
-    )  # fmt: skip
-}
+# Every data-movement op defined above, by its OP code.
+DATA_MOVEMENT_OPS: dict[int, type[DataMovementRecord]] = classes_by_code(DataMovementRecord, "OP")
