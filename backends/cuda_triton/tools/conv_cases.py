@@ -206,12 +206,14 @@ def run_poisoned(
 
 
 # ---- random generators ----------------------------------------------------------------------------------
-def _pick_geometry(rng: random.Random, dims: int, max_k: int = 5) -> dict[str, tuple[int, ...]]:
-    kernel = tuple(rng.randint(1, max_k) for _ in range(dims))
-    stride = tuple(rng.choice((1, 1, 2, 3)) for _ in range(dims))
-    dilation = tuple(rng.choice((1, 1, 2, 3)) for _ in range(dims))
-    pad_before = tuple(rng.randint(0, (dilation[i] * (kernel[i] - 1) + 1) // 2 + 1) for i in range(dims))
-    pad_after = tuple(rng.choice((pad_before[i], rng.randint(0, pad_before[i] + 1))) for i in range(dims))
+def _geometry(
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pad_before: tuple[int, ...],
+    pad_after: tuple[int, ...],
+) -> dict[str, tuple[int, ...]]:
+    """A case's window fields."""
     return {
         "kernel": kernel,
         "stride": stride,
@@ -219,6 +221,15 @@ def _pick_geometry(rng: random.Random, dims: int, max_k: int = 5) -> dict[str, t
         "pad_before": pad_before,
         "pad_after": pad_after,
     }
+
+
+def _pick_geometry(rng: random.Random, dims: int, max_k: int = 5) -> dict[str, tuple[int, ...]]:
+    kernel = tuple(rng.randint(1, max_k) for _ in range(dims))
+    stride = tuple(rng.choice((1, 1, 2, 3)) for _ in range(dims))
+    dilation = tuple(rng.choice((1, 1, 2, 3)) for _ in range(dims))
+    pad_before = tuple(rng.randint(0, (dilation[i] * (kernel[i] - 1) + 1) // 2 + 1) for i in range(dims))
+    pad_after = tuple(rng.choice((pad_before[i], rng.randint(0, pad_before[i] + 1))) for i in range(dims))
+    return _geometry(kernel, stride, dilation, pad_before, pad_after)
 
 
 def _spatial_for(
@@ -268,13 +279,7 @@ def gen_gemm(rng: random.Random) -> Case:
     else:
         kernel = tuple(rng.choice((2, 4, 8, 16) if dims < 3 else (2, 4)) for _ in range(dims))
         stride = kernel
-    geo = {
-        "kernel": kernel,
-        "stride": stride,
-        "dilation": (1,) * dims,
-        "pad_before": (0,) * dims,
-        "pad_after": (0,) * dims,
-    }
+    geo = _geometry(kernel, stride, (1,) * dims, (0,) * dims, (0,) * dims)
     case = _base(rng, dims)
     case.update(geo)
     case.update(
@@ -328,12 +333,8 @@ def gen_transposed(rng: random.Random) -> Case:
             lo += 1
         spatial.append(rng.randint(lo, max(lo, size_range[1])))
     case = _base(rng, dims)
+    case.update(_geometry(kernel, stride, dilation, pad_before, pad_after))
     case.update(
-        kernel=kernel,
-        stride=stride,
-        dilation=dilation,
-        pad_before=pad_before,
-        pad_after=pad_after,
         output_padding=output_padding,
         transposed=True,
         N=rng.choice((1, 2, 4)),
