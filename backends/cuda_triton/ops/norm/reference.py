@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..elementwise.reference import run_program
-from .spec import BatchNormSpec, GroupNormSpec, LayerNormSpec, NormSpec, SoftmaxSpec
+from .spec import AffineNormSpec, BatchNormSpec, GroupNormSpec, LayerNormSpec, NormSpec, SoftmaxSpec
 
 
 def reference(spec: NormSpec, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -39,8 +39,7 @@ def reference(spec: NormSpec, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         y = (aten._log_softmax if spec.log else aten._softmax)(x, spec.dim, False)
     else:
         raise TypeError(type(spec).__name__)
-    epilogue = getattr(spec, "epilogue", None)
-    if epilogue is not None:
-        y = run_program(epilogue, [y])
+    if isinstance(spec, AffineNormSpec) and spec.epilogue is not None:
+        y = run_program(spec.epilogue, [y])
     out = torch.empty_strided(spec.out.sizes, spec.out.strides, dtype=getattr(torch, spec.out.dtype))
     return out.copy_(y)

@@ -32,45 +32,40 @@ from ..tensor_meta import (
 from .layout import batch_norm_out, group_norm_out, layer_norm_out, softmax_out
 
 
-@dataclass(frozen=True)
-class BatchNormSpec:
-    """``out = (x - mean) / sqrt(var + eps) * weight + bias`` per channel (dim 1); weight/bias optional."""
+@dataclass(frozen=True, kw_only=True)
+class AffineNormSpec:
+    """What batch, layer and group norm share: ``out`` = x normalized, times the optional per-channel ``weight``
+    plus ``bias``, then the optional ``epilogue``."""
 
     x: TensorMeta
     weight: TensorMeta | None
     bias: TensorMeta | None
+    eps: float
+    out: TensorMeta
+    epilogue: Program | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchNormSpec(AffineNormSpec):
+    """``out = (x - mean) / sqrt(var + eps) * weight + bias`` per channel (dim 1)."""
+
     mean: TensorMeta
     var: TensorMeta
-    eps: float
-    out: TensorMeta
-    epilogue: Program | None = None
 
 
-@dataclass(frozen=True)
-class LayerNormSpec:
+@dataclass(frozen=True, kw_only=True)
+class LayerNormSpec(AffineNormSpec):
     """``out`` = x normalized over its last ``normalized_ndim`` dims (biased variance), times weight plus bias."""
 
-    x: TensorMeta
     normalized_ndim: int
-    weight: TensorMeta | None
-    bias: TensorMeta | None
-    eps: float
-    out: TensorMeta
-    epilogue: Program | None = None
 
 
-@dataclass(frozen=True)
-class GroupNormSpec:
+@dataclass(frozen=True, kw_only=True)
+class GroupNormSpec(AffineNormSpec):
     """``out`` = x normalized over each group of C/groups channels (and all spatial positions) of each sample,
     times the per-channel weight plus bias."""
 
-    x: TensorMeta
     groups: int
-    weight: TensorMeta | None
-    bias: TensorMeta | None
-    eps: float
-    out: TensorMeta
-    epilogue: Program | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +100,7 @@ def batch_norm_spec(
         raise ValueError(f"batch_norm: the input must have a channel dim (2-D to 5-D), it is {x.rank}-D")
     sizes, strides = batch_norm_out(x.sizes, x.strides, weight is not None, bias is not None)
     out = TensorMeta(sizes, out_strides or strides, x.dtype)
-    return BatchNormSpec(x, weight, bias, mean, var, float(eps), out)
+    return BatchNormSpec(x=x, weight=weight, bias=bias, mean=mean, var=var, eps=float(eps), out=out)
 
 
 def layer_norm_spec(
@@ -122,7 +117,8 @@ def layer_norm_spec(
             f"layer_norm: normalized_shape {tuple(normalized_shape)} is not the trailing sizes of the input {x.sizes}"
         )
     sizes, strides = layer_norm_out(x.sizes)
-    return LayerNormSpec(x, k, weight, bias, float(eps), TensorMeta(sizes, out_strides or strides, x.dtype))
+    out = TensorMeta(sizes, out_strides or strides, x.dtype)
+    return LayerNormSpec(x=x, normalized_ndim=k, weight=weight, bias=bias, eps=float(eps), out=out)
 
 
 def group_norm_spec(
@@ -142,7 +138,7 @@ def group_norm_spec(
         raise ValueError(f"group_norm: {c} channels do not split into {groups} groups")
     sizes, strides = group_norm_out(x.sizes, x.strides)
     out = TensorMeta(sizes, out_strides or strides, x.dtype)
-    return GroupNormSpec(x, int(groups), weight, bias, float(eps), out)
+    return GroupNormSpec(x=x, groups=int(groups), weight=weight, bias=bias, eps=float(eps), out=out)
 
 
 def softmax_spec(
@@ -244,9 +240,8 @@ def supports(spec: NormSpec) -> Support:
     dtypes = float_dtype_support(op, spec.x, spec.out)
     if not dtypes:
         return dtypes
-    epilogue = getattr(spec, "epilogue", None)
-    if epilogue is not None:
-        error = program_error(epilogue, 1)
+    if isinstance(spec, AffineNormSpec) and spec.epilogue is not None:
+        error = program_error(spec.epilogue, 1)
         if error:
             return Support.no(f"{op}: its epilogue reads only the normalized value: {error}")
     for name, p in params.items():
