@@ -25,6 +25,7 @@ from torch.fx.operator_schemas import normalize_function
 
 from ...conv.binding import aten_overload
 from ...kernel.launch import Support
+from ...ops.tensor_meta import TensorMeta
 from ..options import CudaTritonOptions
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -116,6 +117,20 @@ def static_tensor(what: str, node: object) -> tuple[torch.Tensor | None, str]:
     return v, ""
 
 
+def static_value(what: str, node: object) -> torch.Tensor:
+    """`static_tensor`'s value, or ValueError with its reason: what the spec builders raise (a builder's ValueError
+    is the node's verdict, `spec_verdict`)."""
+    v, why = static_tensor(what, node)
+    if v is None:
+        raise ValueError(why)
+    return v
+
+
+def static_meta(what: str, node: object) -> TensorMeta:
+    """The `TensorMeta` of `static_value`."""
+    return TensorMeta.of(static_value(what, node))
+
+
 def float_inputs(node: Node, tensors: list[tuple[str, object]]) -> Verdict:
     """Every named tensor has static shapes and one of the float dtypes the kernels take.
 
@@ -169,6 +184,8 @@ __all__ = [
     "float_inputs",
     "only_first_output_used",
     "spec_verdict",
+    "static_meta",
     "static_tensor",
+    "static_value",
     "tensor_meta",
 ]

@@ -28,7 +28,7 @@ from .base import (
     Verdict,
     bound_arguments,
     first_output_readers,
-    static_tensor,
+    static_meta,
 )
 
 aten = torch.ops.aten
@@ -66,13 +66,6 @@ OTHERS = (aten.cat.default, aten.split_with_sizes_copy.default, aten.constant_pa
 DataMovementSpec = StridedCopySpec | CatSpec | SplitSpec | PadSpec | UpsampleSpec
 
 
-def _meta(what: str, node: Any) -> TensorMeta:
-    v, why = static_tensor(what, node)
-    if v is None:
-        raise ValueError(why)
-    return TensorMeta.of(v)
-
-
 def data_movement_inputs(node: Node) -> list[Node]:
     """The tensor nodes behind the spec's roles "in0", "in1", ... (a cat's parts in order, else the input)."""
     args = bound_arguments(node)
@@ -95,7 +88,9 @@ def data_movement_outputs(node: Node) -> list[Node]:
 def data_movement_spec(node: Node) -> DataMovementSpec:
     """The node's spec with the output layouts it records; ValueError naming the argument if malformed."""
     cat = aten_overload(node.target) is aten.cat.default
-    inputs = [_meta(f"part {i}" if cat else "input", t) for i, t in enumerate(data_movement_inputs(node))]
+    inputs = [
+        static_meta(f"part {i}" if cat else "input", t) for i, t in enumerate(data_movement_inputs(node))
+    ]
     return with_recorded_layout(spec_on(node, inputs), node)
 
 
@@ -156,7 +151,7 @@ def _strided_copy(op: Any, x: TensorMeta, args: dict[str, Any]) -> StridedCopySp
 
 def with_recorded_layout(spec: DataMovementSpec, node: Node) -> DataMovementSpec:
     """The spec writing the layouts the node records (what ExecuTorch plans), where the family lets a plan choose."""
-    outs = [_meta(f"output {i}", n) for i, n in enumerate(data_movement_outputs(node))]
+    outs = [static_meta(f"output {i}", n) for i, n in enumerate(data_movement_outputs(node))]
     if isinstance(spec, StridedCopySpec):
         return spec.with_out_strides(outs[0].strides) if not spec.reshapes else spec
     if isinstance(spec, (CatSpec, PadSpec, UpsampleSpec)):

@@ -18,7 +18,7 @@ from ...conv.binding import aten_overload
 from ...ops.elementwise import ChainBuilder, ElementwiseSpec, supports
 from ...ops.elementwise.spec import Value
 from ...ops.tensor_meta import TensorMeta
-from .base import OpConfig, PartitionContext, Verdict, bound_arguments, float_inputs, static_tensor
+from .base import OpConfig, PartitionContext, Verdict, bound_arguments, float_inputs, static_meta
 
 aten = torch.ops.aten
 
@@ -82,10 +82,7 @@ def emit_elementwise(
 
 
 def output_meta(node: Node) -> TensorMeta:
-    out, why = static_tensor("output", node)
-    if out is None:
-        raise ValueError(why)
-    return TensorMeta.of(out)
+    return static_meta("output", node)
 
 
 def elementwise_spec(node: Node) -> tuple[ElementwiseSpec, list[Node]]:
@@ -94,12 +91,10 @@ def elementwise_spec(node: Node) -> tuple[ElementwiseSpec, list[Node]]:
     tensors: list[Node] = []
 
     def tensor(x: Node) -> tuple[str, TensorMeta]:
-        v, why = static_tensor("operand", x)
-        if v is None:
-            raise ValueError(why)
+        meta = static_meta("operand", x)
         if x not in tensors:
             tensors.append(x)
-        return f"in{tensors.index(x)}", TensorMeta.of(v)
+        return f"in{tensors.index(x)}", meta
 
     result = emit_elementwise(b, node, lambda x: b.input(*tensor(x)), tensor)
     meta = output_meta(node)

@@ -24,7 +24,8 @@ from .base import (
     Verdict,
     bound_arguments,
     float_inputs,
-    static_tensor,
+    static_meta,
+    static_value,
     tensor_meta,
 )
 
@@ -52,16 +53,8 @@ def first_matrix(node: Node) -> Node:
 
 
 def _node_metas(node: Node) -> list[TensorMeta | None]:
-    metas: list[TensorMeta | None] = []
-    for i, operand in enumerate(gemm_operands(node)):
-        if operand is None:
-            metas.append(None)
-            continue
-        v, why = static_tensor(f"operand {i}", operand)
-        if v is None:
-            raise ValueError(why)
-        metas.append(TensorMeta.of(v))
-    return metas
+    operands = gemm_operands(node)
+    return [None if x is None else static_meta(f"operand {i}", x) for i, x in enumerate(operands)]
 
 
 def gemm_spec(node: Node, allow_tf32: bool, metas: Sequence[TensorMeta | None] | None = None) -> GemmSpec:
@@ -86,9 +79,7 @@ def gemm_spec(node: Node, allow_tf32: bool, metas: Sequence[TensorMeta | None] |
         spec = (GemmSpec.mm if op is aten.mm.default else GemmSpec.bmm)(a, w, allow_tf32)
     else:
         raise ValueError(f"{op} is not a GEMM op of this family")
-    out, why = static_tensor("output", node)
-    if out is None:
-        raise ValueError(why)
+    out = static_value("output", node)
     return spec.with_out_strides(tuple(int(s) for s in out.stride()))
 
 

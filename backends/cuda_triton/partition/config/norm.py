@@ -33,7 +33,8 @@ from .base import (
     first_output_readers,
     float_inputs,
     spec_verdict,
-    static_tensor,
+    static_meta,
+    static_value,
 )
 
 aten = torch.ops.aten
@@ -72,16 +73,10 @@ def norm_operands(node: Node) -> dict[str, Node | None]:
 
 
 def _node_metas(node: Node) -> dict[str, TensorMeta | None]:
-    metas: dict[str, TensorMeta | None] = {}
-    for role, operand in norm_operands(node).items():
-        if operand is None:
-            metas[role] = None
-            continue
-        v, why = static_tensor(role if role != "in0" else "input", operand)
-        if v is None:
-            raise ValueError(why)
-        metas[role] = TensorMeta.of(v)
-    return metas
+    return {
+        role: None if operand is None else static_meta(role if role != "in0" else "input", operand)
+        for role, operand in norm_operands(node).items()
+    }
 
 
 def norm_spec(node: Node, metas: Mapping[str, TensorMeta | None] | None = None) -> NormSpec:
@@ -91,9 +86,7 @@ def norm_spec(node: Node, metas: Mapping[str, TensorMeta | None] | None = None) 
     x = m["in0"]
     if x is None:
         raise ValueError("it has no input tensor")
-    out, why = static_tensor("output", norm_output(node))
-    if out is None:
-        raise ValueError(why)
+    out = static_value("output", norm_output(node))
     spec = _spec(node, m, x, tuple(int(s) for s in out.stride()))
     if dtype_name(out.dtype) != spec.out.dtype:  # the kernels write the input's dtype
         raise ValueError(f"its output dtype {out.dtype} differs from its input's {x.dtype}")

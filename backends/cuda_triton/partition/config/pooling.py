@@ -15,7 +15,6 @@ from torch.fx import Node
 
 from ...conv.binding import aten_overload
 from ...ops.pooling import PoolSpec
-from ...ops.tensor_meta import TensorMeta
 from .base import (
     OpConfig,
     PartitionContext,
@@ -23,7 +22,8 @@ from .base import (
     bound_arguments,
     first_output_readers,
     float_inputs,
-    static_tensor,
+    static_meta,
+    static_value,
 )
 
 aten = torch.ops.aten
@@ -47,10 +47,7 @@ def pool_spec(node: Node) -> PoolSpec:
     """The node's `PoolSpec` (output strides as recorded); ValueError naming the argument if malformed."""
     op = aten_overload(node.target)
     args = bound_arguments(node)
-    x, why = static_tensor("input", args["input"] if "input" in args else args["self"])
-    if x is None:
-        raise ValueError(why)
-    meta = TensorMeta.of(x)
+    meta = static_meta("input", args["input"] if "input" in args else args["self"])
     if op in MAX_POOLS:
         spec = PoolSpec.max_pool(
             meta, MAX_POOLS[op], args["kernel_size"], args.get("stride", ()), args.get("padding", 0),
@@ -65,9 +62,7 @@ def pool_spec(node: Node) -> PoolSpec:
         spec = PoolSpec.adaptive_avg_pool(meta, [int(s) for s in args["output_size"]])
     else:
         raise ValueError(f"{op} is not a pooling op of this family")
-    out, why = static_tensor("output", pool_output(node))
-    if out is None:
-        raise ValueError(why)
+    out = static_value("output", pool_output(node))
     return replace(spec, out_strides=tuple(int(s) for s in out.stride()))
 
 

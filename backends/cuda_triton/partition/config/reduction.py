@@ -24,7 +24,7 @@ from .base import (
     bound_arguments,
     float_inputs,
     spec_verdict,
-    static_tensor,
+    static_value,
 )
 
 aten = torch.ops.aten
@@ -44,14 +44,10 @@ def reduction_node_spec(node: Node) -> ReductionSpec:
     if op not in REDUCTION_OPS:
         raise ValueError(f"{op} is not a reduction of this family")
     args = bound_arguments(node)
-    x, why = static_tensor("input", args["self"])
-    if x is None:
-        raise ValueError(why)
+    x = static_value("input", args["self"])
     if x.dim() == 0:
         raise ValueError("its input is 0-dim (there is no dim to reduce)")
-    out, why = static_tensor("output", node)
-    if out is None:
-        raise ValueError(why)
+    out = static_value("output", node)
     dtype = args.get("dtype")
     if dtype is not None and dtype not in FLOAT_DTYPES:
         raise ValueError(f"its dtype argument {dtype} is not float32, float16 or bfloat16")
