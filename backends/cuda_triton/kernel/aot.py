@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import triton
@@ -316,18 +316,11 @@ def _compile_here(launch: KernelLaunch, arch: int, pdl: bool = False) -> Compile
 # take, and the interpreter patches triton.language in-process; a child process without the variable compiles
 # instead, importing each kernel by module and name. Children are kept and reused (starting one costs seconds
 # of imports): one per concurrent caller, never shared with a forked process.
-def _launch_spec(launch: KernelLaunch) -> dict[str, Any]:
+def _launch_spec(launch: KernelLaunch) -> tuple[str, str, KernelLaunch]:
+    """What a child rebuilds ``launch`` from: its kernel's module and name, and the launch without the kernel (the
+    interpreter's stand-in does not pickle)."""
     py = _python_fn(launch.fn)
-    return {
-        "module": py.__module__,
-        "name": py.__name__,
-        "args": launch.args,
-        "constexprs": launch.constexprs,
-        "grid": launch.grid,
-        "num_warps": launch.num_warps,
-        "num_stages": launch.num_stages,
-        "maxnreg": launch.maxnreg,
-    }
+    return py.__module__, py.__name__, replace(launch, fn=None)
 
 
 class _CompileServer:
@@ -421,12 +414,14 @@ def _compile_in_subprocess(launches: list[KernelLaunch], arch: int, pdl: bool) -
     return out
 
 
-def _compile_specs(arch: int, pdl: bool, specs: list[dict[str, Any]]) -> list[CompiledKernel | str]:
+def _compile_specs(
+    arch: int, pdl: bool, specs: list[tuple[str, str, KernelLaunch]]
+) -> list[CompiledKernel | str]:
     results: list[CompiledKernel | str] = []
-    for spec in specs:
+    for module, name, launch in specs:
         try:
-            fn = getattr(importlib.import_module(spec.pop("module")), spec.pop("name"))
-            results.append(_compile_here(KernelLaunch(fn=fn, **spec), arch, pdl))
+            fn = getattr(importlib.import_module(module), name)
+            results.append(_compile_here(replace(launch, fn=fn), arch, pdl))
         except Exception as e:  # reported to the caller as an AotCompileError; the server keeps serving
             results.append(str(e) if isinstance(e, AotCompileError) else f"{type(e).__name__}: {e}")
     return results
