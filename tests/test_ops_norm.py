@@ -29,7 +29,8 @@ from cuda_triton.ops.norm import (
     softmax_spec,
     supports,
 )
-from cuda_triton.ops.norm.launches import default_schedule
+from cuda_triton.ops.norm.kernels import INTERLEAVED_TILE, row_schedule
+from cuda_triton.ops.norm.launches import default_schedule, row_run
 from cuda_triton.ops.norm.spec import GroupNormSpec, NormSpec, view_of
 from cuda_triton.ops.tensor_meta import TensorMeta, contiguous_strides
 from ops_helpers import DEVICE, DTYPES, LAYOUTS, cpu, make_tensor, meta, poisoned, random_shape, tolerance
@@ -188,6 +189,28 @@ def test_group_norm_one_channel_groups_nlc(length: int) -> None:
     ref = reference(spec, cpu(tensors))
     for s in schedules(spec)[:: 7 if length > 100 else 1][:6]:
         torch.testing.assert_close(run(spec, tensors, s).cpu(), ref, **tolerance("float16", length))
+
+
+@pytest.mark.timeout(300)
+def test_group_norm_channel_runs_nlc() -> None:
+    """Groups of 4 channels over a map stored (N, L, C): each row's 4 contiguous channels continue in the next
+    row's, so the default schedule tiles 64 / 4 = 16 rows (64 contiguous channels a tile row) and splits the
+    long rows; its result matches the reference, as does a one-row schedule."""
+    rng, gen = rng_for("gn-runs")
+    x = (
+        make_tensor((2, 64, 900), "float16", "contiguous", gen, rng)
+        .transpose(1, 2)
+        .contiguous()
+        .transpose(1, 2)
+    )
+    tensors = {"in0": x, "weight": params(64, "float16", gen), "bias": params(64, "float16", gen)}
+    spec = group_norm_spec(meta(x), meta(tensors["weight"]), meta(tensors["bias"]), 2, 64, 900, 16, 1e-5)
+    assert row_run(view_of(spec)) == 4
+    schedule = default_schedule(spec)
+    assert schedule["BLOCK_K"] == 16 and schedule["BLOCK_R"] <= INTERLEAVED_TILE // 16, schedule
+    ref = reference(spec, cpu(tensors))
+    for s in (schedule, row_schedule(view_of(spec).m, view_of(spec).length)):
+        torch.testing.assert_close(run(spec, tensors, s).cpu(), ref, **tolerance("float16", 4 * 900))
 
 
 @pytest.mark.timeout(300)

@@ -303,6 +303,7 @@ def softmax_kernel(
 
 # ---- schedules -------------------------------------------------------------------------------------------------
 ADJACENT_TILE = 8192  # elements of a [BLOCK_K, BLOCK_R] tile when rows are adjacent in memory
+INTERLEAVED_TILE = 4096  # the same when rows continue each other's runs of several elements
 SPLIT_MIN_CHUNK = 256  # fewest in-row elements a chunk of a split row takes
 
 
@@ -327,21 +328,25 @@ def _split_for(row_blocks: int, length: int) -> int:
     return max(1, min(cdiv(2 * NUM_SMS, row_blocks), length // SPLIT_MIN_CHUNK))
 
 
-def row_schedule(m: int, length: int, rows_adjacent: bool = False, splittable: bool = True) -> Schedule:
+def row_schedule(m: int, length: int, row_run: int = 0, splittable: bool = True) -> Schedule:
     """A row in one tile up to ONE_TILE_MAX elements (BLOCK_R its next power of 2), else 1024-element steps;
     BLOCK_K fills a tile of up to 4096 elements, halved while that leaves fewer than two programs per SM.
 
-    ``rows_adjacent``: consecutive rows are consecutive in memory and a row's own elements are not (a group
-    norm with one channel per group over a channels-last map). A tile then spans 16 rows (32 bytes per access
-    in 16-bit) and up to ADJACENT_TILE / 16 elements of them, since one-row tiles would read one element per
-    32-byte sector.
+    ``row_run`` (`launches.row_run`): 1 when consecutive rows are consecutive in memory and a row's own elements
+    are not (a group norm with one channel per group over a channels-last map). A tile then spans 16 rows (32
+    bytes per access in 16-bit) and up to ADJACENT_TILE / 16 elements of them, since one-row tiles would read one
+    element per 32-byte sector. R > 1 when each row's runs of R contiguous elements continue in the next row's
+    (R channels per group, channels-last): a tile then spans 64 / R rows, so a tile row touches 64 contiguous
+    elements, and at most INTERLEAVED_TILE elements (an H100 sweep of 4x256x4000 with 32 groups: 155 us with
+    one-row tiles, 51 us with 8 rows by 512).
 
     ``splittable`` (layer and group norm): when the rows leave most SMs idle, each row is split into SPLIT
     chunks (`row_norm_kernel` launched twice, PHASE CHUNK_STATS then NORMALIZE_CHUNK)."""
-    if rows_adjacent:
-        block_k = max(2, min(16, triton.next_power_of_2(max(m, 1))))
+    if row_run:
+        block_k = max(2, min(16, triton.next_power_of_2(max(m, 1)), max(1, 64 // row_run)))
         split = _split_for(cdiv(m, block_k), length) if splittable else 1
-        block_r = max(2, min(triton.next_power_of_2(cdiv(length, split)), ADJACENT_TILE // block_k))
+        tile = ADJACENT_TILE if row_run == 1 else INTERLEAVED_TILE
+        block_r = max(2, min(triton.next_power_of_2(cdiv(length, split)), tile // block_k))
         return Schedule.make(num_warps=8, num_stages=1, BLOCK_K=block_k, BLOCK_R=block_r,
                              ONE_TILE=int(split == 1 and length <= block_r), SPLIT=split)  # fmt: skip
     one_tile = length <= ONE_TILE_MAX
@@ -355,18 +360,16 @@ def row_schedule(m: int, length: int, rows_adjacent: bool = False, splittable: b
                          ONE_TILE=int(one_tile and split == 1), SPLIT=split)  # fmt: skip
 
 
-def row_schedules(
-    m: int, length: int, rows_adjacent: bool = False, splittable: bool = True
-) -> list[Schedule]:
+def row_schedules(m: int, length: int, row_run: int = 0, splittable: bool = True) -> list[Schedule]:
     """The tuning space of the row kernels: the heuristic's schedule, then tiles of 1-32 rows by 128-4096
     elements (a row in one tile where it fits, else swept) on 4 or 8 warps, unsplit and (layer and group norm)
     split 2-16 ways; adjacent rows also 64 at a time (128 contiguous bytes in 16-bit)."""
-    out = [row_schedule(m, length, rows_adjacent, splittable)]
+    out = [row_schedule(m, length, row_run, splittable)]
     pow_m, pow_l = triton.next_power_of_2(max(m, 1)), max(2, triton.next_power_of_2(max(length, 1)))
     for split in (1, 2, 4, 8, 16) if splittable else (1,):
         if split > 1 and length // split < SPLIT_MIN_CHUNK:
             continue
-        for block_k in (1, 4, 8, 16, 32, 64) if rows_adjacent else (1, 4, 8, 16, 32):
+        for block_k in (1, 4, 8, 16, 32, 64) if row_run == 1 else (1, 4, 8, 16, 32):
             for block_r in (128, 256, 512, 1024, 2048, 4096):
                 if block_k > pow_m or block_r > pow_l or block_k * block_r > 16384:
                     continue

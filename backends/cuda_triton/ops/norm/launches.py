@@ -51,16 +51,25 @@ def _ints(prefix: str, values, itype: str, first: int = 0) -> list[ScalarArg]:
     return [ScalarArg(f"{prefix}{d}", itype, v) for d, v in enumerate(values) if d >= first]
 
 
-def rows_adjacent(view: RowView) -> bool:
-    """Whether the input's rows are consecutive in memory while a row's elements are not (see `row_schedule`)."""
-    return bool(view.x_kept) and view.x_kept[-1] == 1 and (not view.x_red or view.x_red[-1] != 1)
+def row_run(view: RowView) -> int:
+    """How rows interleave in memory (`row_schedule`): 1 when consecutive rows are consecutive elements while a
+    row's own elements are not; R when a row's last dim is not contiguous but an in-row dim of R contiguous
+    elements is, and the next row starts right after it (R channels per group over a channels-last map); else 0.
+    """
+    if not view.x_kept or (view.x_red and view.x_red[-1] == 1):
+        return 0
+    step = view.x_kept[-1]
+    if step == 1:
+        return 1
+    runs = [size for size, stride in zip(view.red, view.x_red, strict=True) if stride == 1]
+    return step if runs and runs[0] == step else 0
 
 
 def default_schedule(spec: NormSpec) -> Schedule:
     if isinstance(spec, BatchNormSpec):
         return elementwise_schedule(spec.out.numel)
     view = view_of(spec)
-    return row_schedule(view.m, view.length, rows_adjacent(view), not isinstance(spec, SoftmaxSpec))
+    return row_schedule(view.m, view.length, row_run(view), not isinstance(spec, SoftmaxSpec))
 
 
 def schedules(spec: NormSpec) -> list[Schedule]:
@@ -68,7 +77,7 @@ def schedules(spec: NormSpec) -> list[Schedule]:
     if isinstance(spec, BatchNormSpec):
         return elementwise_schedules(spec.out.numel)
     view = view_of(spec)
-    return row_schedules(view.m, view.length, rows_adjacent(view), not isinstance(spec, SoftmaxSpec))
+    return row_schedules(view.m, view.length, row_run(view), not isinstance(spec, SoftmaxSpec))
 
 
 def _split(spec: NormSpec, schedule: Schedule) -> int:
