@@ -23,14 +23,14 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 gpu_step models "${T_MODELS:-300}" python3 scripts/bench_models.py run --out "$o/models" --etdump \
   --num-executions "${EXECUTIONS:-100}"
 pack
-# the input copy page-locked (the runner's default), pageable, and page-locked only from 256 KiB: of the largest
-# program, or of the programs whose names PIN_PROGRAMS lists (e.g. PIN_PROGRAMS="wav2vec2_fp16_b1 video_fp32_b1")
+# the input copy page-locked (the runner's default) and pageable: of the largest program, or of the programs
+# whose names PIN_PROGRAMS lists (e.g. PIN_PROGRAMS="wav2vec2_fp16_b1 video_fp32_b1")
 pin_inputs=$(ls -S "$carry"/exports/*.input0.bin 2>/dev/null | head -1)
 if [ -n "${PIN_PROGRAMS:-}" ]; then
   pin_inputs=$(for p in $PIN_PROGRAMS; do echo "$carry/exports/$p.input0.bin"; done)
 fi
 if [ -n "$pin_inputs" ] && [ -x build/gpu/cuda_triton_runner ]; then
-  gpu_step pin "${T_PIN:-60}" sh -c "for input in $(echo $pin_inputs); do for f in '' --no_pin_io '--pin_input_min_bytes 262144'; do \
+  gpu_step pin "${T_PIN:-60}" sh -c "for input in $(echo $pin_inputs); do for f in '' --no_pin_io; do \
     echo \"== \$input \$f\"; build/gpu/cuda_triton_runner --model_path \${input%.input0.bin}.pte --inputs \$input \
     --num_executions 200 --warmup 20 \$f | grep -E 'latency|page-locked|host time'; done; done"
   pack

@@ -330,9 +330,7 @@ def test_small_inputs_stay_pageable_with_pin_input_min_bytes(build, tmp_path, de
     x = np.random.default_rng(3).standard_normal(INPUT_SHAPE).astype(np.float32)
     (tmp_path / "in.bin").write_bytes(x.tobytes())
     args = ("--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0")
-    r, log = _run(
-        build, tmp_path, pte, counts, cc="8.0", args=(*args, "--pin_input_min_bytes", str(x.nbytes + 1))
-    )
+    r, log = _run(build, tmp_path, pte, counts, cc="8.0", args=(*args, "--pin_input_min_bytes", str(x.nbytes + 1)))
     _check_launches(r, log, blobs, 80, 2, x.tobytes(), device_planned=True)
     lines = log.read_text().splitlines()
     pins = [int(line.split()[1]) for line in lines if line.startswith("PIN ")]
