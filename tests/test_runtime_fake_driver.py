@@ -320,24 +320,3 @@ def test_missing_cubin_is_a_clean_error(build, tmp_path, host_planned) -> None:
     assert r.returncode == 1, r.stderr[-2000:]
     assert "is not in the program's named data" in r.stderr and "cubin cuda_triton/cubin/sm80/" in r.stderr
     assert not log.exists() or "LAUNCH" not in log.read_text()
-
-
-def test_small_inputs_stay_pageable_with_pin_input_min_bytes(build, tmp_path, device_planned) -> None:
-    """--pin_input_min_bytes leaves inputs below the threshold pageable (their H2D copy is then not waited for)
-    and still page-locks the outputs."""
-    pte, blobs, _ = device_planned
-    _, counts = _expected(blobs, 80)
-    x = np.random.default_rng(3).standard_normal(INPUT_SHAPE).astype(np.float32)
-    (tmp_path / "in.bin").write_bytes(x.tobytes())
-    args = ("--inputs", str(tmp_path / "in.bin"), "--num_executions", "2", "--warmup", "0")
-    r, log = _run(build, tmp_path, pte, counts, cc="8.0", args=(*args, "--pin_input_min_bytes", str(x.nbytes + 1)))
-    _check_launches(r, log, blobs, 80, 2, x.tobytes(), device_planned=True)
-    lines = log.read_text().splitlines()
-    pins = [int(line.split()[1]) for line in lines if line.startswith("PIN ")]
-    assert sum(pins) >= 4 * int(np.prod(OUTPUT_SHAPE)), pins
-    h2d = [i for i, line in enumerate(lines) if line.startswith("COPY HtoD") and "via=graph" not in line]
-    d2h = [line for line in lines if line.startswith("COPY DtoH") and "via=graph" not in line]
-    assert h2d and d2h and all(line.endswith(" pinned") for line in d2h), (h2d, d2h)
-    assert all(lines[i].endswith(" pinned") == (lines[i + 1] == "SYNC") for i in h2d), lines
-    r, _ = _run(build, tmp_path, pte, counts, cc="8.0", args=(*args, "--pin_input_min_bytes", "-1"))
-    assert r.returncode != 0 and "--pin_input_min_bytes" in r.stderr

@@ -139,8 +139,6 @@ static int runner_main(int argc, char** argv) {
                                          "graphs, so DELEGATE_CALL is the host time of a replay)", true);
   flags.define("no_pin_io", "false", "leave the program's host inputs and outputs pageable instead of page-locking "
                                      "them for the host<->device copies of a device-planned program", true);
-  flags.define("pin_input_min_bytes", "0", "page-lock only the inputs of at least this many bytes (outputs always): "
-                                         "a smaller pageable input is copied without waiting for the transfer");
   flags.define("load_cycles", "0", "after the run: load the program, execute once and destroy it this many times, "
                                    "printing device and host memory (a leak per load shows as growth)");
   std::string err;
@@ -152,14 +150,13 @@ static int runner_main(int argc, char** argv) {
     std::printf("%s", flags.usage(argv[0]).c_str());
     return 0;
   }
-  int64_t num_executions = 0, warmup = 0, seed = 0, load_cycles = 0, pin_input_min_bytes = 0;
+  int64_t num_executions = 0, warmup = 0, seed = 0, load_cycles = 0;
   if (!flags.integer("num_executions", &num_executions, &err) || !flags.integer("warmup", &warmup, &err) ||
-      !flags.integer("seed", &seed, &err) || !flags.integer("load_cycles", &load_cycles, &err) ||
-      !flags.integer("pin_input_min_bytes", &pin_input_min_bytes, &err)) {
+      !flags.integer("seed", &seed, &err) || !flags.integer("load_cycles", &load_cycles, &err)) {
     return fail(err);
   }
-  if (num_executions < 1 || warmup < 0 || load_cycles < 0 || pin_input_min_bytes < 0) {
-    return fail("--num_executions must be >= 1, --warmup, --load_cycles and --pin_input_min_bytes >= 0");
+  if (num_executions < 1 || warmup < 0 || load_cycles < 0) {
+    return fail("--num_executions must be >= 1, --warmup and --load_cycles >= 0");
   }
   const std::string model_path = flags.str("model_path");
   const std::string data_path = flags.str("data_path");
@@ -298,8 +295,7 @@ static int runner_main(int argc, char** argv) {
   // Declared after the module, so the pins are released before the method's memory is.
   cuda_triton::runner::PinnedIo pinned_io;
   if (!flags.boolean("no_pin_io")) {
-    std::printf("page-locked %zu bytes of program I/O\n",
-                pinned_io.pin(*method, static_cast<size_t>(pin_input_min_bytes)));
+    std::printf("page-locked %zu bytes of program I/O\n", pinned_io.pin(*method));
   }
   // Inputs are set before EVERY execution: ExecuTorch's memory plan places planned inputs in the shared arena
   // and reuses their bytes for later tensors once they are dead (e.g. the demo's final output overwrites its

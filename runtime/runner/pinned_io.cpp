@@ -38,20 +38,19 @@ std::vector<HostRange> merge_by_page(std::vector<HostRange> ranges, uintptr_t pa
 
 }  // namespace
 
-size_t PinnedIo::pin(const Method& method, size_t min_input_bytes) {
+size_t PinnedIo::pin(const Method& method) {
   std::vector<HostRange> ranges;
-  const auto add = [&](const EValue& v, size_t min_bytes) {
-    if (v.isTensor() && v.toTensor().nbytes() > 0 && v.toTensor().nbytes() >= min_bytes &&
-        v.toTensor().const_data_ptr() != nullptr) {
+  const auto add = [&](const EValue& v) {
+    if (v.isTensor() && v.toTensor().nbytes() > 0 && v.toTensor().const_data_ptr() != nullptr) {
       const auto begin = reinterpret_cast<uintptr_t>(v.toTensor().const_data_ptr());
       ranges.push_back({begin, begin + v.toTensor().nbytes()});
     }
   };
   for (size_t i = 0; i < method.inputs_size(); ++i) {
-    add(method.get_input(i), min_input_bytes);
+    add(method.get_input(i));
   }
   for (size_t i = 0; i < method.outputs_size(); ++i) {
-    add(method.get_output(i), 0);
+    add(method.get_output(i));
   }
   const long page = sysconf(_SC_PAGESIZE);
   size_t bytes = 0;

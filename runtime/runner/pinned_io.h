@@ -18,12 +18,10 @@ class PinnedIo {
   PinnedIo(const PinnedIo&) = delete;
   PinnedIo& operator=(const PinnedIo&) = delete;
 
-  // Pins the storage of every tensor output of `method` and of every tensor input of at least `min_input_bytes`
-  // (memory the method owns: planned tensors keep their addresses for the method's life). A smaller input stays
-  // pageable: the driver copies such a source into its own staging memory and returns without waiting for the
-  // transfer, while a copy from page-locked memory must be waited for (host_pins.h), which costs more than it
-  // saves on a small copy. Call again only after the previous pins were released. Returns the bytes pinned.
-  size_t pin(const executorch::runtime::Method& method, size_t min_input_bytes = 0);
+  // Pins the storage of every tensor input and output of `method` (memory the method owns: planned tensors keep
+  // their addresses for the method's life). Call again only after the previous pins were released. Returns the
+  // bytes pinned.
+  size_t pin(const executorch::runtime::Method& method);
   // Unpins everything pinned; also done by the destructor, which must run before the method's memory is freed.
   void release();
 
