@@ -30,9 +30,10 @@ if [ -n "${PIN_PROGRAMS:-}" ]; then
   pin_inputs=$(for p in $PIN_PROGRAMS; do echo "$carry/exports/$p.input0.bin"; done)
 fi
 if [ -n "$pin_inputs" ] && [ -x build/gpu/cuda_triton_runner ]; then
-  gpu_step pin "${T_PIN:-60}" sh -c "for input in $(echo $pin_inputs); do for f in '' --no_pin_io; do \
-    echo \"== \$input \$f\"; build/gpu/cuda_triton_runner --model_path \${input%.input0.bin}.pte --inputs \$input \
-    --num_executions 200 --warmup 20 \$f | grep -E 'latency|page-locked|host time'; done; done"
+  # shellcheck disable=SC2016,SC2086  # the loop is sh -c's own script; the inputs are its arguments
+  gpu_step pin "${T_PIN:-60}" sh -c 'for input; do for f in "" --no_pin_io; do echo "== $input $f"
+    build/gpu/cuda_triton_runner --model_path "${input%.input0.bin}.pte" --inputs "$input" --num_executions 200 \
+      --warmup 20 $f | grep -E "latency|page-locked|host time"; done; done' sh $pin_inputs
   pack
 fi
 gpu_step graph "${T_GRAPH:-90}" python3 scripts/gpu_graph_bench.py --out "$o/graph" --num-executions 100 --warmup 10
