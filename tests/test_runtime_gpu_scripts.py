@@ -183,6 +183,20 @@ def test_bench_models_report_merges_runs(tmp_path, monkeypatch) -> None:
     assert merged["date"] == "d1, d3"
 
 
+def test_bench_models_host_io_variant(monkeypatch) -> None:
+    """A ``--variant NAME:--host-io`` entry is the same program host-planned: ``--device-memory`` dropped, the
+    variant's other flags kept; other variants add their flags to the device-planned base."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    bench_models = importlib.import_module("bench_models")
+    variants = [bench_models.parse_variant("host:--host-io --no-fuse-prologues"),
+                bench_models.parse_variant("pdl:--programmatic-launch")]  # fmt: skip
+    rows = {e[0]: e[3] for e in bench_models.entries(["demo"], ["fp16"], [1], False, variants)}
+    assert "--device-memory" in rows["demo_fp16_b1"]
+    assert "--device-memory" not in rows["demo_fp16_b1_host"] and "--host-io" not in rows["demo_fp16_b1_host"]
+    assert rows["demo_fp16_b1_host"][-1] == "--no-fuse-prologues"
+    assert rows["demo_fp16_b1_pdl"] == (*rows["demo_fp16_b1"], "--programmatic-launch")
+
+
 def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
     """A carry above one device call's limit is cut into the main folder plus sibling folders, each within the
     limit; joining them back gives the original bytes, a second join is a no-op, and a missing sibling folder is
