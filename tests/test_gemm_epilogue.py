@@ -236,6 +236,30 @@ def test_convnext_block_chains_run_in_the_gemms() -> None:
     assert counts[True] == counts[False] - 4, counts
 
 
+@pytest.mark.timeout(600)
+def test_tf32_gemm_weights_are_rounded_at_export() -> None:
+    """fp32 with TF32: each linear's weight is stored rounded to TF32 (its kernel then rounds only the activations,
+    test_ops_gemm); with TF32 off the weights are stored as they are. The emulated blob still matches eager."""
+    from cuda_triton import CudaTritonOptions
+    from cuda_triton.conv.tf32 import is_tf32
+    from cuda_triton.serialization import ConstantRef, GemmRecord
+    from cuda_triton.serialization.blob import deserialize
+    from cuda_triton.tools import emulate_pte as E
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    model, example = _model("fp32")
+    for tf32 in (True, False):
+        ep = E.lower(model, example, options=CudaTritonOptions(allow_tf32=tf32))
+        (lowered,) = [m for _, m in ep.graph_module.named_modules() if isinstance(m, LoweredBackendModule)]
+        blob, data = deserialize(lowered.processed_bytes), E.named_data_of(lowered)
+        gemms = [op for op in blob.ops if isinstance(op, GemmRecord)]
+        assert len(gemms) == 4 and all(isinstance(op.b, ConstantRef) for op in gemms)
+        weights = [torch.frombuffer(bytearray(data[blob.constants[op.b.constant].key]), dtype=torch.float32)
+                   for op in gemms]  # fmt: skip
+        assert [is_tf32(w) for w in weights] == [tf32] * 4
+    assert_one_delegate_matches_eager(model, example, CudaTritonOptions(allow_tf32=True), 5e-3)
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("fuse", [True, False])
 @pytest.mark.parametrize("dtype", list(DTYPES))

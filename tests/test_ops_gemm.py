@@ -124,6 +124,32 @@ def test_linear(dtype: torch.dtype) -> None:
     assert not support and "without a copy" in support.reason
 
 
+def test_a_prerounded_weight_is_not_rounded_again() -> None:
+    """TF32 with ``w_rounded`` (a constant rounded at export): the kernel rounds only ``a`` (ROUND_W off) and gives
+    what the plain TF32 kernel gives on the unrounded weight; exact fp32 and 16-bit kernels never round."""
+    from cuda_triton.conv.tf32 import round_to_tf32
+
+    gen = torch.Generator().manual_seed(11)
+    x, w, bias = _randn(gen, 33, 40), _randn(gen, 40, 24), _randn(gen, 24)
+    plain = GemmSpec.addmm(meta(bias), meta(x), meta(w), allow_tf32=True)
+    rounded = plain.with_rounded_w()
+    flags = [(dict(la.constexprs)["ROUND_TF32"] != 0, dict(la.constexprs)["ROUND_W"] != 0)
+             for spec in (plain, rounded) for la in launches(spec, heuristic_schedule(spec))[:1]]  # fmt: skip
+    assert flags == [(True, True), (True, False)]
+    w_rounded = round_to_tf32(w.cpu()).to(device())
+    expected = _run(plain, {"in0": bias, "in1": x, "in2": w})
+    torch.testing.assert_close(
+        _run(rounded, {"in0": bias, "in1": x, "in2": w_rounded}), expected, rtol=0, atol=0
+    )
+    _check(rounded, {"in0": bias, "in1": x, "in2": w_rounded})
+    for spec in (
+        GemmSpec.addmm(meta(bias), meta(x), meta(w)),
+        GemmSpec.addmm(meta(bias.half()), meta(x.half()), meta(w.half()), allow_tf32=True),
+    ):
+        launch = launches(spec, heuristic_schedule(spec))[0]
+        assert dict(launch.constexprs)["ROUND_W"] == 0 and dict(launch.constexprs)["ROUND_TF32"] == 0
+
+
 def test_beta_zero_ignores_the_bias() -> None:
     """ATen: with beta = 0 the bias is not read, so its NaNs do not propagate."""
     gen = torch.Generator().manual_seed(4)

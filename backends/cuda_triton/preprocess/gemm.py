@@ -26,7 +26,9 @@ from torch.fx import Node
 
 from ..conv.binding import aten_overload
 from ..conv.epilogue import gemm_epilogue_operand
+from ..conv.templates._tf32 import rounds_to_tf32
 from ..conv.templates.epilogue_args import EPILOGUE_ROLES
+from ..conv.tf32 import round_to_tf32
 from ..kernel.launch import TRITON_PTR_DTYPE
 from ..ops.data_movement.views import view_strides
 from ..ops.gemm import COLSUM_ROLE, GemmSpec
@@ -186,6 +188,15 @@ def _scalar(node: Node, name: str) -> float:
     return 1.0 if value is None else float(value)
 
 
+def _rounded_weight_role(node: Node, pd: ProgramDraft) -> tuple[str, bool]:
+    """The role of the node's ``w`` operand, and whether the kernel feeds TF32 tensor cores rounded operands: then a
+    constant ``w`` is stored rounded (`round_to_tf32`, what the kernel would do to every tile it loads) and the
+    kernel rounds only ``a``."""
+    with node_errors(node):
+        spec = gemm_spec(node, pd.draft.options.allow_tf32)
+    return spec.w.role, rounds_to_tf32(spec)
+
+
 def draft_gemm(
     node: Node,
     pd: ProgramDraft,
@@ -203,14 +214,18 @@ def draft_gemm(
     if folded is not None:
         refs = {f"in{i}": ref for i, ref in enumerate(folded.operands(is_linear(node)))}
     else:
+        w_role, round_w = _rounded_weight_role(node, pd)
         for i, operand in enumerate(gemm_operands(node)):
             if operand is None:
                 metas.append(None)
                 continue
-            refs[f"in{i}"] = pd.operand(operand, node, f"operand {i}")
+            prepare = round_to_tf32 if f"in{i}" == w_role and round_w else None
+            refs[f"in{i}"] = pd.operand(operand, node, f"operand {i}", prepare)
             metas.append(pd.meta(refs[f"in{i}"]))
     with node_errors(node):
         spec = folded.spec(node, pd) if folded else gemm_spec(node, pd.draft.options.allow_tf32, metas)
+    if folded is None and round_w and isinstance(refs[spec.w.role], ConstantRef):
+        spec = spec.with_rounded_w()
     support = spec.supports()
     if not support:
         raise CudaTritonPreprocessError(f"{describe(node)}: {support.reason}")

@@ -8,7 +8,7 @@ arguments and compile keys, and queues one compile job per distinct kernel and a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,10 +90,19 @@ class ProgramDraft:
             )
         return self.value_of[node]
 
-    def operand(self, node: object, owner: Node, what: str = "input") -> ValueRef | ConstantRef:
-        """A value of the delegate, or a constant (stored in the blob's constants, once per content)."""
+    def operand(
+        self,
+        node: object,
+        owner: Node,
+        what: str = "input",
+        prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> ValueRef | ConstantRef:
+        """A value of the delegate, or a constant (stored in the blob's constants, once per content; ``prepare``
+        turns a constant's tensor into what the op reads, e.g. weights rounded to TF32)."""
         if isinstance(node, Node) and node not in self.value_of and self.is_constant(node):
             t = self.constant(node)
+            if prepare is not None:
+                t = prepare(t)
             return ConstantRef(add_constant(self.draft, t, f"{what} of '{owner.name}'"))
         return ValueRef(self.value(node, owner, what))
 

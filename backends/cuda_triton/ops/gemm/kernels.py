@@ -6,7 +6,7 @@ program, accumulating in fp32 over BLOCK_K slices of K (the Triton tutorial's ma
 weight tiles stay in L2, row and column indices wrapped modulo M and N so only the K tail needs a mask). Strides
 are runtime arguments; the one that is 1 in each operand is a constexpr (``*_UNIT``) so that loads vectorise.
 fp32 runs on TF32 tensor cores when allowed (both tiles rounded to nearest first, as the convolutions do: see
-conv/templates/_tf32.py), else in exact fp32. The epilogue (`_epilogue`) applies a fused elementwise chain
+conv/templates/_tf32.py; a constant w is rounded once at export and ROUND_W is off), else in exact fp32. The epilogue (`_epilogue`) applies a fused elementwise chain
 (``PROGRAM``, conv/epilogue.py; empty: none) after the bias, its operands read like the output (``E_KINDS`` 1) or
 per column (2), before the one rounding to the output's dtype.
 
@@ -122,7 +122,7 @@ def gemm_kernel(
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     A_M_UNIT: tl.constexpr, A_K_UNIT: tl.constexpr, W_K_UNIT: tl.constexpr, W_N_UNIT: tl.constexpr,
     C_N_UNIT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
-    ROUND_TF32: tl.constexpr, INT64: tl.constexpr, ROW_NORM: tl.constexpr, NORM_EPS: tl.constexpr,
+    ROUND_TF32: tl.constexpr, ROUND_W: tl.constexpr, INT64: tl.constexpr, ROW_NORM: tl.constexpr, NORM_EPS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
@@ -164,7 +164,10 @@ def gemm_kernel(
                 a = tl.where((ks < K)[None, :], a, 0.0)
         if ROUND_TF32:  # fp32 on TF32 tensor cores: round to nearest, not the MMA's truncation
             a = round_to_tf32(a, ROUND_TF32)
-            w = round_to_tf32(w, ROUND_TF32)
+        if (
+            ROUND_W
+        ):  # a constant w is rounded at export instead, which keeps its loads on the asynchronous path
+            w = round_to_tf32(w, ROUND_W)
         acc = tl.dot(a, w, acc, input_precision=PRECISION)
     if ROW_NORM:
         col_sum = tl.load(colsum_ptr + cols)

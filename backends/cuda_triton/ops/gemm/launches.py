@@ -14,7 +14,7 @@ instead, with the same arguments, grid (tma_grid_x, B, 1): one program per tile 
 from __future__ import annotations
 
 from ...conv.templates._splitk import split_k_of
-from ...conv.templates._tf32 import tf32_rounding
+from ...conv.templates._tf32 import NO_ROUNDING, tf32_rounding
 from ...conv.templates.epilogue_args import epilogue_args, epilogue_constexprs
 from ...kernel.launch import (
     TRITON_PTR_DTYPE,
@@ -132,6 +132,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         ("EVEN_K", spec.k % bk == 0),
         ("PRECISION", dot_precision(spec)),
         ("ROUND_TF32", tf32_rounding(spec)),
+        ("ROUND_W", NO_ROUNDING if spec.w_rounded else tf32_rounding(spec)),
         ("INT64", int64),
         ("ROW_NORM", spec.row_norm_eps is not None),
         ("NORM_EPS", spec.row_norm_eps or 0.0),

@@ -8,6 +8,9 @@ broadcasts to [M, N] (addmm's ``self``: [N], [1, N], [M, 1], [M, N], or a scalar
 ``allow_tf32`` (default off, as PyTorch's own matmuls: ``torch.backends.cuda.matmul.allow_tf32`` is False unless
 set; docs/gemm.md) lets fp32 run on TF32 tensor cores; the partitioner passes its option.
 
+``w_rounded`` (default off): w holds TF32-rounded values already (a constant rounded at export, `rounded_weight`),
+so a TF32 kernel rounds only ``a``.
+
 ``epilogue`` (default none): an elementwise chain on the result, after the bias and before the one rounding
 (conv/epilogue.py: operands like the output or one value per column, `gemm_epilogue_operand`), its operands the
 roles ``epilogue1``..``epilogue3``.
@@ -64,6 +67,7 @@ class GemmSpec:
     problem: str = ""  # why the arguments cannot run here ("" when they can): supports() reports it
     epilogue: ConvEpilogue | None = None
     row_norm_eps: float | None = None
+    w_rounded: bool = False
 
     # -- construction from the edge ops' arguments -------------------------------------------------------
     @staticmethod
@@ -121,6 +125,10 @@ class GemmSpec:
     def with_epilogue(self, epilogue: ConvEpilogue | None) -> GemmSpec:
         """The same GEMM applying ``epilogue`` to its result."""
         return replace(self, epilogue=epilogue)
+
+    def with_rounded_w(self) -> GemmSpec:
+        """The same GEMM whose ``w`` holds TF32-rounded values already (`rounded_weight`)."""
+        return replace(self, w_rounded=True)
 
     def with_row_norm(self, eps: float | None) -> GemmSpec:
         """The same GEMM normalising the rows of ``a`` first (None: not)."""
