@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
+from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32
@@ -107,15 +108,7 @@ def conv_tma_implicit_gemm_kernel(
 
 # ---- tuning space ------------------------------------------------------------------------------------------
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
-_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 256, 64, 8, 3),
-    (128, 128, 64, 8, 4),
-    (128, 128, 64, 8, 3),
-    (128, 128, 64, 4, 4),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 64, 4, 4),
-)
+_CONFIGS = load_rows(__file__, "IMPLICIT_GEMM_TMA_CONFIGS", TILE_FIELDS)
 
 
 def span_rows(g: Geometry) -> int:
