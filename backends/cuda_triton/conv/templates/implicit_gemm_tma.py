@@ -43,7 +43,7 @@ from .gemm_common import GROUP_M, dot_constexprs, tile_constexprs, tma_tap_probl
 from .gemm_jit import grouped_tile_ids, store_output
 from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from .implicit_gemm import TapMajorWeightTemplate
-from .launch_args import dim_constexprs, size_args
+from .launch_args import channel_constexprs, dim_constexprs, size_args
 
 
 @triton.jit
@@ -181,10 +181,7 @@ class ImplicitGemmTmaTemplate(TapMajorWeightTemplate):
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
-            ("C_IN", g.cin),
-            ("C_OUT", g.cout),
-            ("CIN_P", cin_p),
-            ("COUT_P", cout_p),
+            *channel_constexprs(g.cin, g.cout, cin_p, cout_p),
             ("K_ROWS", taps * cin_p),
             *dim_constexprs(K=g.kernel, D=g.dilation),
             ("OUT_CL", g.out_cl),

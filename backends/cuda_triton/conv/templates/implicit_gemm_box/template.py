@@ -15,7 +15,7 @@ from .._tf32 import tf32_rounding
 from ..gemm_common import tma_tap_problems
 from ..geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from ..implicit_gemm import TapMajorWeightTemplate
-from ..launch_args import dim_constexprs, size_args
+from ..launch_args import channel_constexprs, dim_constexprs, size_args
 from .boxes import box_count, box_of, box_shapes, box_waste, nvmma_swizzle, reads_strided_view, ws_maxnreg
 from .gluon_kernel import GLUON_ARCHS, conv_box_kernel
 from .portable_kernel import conv_box_portable_kernel
@@ -189,10 +189,7 @@ class ImplicitGemmBoxTemplate(TapMajorWeightTemplate):
         box = box_of(schedule)
         bn, bk = schedule["BLOCK_N"], schedule["BLOCK_K"]
         constexprs = (
-            ("C_IN", g.cin),
-            ("C_OUT", g.cout),
-            ("CIN_P", cin_p),
-            ("COUT_P", cout_p),
+            *channel_constexprs(g.cin, g.cout, cin_p, cout_p),
             *dim_constexprs("HW", K=g.kernel[1:], P=g.pad[1:], D=g.dilation[1:], S=g.stride[1:]),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),
