@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cuda_triton.models.layer_tables import MOBILENETV2_STAGES
+from cuda_triton.models.layer_tables import EFFICIENTNET_B0_STAGES, MOBILENETV2_STAGES
 
 
 @dataclass(frozen=True)
@@ -166,16 +166,7 @@ def efficientnet_b0(hw: int = 224) -> list[Layer]:
     net = "efficientnet_b0"
     out = [conv(net, 3, (hw, hw), 32, 3, 2)]
     cin, x = 32, (hw // 2, hw // 2)
-    stages = (
-        (1, 3, 1, 16, 1),
-        (6, 3, 2, 24, 2),
-        (6, 5, 2, 40, 2),
-        (6, 3, 2, 80, 3),
-        (6, 5, 1, 112, 3),
-        (6, 5, 2, 192, 4),
-        (6, 3, 1, 320, 1),
-    )
-    for e, k, s, c, n in stages:
+    for e, k, s, c, n in EFFICIENTNET_B0_STAGES:
         for i in range(n):
             stride = s if i == 0 else 1
             hidden = cin * e

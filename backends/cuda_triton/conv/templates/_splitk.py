@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
+from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
 from .epilogue_args import epilogue_args, epilogue_constexprs
 from .epilogue_jit import apply_epilogue
@@ -65,11 +66,7 @@ def splitk_reduce_kernel(
 
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) offered with a split: the split is for few
 # tiles, so big ones rarely win.
-SPLIT_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 128, 64, 8, 3),
-    (64, 128, 64, 4, 3),
-    (64, 64, 64, 4, 3),
-)
+SPLIT_CONFIGS = load_rows(__file__, "SPLIT_CONFIGS", TILE_FIELDS)
 MAX_SPLIT = 16
 MIN_SHARE = 4  # K iterations each share keeps at least (fewer cannot hide the load latency)
 _REDUCE_BLOCK_M, _REDUCE_BLOCK_C, _REDUCE_WARPS = 64, 64, 4

@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
+from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
 from ._tf32 import prepare_tf32_weight, round_to_tf32
@@ -122,19 +123,7 @@ def conv_gemm_kernel(
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles.
-_BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 256, 64, 8, 3),
-    (256, 128, 64, 8, 3),
-    (128, 128, 64, 8, 3),
-    (128, 128, 32, 4, 4),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 64, 4, 4),
-    (64, 64, 32, 4, 5),
-    (128, 32, 64, 4, 4),
-    (32, 64, 64, 4, 4),
-    (32, 32, 64, 2, 4),
-)
+_BASE_CONFIGS = load_rows(__file__, "GEMM_CONFIGS", TILE_FIELDS)
 
 
 class GemmTemplate(GemmShapedTemplate):

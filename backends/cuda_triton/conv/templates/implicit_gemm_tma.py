@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
+from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
 from ._pad_copy import input_pad, pad_copy_launch, padded_extent
 from ._tf32 import round_to_tf32
@@ -42,7 +43,7 @@ from .gemm_common import GROUP_M, dot_constexprs, tile_constexprs, tma_tap_probl
 from .gemm_jit import grouped_tile_ids, store_output
 from .geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from .implicit_gemm import TapMajorWeightTemplate
-from .launch_args import dim_constexprs, size_args
+from .launch_args import channel_constexprs, dim_constexprs, size_args
 
 
 @triton.jit
@@ -107,15 +108,7 @@ def conv_tma_implicit_gemm_kernel(
 
 # ---- tuning space ------------------------------------------------------------------------------------------
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
-_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 256, 64, 8, 3),
-    (128, 128, 64, 8, 4),
-    (128, 128, 64, 8, 3),
-    (128, 128, 64, 4, 4),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 64, 4, 4),
-)
+_CONFIGS = load_rows(__file__, "IMPLICIT_GEMM_TMA_CONFIGS", TILE_FIELDS)
 
 
 def span_rows(g: Geometry) -> int:
@@ -188,10 +181,7 @@ class ImplicitGemmTmaTemplate(TapMajorWeightTemplate):
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
         constexprs = (
-            ("C_IN", g.cin),
-            ("C_OUT", g.cout),
-            ("CIN_P", cin_p),
-            ("COUT_P", cout_p),
+            *channel_constexprs(g.cin, g.cout, cin_p, cout_p),
             ("K_ROWS", taps * cin_p),
             *dim_constexprs(K=g.kernel, D=g.dilation),
             ("OUT_CL", g.out_cl),

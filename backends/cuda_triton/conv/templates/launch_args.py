@@ -17,3 +17,9 @@ def dim_constexprs(axes: str = "DHW", **per_dim: tuple[int, ...]) -> tuple[tuple
     return tuple(
         (prefix + axis, v) for prefix, values in per_dim.items() for axis, v in zip(axes, values, strict=True)
     )
+
+
+def channel_constexprs(cin: int, cout: int, cin_p: int, cout_p: int) -> tuple[tuple[str, int], ...]:
+    """The channel constexprs of the kernels that read a tap-major weight (`TapMajorWeightTemplate`): the
+    channels ``C_IN``, ``C_OUT`` and the weight's padded extents of them, ``CIN_P``, ``COUT_P``."""
+    return (("C_IN", cin), ("C_OUT", cout), ("CIN_P", cin_p), ("COUT_P", cout_p))

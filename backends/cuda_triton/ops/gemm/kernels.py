@@ -34,6 +34,7 @@ from ...conv.templates.epilogue_jit import apply_epilogue
 from ...conv.templates.gemm_jit import grouped_tile_ids, split_k_range
 from ...conv.templates.geometry import NUM_SMS, fit_block
 from ...kernel.launch import Schedule, cdiv
+from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..tensor_meta import INT32_LIMIT
 
 GROUP_M = 8
@@ -211,22 +212,7 @@ REDUCE_BLOCK = 64
 REDUCE_WARPS = 4
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K.
 # The BLOCK_K 32 rows give short reductions (ConvNeXt's K = 96) an unmasked K loop and more programs per SM.
-_CONFIGS = (
-    (128, 128, 64, 8, 3),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 64, 4, 4),
-    (32, 64, 64, 4, 4),
-    (16, 64, 64, 4, 4),
-    (16, 128, 64, 4, 3),
-    (256, 128, 64, 8, 3),
-    (128, 256, 64, 8, 3),
-    (128, 128, 64, 4, 3),
-    (128, 128, 32, 4, 4),
-    (128, 64, 32, 4, 4),
-    (64, 128, 32, 4, 4),
-    (64, 64, 32, 4, 4),
-)
+_CONFIGS = load_rows(__file__, "CONFIGS", TILE_FIELDS)
 
 
 def _schedule(

@@ -14,6 +14,7 @@ import torch
 
 from ...conv.templates.geometry import NUM_SMS, fit_block
 from ...kernel.launch import Schedule, cdiv
+from ...kernel.spaces import TILE_FIELDS, load_rows
 from .kernels import GROUP_M
 from .spec import GemmSpec, Operand
 
@@ -27,26 +28,9 @@ TMA_ALIGN_BYTES = 16
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): Hopper-sized tiles for many tiles over a long K (ConvNeXt's
 # M = 100352 layers), every one within the H100's 227 KiB of shared memory per block at its stage count.
-_TMA_CONFIGS = (
-    (128, 128, 64, 8, 3),
-    (128, 128, 64, 8, 4),
-    (128, 128, 64, 4, 4),
-    (128, 256, 64, 8, 3),
-    (256, 128, 64, 8, 3),
-    (128, 128, 128, 8, 3),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 128, 32, 4, 4),
-    (64, 64, 64, 4, 4),
-)
+_TMA_CONFIGS = load_rows(__file__, "TMA_CONFIGS", TILE_FIELDS)
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, programs per SM) of the persistent grid.
-_PERSISTENT_CONFIGS = (
-    (128, 128, 64, 8, 3, 1),
-    (128, 128, 64, 8, 4, 1),
-    (128, 256, 64, 8, 3, 1),
-    (128, 64, 64, 4, 4, 2),
-    (64, 128, 64, 4, 4, 2),
-)
+_PERSISTENT_CONFIGS = load_rows(__file__, "PERSISTENT_CONFIGS", (*TILE_FIELDS, "PERSIST"))
 
 
 def is_tma(schedule: Schedule) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ....kernel.launch import Schedule, cdiv, prod
+from ....kernel.spaces import load_rows
 from ...problem import ConvProblem
 from ..geometry import INT32_MAX, NUM_SMS, next_pow2, pad3
 from .geometry import (
@@ -32,48 +33,11 @@ EDGE_COST = 1.5
 # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for channels-last inputs. The later rows are small position tiles
 # (most programs interior for 5x5/7x7 filters on 14..56-wide maps) and fewer warps (more positions per
 # thread share one weight vector load).
-CL_SPACE = (
-    (4, 4, 64, 4),
-    (2, 8, 64, 4),
-    (4, 8, 64, 4),
-    (2, 16, 64, 4),
-    (4, 8, 128, 8),
-    (4, 8, 32, 4),
-    (8, 8, 32, 4),
-    (2, 16, 32, 4),
-    (4, 16, 16, 4),
-    (1, 16, 32, 4),
-    (1, 32, 16, 4),
-    (2, 2, 64, 1),
-    (1, 4, 64, 1),
-    (2, 4, 32, 1),
-    (2, 4, 64, 2),
-    (4, 4, 16, 1),
-    (4, 4, 32, 2),
-    (2, 8, 32, 2),
-    (4, 8, 16, 1),
-    (4, 8, 32, 2),
-    (8, 8, 16, 2),
-    (1, 8, 32, 1),
-    (1, 8, 64, 2),
-    (1, 16, 16, 1),
-)
+CL_SPACE = load_rows(__file__, "CL_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "num_warps"))
 # (BLOCK_H, BLOCK_W, BLOCK_C, TAP_ROWS, num_warps) of the channels-last taps kernel: the winners of an H100
 # sweep over ConvNeXt's 7x7 and EfficientNet's 5x5 layers at batch 1 (small tiles, 1-2 warps: ~4 programs per
 # SM), one or two filter rows per load, all rows for the smallest maps.
-TAPS_SPACE = (
-    (2, 8, 32, 1, 2),
-    (4, 8, 32, 1, 2),
-    (2, 8, 64, 1, 2),
-    (4, 8, 64, 1, 4),
-    (1, 4, 64, 1, 1),
-    (2, 4, 32, 1, 1),
-    (1, 4, 32, 2, 1),
-    (2, 4, 32, 2, 1),
-    (2, 8, 32, 2, 2),
-    (2, 8, 64, 2, 4),
-    (1, 4, 32, 7, 1),
-)
+TAPS_SPACE = load_rows(__file__, "TAPS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "TAP_ROWS", "num_warps"))
 # Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load, by element
 # size. ptxas -v for sm_90 on every taps schedule of a 5x5 and a 7x7 layer: no 16-bit schedule up to 256 spilled
 # (at most 243 registers); in fp32 every schedule of 128 but one spilled (8-344 bytes), of 64 one (32 bytes).
@@ -92,38 +56,10 @@ TAPS_MAX_OUTPUTS = 2**21
 TAPS_TARGET_PROGRAMS = 4 * NUM_SMS
 
 # (BLOCK_H, BLOCK_W, num_warps) for contiguous inputs, one channel per program (BLOCK_C absent, i.e. 1).
-NC_SPACE = (
-    (1, 16, 1),
-    (4, 16, 1),
-    (8, 32, 2),
-    (16, 32, 4),
-    (4, 64, 2),
-    (8, 64, 4),
-    (1, 128, 1),
-    (1, 256, 2),
-    (1, 512, 4),
-    (1, 1024, 8),
-    (1, 32, 1),
-    (1, 64, 1),
-    (2, 32, 1),
-)
+NC_SPACE = load_rows(__file__, "NC_SPACE", ("BLOCK_H", "BLOCK_W", "num_warps"))
 # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) for contiguous inputs, BLOCK_C channels per program: short column
 # tiles keep most programs interior on long 1-D rows, several channels keep each program busy.
-NC_MULTI_SPACE = (
-    (1, 32, 4, 1),
-    (1, 32, 8, 2),
-    (1, 64, 2, 1),
-    (1, 64, 4, 1),
-    (1, 64, 8, 1),
-    (1, 64, 8, 2),
-    (1, 128, 2, 1),
-    (1, 128, 4, 2),
-    (2, 16, 4, 1),
-    (2, 32, 2, 1),
-    (4, 8, 4, 1),
-    (4, 16, 2, 1),
-    (8, 8, 4, 2),
-)
+NC_MULTI_SPACE = load_rows(__file__, "NC_MULTI_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "num_warps"))
 # (SEG, SEGS, IMG, num_warps) of the band kernel (contiguous fp16/bf16 input, W stride 1): a program is
 # IMG images times SEGS row segments of SEG outputs of one channel, i.e. one (IMG * SEGS, SEG + TAIL) @
 # (SEG + TAIL, SEG) tensor-core product. Big tiles share the band (built per program) across more rows.
@@ -131,27 +67,7 @@ NC_MULTI_SPACE = (
 # N=1: SEG 16 or long rows SEG 32, SEGS 64); 64-wide segments for 1-MB rows stayed only with 4+ warps (the
 # others compiled to 670-810 SASS instructions and never won); the rest are bigger dots (M 128-256) and
 # 8 warps, so the tuner can try fewer, fuller programs.
-BAND_SPACE = (
-    (16, 16, 1, 1),
-    (32, 16, 1, 1),
-    (32, 16, 2, 2),
-    (32, 16, 4, 4),
-    (32, 16, 8, 4),
-    (32, 32, 1, 2),
-    (32, 64, 1, 4),
-    (64, 8, 8, 4),
-    (64, 32, 1, 4),
-    (16, 16, 2, 1),
-    (16, 16, 4, 2),
-    (16, 16, 8, 4),
-    (16, 32, 4, 4),
-    (16, 32, 8, 8),
-    (16, 64, 1, 2),
-    (32, 16, 4, 2),
-    (32, 16, 8, 8),
-    (32, 32, 4, 8),
-    (64, 8, 8, 8),
-)
+BAND_SPACE = load_rows(__file__, "BAND_SPACE", ("SEG", "SEGS", "IMG", "num_warps"))
 
 
 def band_schedules(problem: ConvProblem) -> list[Schedule]:

@@ -4,31 +4,15 @@ length and the schedule that names a choice of them."""
 from __future__ import annotations
 
 from ....kernel.launch import Schedule, cdiv
+from ....kernel.spaces import TILE_FIELDS, load_rows
 from .._f16_mma import f16_block_k
 from ..gemm_common import GROUP_M
 from ..geometry import Geometry
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K of the big tiles
-# (shared memory). Ordered from large to small tiles.
-BASE_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 256, 64, 8, 3),
-    (128, 256, 64, 8, 4),  # deeper pipelines for compute-bound 3x3s (vgg: 0.8x of cuDNN with 3 stages)
-    (256, 128, 64, 8, 3),
-    (256, 128, 64, 8, 4),
-    (128, 128, 64, 8, 3),
-    (128, 128, 64, 8, 4),
-    (128, 128, 64, 4, 3),
-    (128, 128, 32, 4, 4),
-    (128, 64, 64, 4, 3),
-    (128, 64, 32, 4, 4),
-    (64, 128, 64, 4, 3),
-    (64, 64, 64, 4, 3),
-    (64, 64, 32, 4, 4),
-    (128, 32, 32, 4, 4),
-    (64, 32, 32, 4, 3),
-    (32, 64, 32, 4, 3),
-    (32, 32, 32, 2, 3),
-)
+# (shared memory). Ordered from large to small tiles; the 4-stage twins of the big tiles are deeper pipelines for
+# compute-bound 3x3s (vgg: 0.8x of cuDNN with 3 stages).
+BASE_CONFIGS = load_rows(__file__, "BASE_CONFIGS", TILE_FIELDS)
 
 # A group tile is widened until it has this many output channels (block-diagonal weight; wasted MMAs are
 # cheap next to the memory traffic of a grouped conv).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ....kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
+from ....kernel.spaces import TILE_FIELDS, load_rows
 from ...problem import ConvProblem
 from .._cl_copy import copy_launch, input_cl
 from .._f16_mma import amax_launch, f16_mma_allowed, f16_scratch, scale_launch, uses_f16_mma
@@ -14,42 +15,25 @@ from .._tf32 import tf32_rounding
 from ..gemm_common import tma_tap_problems
 from ..geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from ..implicit_gemm import TapMajorWeightTemplate
-from ..launch_args import dim_constexprs, size_args
+from ..launch_args import channel_constexprs, dim_constexprs, size_args
 from .boxes import box_count, box_of, box_shapes, box_waste, nvmma_swizzle, reads_strided_view, ws_maxnreg
 from .gluon_kernel import GLUON_ARCHS, conv_box_kernel
 from .portable_kernel import conv_box_portable_kernel
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, STAGES); each with the box shapes that tile the output best.
-_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 128, 64, 8, 4),
-    (128, 256, 64, 8, 3),
-    (128, 128, 64, 8, 3),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 64, 4, 4),
-)
+_CONFIGS = load_rows(__file__, "CONFIGS", TILE_FIELDS)
 
 
 # fp32 with TF32 (the A tile rounded in shared memory): 32 channels a K step (128-byte rows); small tiles too, for
 # the small fp32 layers (r18.l1 at batch 1: 49 programs of 64 x 64) where the F16_MMA copy's two extra launches
 # cost more than the conv.
-_TF32_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 128, 32, 8, 3),
-    (128, 64, 32, 4, 4),
-    (64, 128, 32, 4, 4),
-    (64, 64, 32, 4, 4),
-    (64, 32, 32, 4, 4),
-)
+_TF32_CONFIGS = load_rows(__file__, "TF32_CONFIGS", TILE_FIELDS)
 
 
 # Warp-specialised (WS=1, 16-bit only): the wgmma warpgroup(s) plus a copy warp: 128 x 128 tiles on one
 # warpgroup (128 fp32 accumulators a thread), 128 x 256 on two (`ws_maxnreg`); on the H200 they won only
 # deeplab.d4 among box schedules.
-_WS_CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (128, 128, 64, 4, 4),
-    (128, 128, 64, 4, 3),
-    (128, 256, 64, 8, 3),
-)
+_WS_CONFIGS = load_rows(__file__, "WS_CONFIGS", TILE_FIELDS)
 
 
 _BOXES_PER_CONFIG = 2
@@ -205,10 +189,7 @@ class ImplicitGemmBoxTemplate(TapMajorWeightTemplate):
         box = box_of(schedule)
         bn, bk = schedule["BLOCK_N"], schedule["BLOCK_K"]
         constexprs = (
-            ("C_IN", g.cin),
-            ("C_OUT", g.cout),
-            ("CIN_P", cin_p),
-            ("COUT_P", cout_p),
+            *channel_constexprs(g.cin, g.cout, cin_p, cout_p),
             *dim_constexprs("HW", K=g.kernel[1:], P=g.pad[1:], D=g.dilation[1:], S=g.stride[1:]),
             ("OUT_CL", g.out_cl),
             ("HAS_BIAS", problem.has_bias),

@@ -8,6 +8,7 @@ import math
 import torch
 
 from ....kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv, prod
+from ....kernel.spaces import TILE_FIELDS, load_rows
 from ...problem import ConvProblem
 from .._f16_mma import (
     MIN_MACS_TRANSPOSED,
@@ -91,29 +92,12 @@ class TransposedTemplate(ConvTemplate):
 
     # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
     # Channels-last inputs: tiles over all of M (ROW_TILED = 0).
-    CL_SPACE = (
-        (64, 32, 32, 4, 3),
-        (64, 64, 32, 4, 3),
-        (128, 64, 32, 4, 3),
-        (128, 64, 64, 4, 3),
-        (128, 128, 32, 8, 3),
-        (256, 64, 32, 8, 3),
-        (32, 32, 32, 4, 2),
-        (64, 16, 16, 4, 2),
-    )
+    CL_SPACE = load_rows(__file__, "CL_SPACE", TILE_FIELDS)
     # Contiguous inputs: M tiles inside one W row (ROW_TILED = 1), so A is read along W; small flat tiles
     # (ROW_TILED = 0) for short rows. (Large flat tiles over a contiguous input gather element by element:
     # slow to run and 10-25 s to compile.)
-    NC_ROW_SPACE = (
-        (128, 64, 32, 4, 3),
-        (128, 64, 64, 4, 3),
-        (32, 32, 32, 4, 2),
-    )
-    NC_FLAT_SPACE = (
-        (64, 32, 32, 4, 3),
-        (32, 32, 32, 4, 2),
-        (64, 16, 16, 4, 2),
-    )
+    NC_ROW_SPACE = load_rows(__file__, "NC_ROW_SPACE", TILE_FIELDS)
+    NC_FLAT_SPACE = load_rows(__file__, "NC_FLAT_SPACE", TILE_FIELDS)
 
     # W_FOLD schedules keep SW accumulators of BLOCK_M x BLOCK_N: at most this many fp32 values in all (what the
     # 128 x 128 tiles hold unfolded), and SW * BLOCK_N columns at most (one wgmma's widest N); a warp holds at
