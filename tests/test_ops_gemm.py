@@ -220,6 +220,14 @@ def test_heuristic_follows_the_measured_rules() -> None:
     # the space offers to SPLIT_MAX rather than dropping it
     assert pick(49, 3072, 768, "float32")["SPLIT_K"] == 4
     assert pick(196, 1536, 384, "float32")["SPLIT_K"] == 4 and "SPLIT_K" not in pick(196, 1536, 384)
+    # fp32 with fewer 64 x 64 tiles than SMs takes 16-row tiles, but a split of more than 64 rows keeps 64
+    assert [pick(m, k, n, "float32")["BLOCK_M"] for m, k, n in ((784, 768, 192), (49, 768, 3072))] == [16, 16]
+    assert (
+        pick(49, 3072, 768, "float32")["BLOCK_M"] == 16 and pick(196, 1536, 384, "float32")["BLOCK_M"] == 64
+    )
+    assert (
+        pick(784, 768, 192)["BLOCK_M"] == 64 and pick(784, 192, 768, "float32")["BLOCK_M"] == 64
+    )  # 156 tiles
 
 
 def test_any_output_layout() -> None:

@@ -255,6 +255,11 @@ SPLIT_MAX_TILES = 16
 SPLIT_MAX_TILES_FP32 = 32
 SPLIT_MIN_K = 1024
 SPLIT_MAX = 4
+# fp32 layers with fewer 64 x 64 tiles than SMs run faster on 16-row tiles (four times the programs; a TF32 K
+# step is half as long). ConvNeXt-T's batch-1 linear layers on the H200 (scripts/tune_gemm.py, docs/gemm.md),
+# (M, K, N), 64-row -> 16-row tiles in us: (3136, 384, 96) 8.3 -> 7.4, (784, 768, 192) 13.4 -> 9.4,
+# (196, 384, 1536) 8.5 -> 7.7, (49, 768, 3072) 12.6 -> 9.6, split 4 (49, 3072, 768) 15.8 -> 12.0; but a split of
+# more rows keeps 64: (196, 1536, 384) 11.6 -> 12.3.
 
 
 def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool, split_ok: bool = True) -> Schedule:
@@ -274,10 +279,13 @@ def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool, split
         bm, bn, warps, stages = 64, 64, 4, 4
     base = _schedule(m, n, k, fp32, bm, bn, bk, warps, stages)
     tiles = cdiv(m, base["BLOCK_M"]) * cdiv(n, base["BLOCK_N"]) * batch
+    # fp32 with fewer 64 x 64 tiles than SMs: 16-row tiles (the measurements above)
+    rows16 = fp32 and (bm, bn) == (64, 64) and tiles < NUM_SMS
     if tiles > (SPLIT_MAX_TILES_FP32 if fp32 else SPLIT_MAX_TILES) or k < SPLIT_MIN_K or not split_ok:
-        return base
+        return _schedule(m, n, k, fp32, 16, bn, bk, warps, stages) if rows16 else base
     splits = split_k_options(batch, m, n, k, base["BLOCK_M"], base["BLOCK_N"], base["BLOCK_K"])
     if splits:  # the largest split the space offers, at most SPLIT_MAX (fewer shares only lengthen each)
+        bm = 16 if rows16 and m <= 64 else bm  # a split of more than 64 rows keeps its 64-row tiles
         return _schedule(m, n, k, fp32, bm, bn, bk, warps, stages, min(splits[-1], SPLIT_MAX))
     return base
 
