@@ -276,6 +276,15 @@ def delegate_gpu_ms(etdump_path: Path) -> tuple[float | None, float | None]:
 
 
 # ---- report (either machine) --------------------------------------------------------------------------------
+def model_label(row: dict[str, Any]) -> str:
+    """The row's model, with its ``--variant`` name when the program is one (``video (host)``)."""
+    name, model = row.get("name", ""), row["model"]
+    short = {long: short for short, long in DTYPES.items()}.get(row["dtype"], row["dtype"])
+    base = entry_name(model, short, row["batch"])
+    variant = name[len(base) + 1 :] if name.startswith(base + "_") else ""
+    return f"{model} ({variant})" if variant else model
+
+
 def _ms(v: Any) -> str:
     return "-" if v is None else f"{v:.3f}"
 
@@ -294,7 +303,7 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
     for r in s["rows"]:
         ve, vc = r.get("speedup_vs_eager"), r.get("speedup_vs_compiled")
         lines.append(
-            f"| {r['model']} | {r['dtype']} | {r['batch']} | {_ms(r['runner_ms'])} | {_ms(r.get('eager_ms'))} | "
+            f"| {model_label(r)} | {r['dtype']} | {r['batch']} | {_ms(r['runner_ms'])} | {_ms(r.get('eager_ms'))} | "
             f"{_ms(r.get('compiled_ms'))} | {'-' if ve is None else f'{ve:.2f}x'} | "
             f"{'-' if vc is None else f'{vc:.2f}x'} | {_ms(r.get('delegate_gpu_ms'))} | "
             f"{_ms(r.get('input_copy_ms'))} | {r.get('runner', {}).get('execute_host_us', '-')} | "
@@ -356,7 +365,7 @@ def report(args: argparse.Namespace) -> int:
     # One horizontal bar pair per program, sorted: the runner's speed-up over torch.compile and over eager on
     # a log axis, with 1x marked, reads better than three latency bars per program once there are dozens.
     rows_sorted = sorted(rows, key=lambda r: (r["model"], r["dtype"], r["batch"]))
-    labels = [f"{r['model'].replace('tv:', '')} {r['dtype']} b{r['batch']}" for r in rows_sorted]
+    labels = [f"{model_label(r).replace('tv:', '')} {r['dtype']} b{r['batch']}" for r in rows_sorted]
     fig, ax = plt.subplots(figsize=(7, max(3.0, 0.28 * len(rows_sorted) + 1.2)))
     height = 0.4
     for k, (key, name) in enumerate(

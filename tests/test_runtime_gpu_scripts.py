@@ -195,6 +195,9 @@ def test_bench_models_host_io_variant(monkeypatch) -> None:
     assert "--device-memory" not in rows["demo_fp16_b1_host"] and "--host-io" not in rows["demo_fp16_b1_host"]
     assert rows["demo_fp16_b1_host"][-1] == "--no-fuse-prologues"
     assert rows["demo_fp16_b1_pdl"] == (*rows["demo_fp16_b1"], "--programmatic-launch")
+    row = {"model": "tv:convnext_tiny", "dtype": "float16", "batch": 32}
+    labels = [bench_models.model_label({**row, "name": n}) for n in ("tv_convnext_tiny_fp16_b32", "tv_convnext_tiny_fp16_b32_fold")]  # fmt: skip
+    assert labels == ["tv:convnext_tiny", "tv:convnext_tiny (fold)"]
 
 
 def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
