@@ -223,32 +223,32 @@ def measure(case: Case, dtype: str, gpu: str, space: list[Schedule]) -> dict[str
     heuristic = heuristic_schedule(spec)
     fns: dict[str, Any] = {}
     wrong: list[str] = []
-    for sched in space:
+
+    def runner(spec: GemmSpec, sched: Schedule) -> tuple[Any, torch.Tensor]:
+        """A call running ``sched``'s launches on the case's tensors, and its NaN-poisoned output."""
         out = torch.full((case.m, case.n), float("nan"), device="cuda", dtype=dt)
         bound = {**tensors, "out": out}
         for s in scratch(spec, sched):
             bound[s.role] = torch.empty(s.sizes, device="cuda", dtype=getattr(torch, s.dtype))
         kernel_launches = launches(spec, sched)
 
-        def run(kl=kernel_launches, t=bound) -> None:
-            for launch in kl:
-                launch.run(t)
+        def run() -> None:
+            for launch in kernel_launches:
+                launch.run(bound)
 
+        return run, out
+
+    for sched in space:
+        run, out = runner(spec, sched)
         run()
         err = (out.float() - expected).abs().max().item()
         if not err <= tol:  # NaN included
             wrong.append(f"{sched.key()}: max error {err:.3g} > {tol:.3g}")
             continue
         fns[sched.key()] = run
-    if (
-        spec.w_rounded
-    ):  # the heuristic's kernel as it runs on a weight that is no constant: rounding every tile
-        unrounded = replace(spec, w_rounded=False)
-        kl = launches(unrounded, heuristic)
-        bound = {**tensors, "out": torch.empty((case.m, case.n), device="cuda", dtype=dt)}
-        bound.update({s.role: torch.empty(s.sizes, device="cuda", dtype=getattr(torch, s.dtype))
-                      for s in scratch(unrounded, heuristic)})  # fmt: skip
-        fns[KERNEL_ROUNDS_W] = lambda kl=kl, t=bound: [launch.run(t) for launch in kl]
+    if spec.w_rounded:
+        # the heuristic's kernel as it runs on a weight that is no constant: rounding every tile it loads
+        fns[KERNEL_ROUNDS_W] = runner(replace(spec, w_rounded=False), heuristic)[0]
     fns["cublas"] = cublas_fn(case, tensors)
     times = {name: t for name, (t, _) in time_side_by_side(fns, reps=15, target_ms=1.0, warm_ms=10).items()}
     ours = {k: v for k, v in times.items() if k not in ("cublas", KERNEL_ROUNDS_W)}

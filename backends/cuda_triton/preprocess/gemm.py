@@ -209,6 +209,7 @@ def draft_gemm(
     epilogue. When not, the caller drafts the views and the chain."""
     refs: dict[str, ValueRef | ConstantRef] = {}
     metas: list[TensorMeta | None] = []
+    round_w = False  # a folded norm's weight is the drafter's own constant, rounded by the kernel
     norm = pd.norm_prologues.get(node)
     folded = fold_norm(norm, pd) if norm is not None else None
     if folded is not None:
@@ -224,7 +225,7 @@ def draft_gemm(
             metas.append(pd.meta(refs[f"in{i}"]))
     with node_errors(node):
         spec = folded.spec(node, pd) if folded else gemm_spec(node, pd.draft.options.allow_tf32, metas)
-    if folded is None and round_w and isinstance(refs[spec.w.role], ConstantRef):
+    if round_w and isinstance(refs[spec.w.role], ConstantRef):
         spec = spec.with_rounded_w()
     support = spec.supports()
     if not support:

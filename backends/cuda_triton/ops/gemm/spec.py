@@ -8,7 +8,7 @@ broadcasts to [M, N] (addmm's ``self``: [N], [1, N], [M, 1], [M, N], or a scalar
 ``allow_tf32`` (default off, as PyTorch's own matmuls: ``torch.backends.cuda.matmul.allow_tf32`` is False unless
 set; docs/gemm.md) lets fp32 run on TF32 tensor cores; the partitioner passes its option.
 
-``w_rounded`` (default off): w holds TF32-rounded values already (a constant rounded at export, `rounded_weight`),
+``w_rounded`` (default off): w holds TF32-rounded values already (a constant rounded at export, preprocess/gemm.py),
 so a TF32 kernel rounds only ``a``.
 
 ``epilogue`` (default none): an elementwise chain on the result, after the bias and before the one rounding
@@ -127,7 +127,7 @@ class GemmSpec:
         return replace(self, epilogue=epilogue)
 
     def with_rounded_w(self) -> GemmSpec:
-        """The same GEMM whose ``w`` holds TF32-rounded values already (`rounded_weight`)."""
+        """The same GEMM whose ``w`` holds TF32-rounded values already."""
         return replace(self, w_rounded=True)
 
     def with_row_norm(self, eps: float | None) -> GemmSpec:
