@@ -77,11 +77,17 @@ class Schedule:
 
 @dataclass(frozen=True)
 class ScratchTensor:
-    """A dense contiguous scratch tensor some launches of a schedule use: role, torch dtype name, sizes."""
+    """A dense contiguous scratch tensor some launches of a schedule use: role, torch dtype name, sizes.
+
+    ``zeroed``: the launches need it all zero when they start and leave it all zero when they finish (the tile
+    counters of a split-K reduction done by the last share of each tile). The delegate keeps such a tensor in its
+    state buffer, zeroed once at init, instead of the arena, whose bytes other values reuse.
+    """
 
     role: str  # the name launches use for it (a ``TensorArg.role``)
-    dtype: str  # "float32", "float16", "bfloat16"
+    dtype: str  # "float32", "float16", "bfloat16", "int32"
     sizes: tuple[int, ...]
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)
