@@ -1,5 +1,6 @@
 """Well-formed delegate blobs for the blob-format tests: a chain of convolutions, and a program with a record of
-every kind (every data-movement op, fused steps, epilogue inputs, views, scratch, a planned arena).
+every kind (every data-movement op, fused steps, epilogue inputs, views, scratch, state values, a planned arena and
+state buffer).
 
 Layouts come from the Python shape rules, so both readers accept the blobs; cubins and constant bytes are fake
 (the readers do not look inside them).
@@ -102,9 +103,15 @@ class _Program:
         )
         return len(self.constants) - 1
 
-    def add(self, op: OpRecord, scratch: list[int] = ()) -> None:
-        """Appends ``op`` with one or two launches whose pointers are its outputs, inputs and ``scratch``."""
-        ptrs: list[object] = [ValueRef(v) for v in op.results()]
+    def state(self, tiles: int) -> int:
+        """A state value: ``tiles`` int32 counters (a split-K convolution's), placed by `plan_arena`."""
+        self.values.append(ValueRecord("state", 0, "int32", [tiles], [1]))
+        return len(self.values) - 1
+
+    def add(self, op: OpRecord, scratch: list[int] = (), state: list[int] = ()) -> None:
+        """Appends ``op`` with one or two launches whose pointers are its ``state`` values, outputs, inputs and
+        ``scratch``."""
+        ptrs: list[object] = [ValueRef(v) for v in state] + [ValueRef(v) for v in op.results()]
         ptrs += [x for x in op.operands() if x is not None] + [ValueRef(v) for v in scratch]
         rng = self.rng
         for j in range(rng.randint(1, 2)):
@@ -127,9 +134,9 @@ class _Program:
 
 def _conv(p: _Program, x: int, cout: int, k: int, kind: str = "intermediate", steps: list[Step] | None = None,
           extras: list[ValueRef | ConstantRef] | None = None, prologue: list[Step] | None = None,
-          prologue_inputs: list[ValueRef | ConstantRef] | None = None) -> int:  # fmt: skip
-    """A stride-1 'same' 2-D conv of value ``x`` (weight, optional bias, optional epilogue and prologue); returns
-    its output."""
+          prologue_inputs: list[ValueRef | ConstantRef] | None = None, state: bool = False) -> int:  # fmt: skip
+    """A stride-1 'same' 2-D conv of value ``x`` (weight, optional bias, optional epilogue and prologue, with
+    ``state`` split-K tile counters in the state buffer); returns its output."""
     xs = p.values[x]
     ws = [cout, xs.sizes[1], k, k]
     pad = k // 2
@@ -141,6 +148,7 @@ def _conv(p: _Program, x: int, cout: int, k: int, kind: str = "intermediate", st
     bias = p.constant([cout]) if p.rng.random() < 0.6 else None
     y = p.value(kind, sizes, strides)
     scratch = [p.value("intermediate", [4, sizes[1]], dtype="fp32")] if p.rng.random() < 0.4 else []
+    counters = [p.state(p.rng.randint(1, 40))] if state else []
     p.add(
         ConvRecord(
             stride=[1, 1],
@@ -163,6 +171,7 @@ def _conv(p: _Program, x: int, cout: int, k: int, kind: str = "intermediate", st
             name="aten.convolution",
         ),  # fmt: skip
         scratch,
+        counters,
     )
     return y
 
@@ -170,19 +179,21 @@ def _conv(p: _Program, x: int, cout: int, k: int, kind: str = "intermediate", st
 def conv_chain_blob(
     rng: random.Random, n_ops: int = 2, archs: tuple[int, ...] = (80, 90), dtype: str = "fp32"
 ) -> DelegateBlob:
-    """A chain of 2-D convs input -> (intermediate ->)* output, some with scratch tensors."""
+    """A chain of 2-D convs input -> (intermediate ->)* output, some with scratch tensors, some with state."""
     p = _Program(rng, archs, dtype)
     sizes = [rng.randint(1, 3), rng.randint(1, 8), rng.randint(4, 16), rng.randint(4, 16)]
     x = p.value("input", sizes, channels_last_strides(sizes) if rng.random() < 0.5 else None)
     for o in range(n_ops):
-        x = _conv(p, x, rng.randint(1, 8), rng.choice([1, 3]), "output" if o == n_ops - 1 else "intermediate")
+        x = _conv(p, x, rng.randint(1, 8), rng.choice([1, 3]), "output" if o == n_ops - 1 else "intermediate",
+                  state=rng.random() < 0.3)  # fmt: skip
     return p.blob()
 
 
 def every_kind_blob(
     rng: random.Random, archs: tuple[int, ...] = (80, 90), dtype: str = "fp32"
 ) -> DelegateBlob:
-    """A small CNN-shaped program with a record of every kind and every data-movement op, views and two outputs."""
+    """A small CNN-shaped program with a record of every kind and every data-movement op, views, two outputs and
+    two convolutions with state values (split-K tile counters)."""
     p = _Program(rng, archs, dtype)
     n, c, h, w = rng.randint(1, 2), rng.randint(2, 4) * 2, rng.randint(6, 10), rng.randint(6, 10)
     x = p.value("input", [n, c, h, w], channels_last_strides([n, c, h, w]))
@@ -190,8 +201,9 @@ def every_kind_blob(
     # conv + fused residual-free epilogue with a per-channel constant (bias, then relu, then a scale)
     scale = p.constant([c, 1, 1])
     y1 = _conv(
-        p, x, c, 3, steps=[*relu, Step("mul", [FromStep(0), FromInput(0)])], extras=[ConstantRef(scale)]
-    )
+        p, x, c, 3, steps=[*relu, Step("mul", [FromStep(0), FromInput(0)])], extras=[ConstantRef(scale)],
+        state=True,
+    )  # fmt: skip
     # max pool 3x3 s2 p1
     ceil = rng.random() < 0.5
     y1v = p.values[y1]
@@ -258,7 +270,7 @@ def every_kind_blob(
     gain = p.constant([c, 1, 1])
     prologue = [Step("sigmoid", [FromInput(0)]), Step("mul", [FromResult(), FromStep(0)]),
                 Step("mul", [FromStep(1), FromInput(1)])]  # fmt: skip
-    y12 = _conv(p, y4, c, 1, prologue=prologue, prologue_inputs=[ValueRef(se), ConstantRef(gain)])
+    y12 = _conv(p, y4, c, 1, prologue=prologue, prologue_inputs=[ValueRef(se), ConstantRef(gain)], state=True)
     del y8, y9, y10, y12
     return p.blob()
 
@@ -488,5 +500,41 @@ def random_record_blob(rng: random.Random, kind: int) -> DelegateBlob:
                                   align, len(scales))  # fmt: skip
             op = UpsampleRecord(input=x, output=p.value("output", out), output_size=size, mode=mode,
                                 align_corners=align, scales=scales)  # fmt: skip
-    p.add(op)
-    return p.blob()
+    states = [
+        p.state(rng.randint(0 if _maybe(rng, 0.05) else 1, 20)) for _ in range(rng.choice([0, 0, 1, 2]))
+    ]
+    p.add(op, state=states)
+    blob = p.blob()
+    if states and _maybe(rng, 0.5):
+        _break_state(rng, blob, states)
+    return blob
+
+
+def _break_state(rng: random.Random, blob: DelegateBlob, states: list[int]) -> None:
+    """One change to a planned blob's state values, valid or (mostly) not."""
+    v = rng.choice(states)
+    vr = blob.values[v]
+    change = rng.randrange(9)
+    if change == 0:  # misaligned
+        vr.offset += rng.choice([4, 8, blob.arena_alignment])
+    elif change == 1:  # past the state buffer
+        blob.state_size = max(0, blob.state_size - rng.choice([4, 16, blob.arena_alignment]))
+    elif change == 2:  # overlapping another state value
+        vr.offset = blob.values[states[0]].offset
+    elif change == 3:  # used by no launch
+        for lr in blob.ops[0].launches:
+            lr.args = [NullPtr() if a == ValueRef(v) else a for a in lr.args]
+    elif change == 4:  # a view's base
+        blob.values.append(ValueRecord.view(v, vr.dtype, [1], [1], 0))
+    elif change == 5:  # not dense
+        vr.strides = [rng.choice([0, 2])]
+    elif change == 6:  # a record's input or output
+        op = blob.ops[0]
+        if hasattr(op, "input"):
+            op.input = v
+        elif hasattr(op, "output"):
+            op.output = v
+    elif change == 7:  # another index
+        vr.index = 1
+    else:  # a larger buffer than needed (valid)
+        blob.state_size += 256

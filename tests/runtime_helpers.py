@@ -40,13 +40,15 @@ def export_tiny(
     external_tag: str | None = None,
     extra_specs: tuple[tuple[str, bytes], ...] = (),
     families: tuple[str, ...] | None = None,
+    variant: str = "",
 ) -> tuple[Path, list[bytes], dict[str, bytes]]:
     """A conv -> relu -> 1x1 conv model lowered with the real CudaTritonPartitioner; returns the .pte, the
     delegate blobs in execution order and the delegates' named data (key -> bytes: weights and cubins). With
     ``external_tag`` the weights go to ``<tag>.ptd`` beside the .pte; ``extra_specs`` are added to the compile
     specs. ``families`` limits the partitioner to those op families (``("conv",)``: the relu runs on the CPU
-    between two delegates). Cached per process (exports take a while on 2 cores)."""
-    key = (device_memory, archs, external_tag, extra_specs, families)
+    between two delegates). ``variant`` names an export made under a test's patches, cached apart from the others.
+    Cached per process (exports take a while on 2 cores)."""
+    key = (device_memory, archs, external_tag, extra_specs, families, variant)
     if key in _tiny_cache:
         return _tiny_cache[key]
     import torch
@@ -89,6 +91,7 @@ def export_tiny(
     stem = f"tiny{'_device' if device_memory else ''}_{'_'.join(map(str, archs))}{'_' + external_tag if external_tag else ''}"
     stem += "".join(f"_{k}{v.decode()}" for k, v in extra_specs)
     stem += "" if families is None else "_" + "_".join(families)
+    stem += f"_{variant}" if variant else ""
     path = Path(directory) / f"{stem}.pte"
     program = lowered.to_executorch()
     path.write_bytes(program.buffer)

@@ -25,6 +25,7 @@ from cuda_triton.serialization import (
     FromResult,
     FromStep,
     KernelRecord,
+    NullPtr,
     Scalar,
     Step,
     ValueRecord,
@@ -119,12 +120,33 @@ def test_round_trip() -> None:
         ):
             data = serialize(blob)
             assert data[:4] == b"CTRB"
-            assert int.from_bytes(data[4:8], "little") == FORMAT_VERSION == 5
+            assert int.from_bytes(data[4:8], "little") == FORMAT_VERSION == 6
             assert int.from_bytes(data[8:16], "little") == len(data)
             assert deserialize(data, named_cubins(blob)) == blob
             back = deserialize(data)  # without the named data: everything but the cubin bytes
             assert [dataclasses.replace(k, cubin=None) for k in blob.kernels] == back.kernels
             assert all(k.cubin not in data for k in blob.kernels if k.cubin)  # cubins are not in the blob
+
+
+def test_state_values_round_trip_and_are_planned_apart() -> None:
+    """State values (kind 4) and the header's state_size survive the writer and the Python reader; plan_arena puts
+    them one after the other at aligned offsets, apart from the arena, and sizes the state buffer to hold them."""
+    for seed in range(8):
+        blob = every_kind_blob(random.Random(seed))
+        states = _states(blob)
+        assert len(states) == 2 and all(blob.values[v].dtype == "int32" for v in states)
+        spans = [4 * blob.values[v].sizes[0] for v in states]
+        first, second = (blob.values[v].offset for v in states)
+        assert first == 0 and second == -(-spans[0] // blob.arena_alignment) * blob.arena_alignment
+        assert blob.state_size == -(-(second + spans[1]) // blob.arena_alignment) * blob.arena_alignment
+        back = deserialize(serialize(blob))
+        assert back == dataclasses.replace(blob, kernels=back.kernels)
+        assert [back.values[v].kind for v in states] == ["state"] * 2
+        assert back.state_size == blob.state_size
+    # No state values: an empty state buffer.
+    blob = random_record_blob(random.Random(0), 1)
+    blob.values = [v for v in blob.values if v.kind != "state"]
+    assert plan_arena(blob).state_size == 0
 
 
 def test_every_kind_blob_has_every_kind() -> None:
@@ -206,6 +228,26 @@ def _intermediates(blob: DelegateBlob) -> list[int]:
     return [v for v, vr in enumerate(blob.values) if vr.kind == "intermediate"]
 
 
+def _states(blob: DelegateBlob) -> list[int]:
+    return [v for v, vr in enumerate(blob.values) if vr.kind == "state"]
+
+
+def _state_end(blob: DelegateBlob) -> int:
+    """Where the last state value's bytes end."""
+    return max(blob.values[v].offset + 4 * blob.values[v].sizes[0] for v in _states(blob))
+
+
+def _state_op(blob: DelegateBlob, v: int):  # noqa: ANN202
+    """The op whose launches take state value ``v``."""
+    return next(op for op in blob.ops if any(ValueRef(v) in lr.args for lr in op.launches))
+
+
+def _unuse_state(blob: DelegateBlob) -> None:
+    v = _states(blob)[0]
+    for lr in _state_op(blob, v).launches:
+        lr.args = [NullPtr() if a == ValueRef(v) else a for a in lr.args]
+
+
 def _two_live_at_once(blob: DelegateBlob) -> tuple[int, int]:
     ranges = live_ranges(blob)
     for v in ranges:
@@ -249,6 +291,18 @@ CORRUPTIONS = [
     (lambda b: _set_view(b, offset=16 * 1024), "outside its base"),
     (lambda b: _set_view(b, dtype="int32"), "view of a"),
     (lambda b: _set_view(b, index=len(b.values)), "earlier value"),
+    # state values
+    (lambda b: setattr(b.values[_states(b)[1]], "offset", b.values[_states(b)[1]].offset + 4), "state offset .* is not aligned"),
+    (lambda b: setattr(b, "state_size", _state_end(b) - 4), "outside the .*-byte state buffer"),
+    (lambda b: setattr(b.values[_states(b)[1]], "offset", b.state_size), "outside the .*-byte state buffer"),
+    (lambda b: setattr(b, "state_size", 1 << 48), "state buffer size"),
+    (lambda b: setattr(b.values[_states(b)[1]], "offset", b.values[_states(b)[0]].offset), "share state bytes"),
+    (lambda b: b.values.append(ValueRecord.view(_states(b)[0], "int32", [1], [1])), "a view of state value"),
+    (lambda b: setattr(_op(b, "ReductionRecord"), "input", _states(b)[0]), "as a record input"),
+    (lambda b: setattr(_op(b, "ReductionRecord"), "output", _states(b)[0]), "as a record output"),
+    (_unuse_state, "not a launch argument of any op"),
+    (lambda b: setattr(b.values[_states(b)[0]], "strides", [0]), "must be dense"),
+    (lambda b: setattr(b.values[_states(b)[0]], "index", 1), "state values have index 0"),
     (lambda b: setattr(_op(b, "ElementwiseRecord", 1), "output", 0), "delegate input"),
     (lambda b: setattr(b.values[_op(b, "PoolingRecord").output], "strides", [0, 0, 0, 0]), "overlapping"),
     (lambda b: b.ops.insert(0, b.ops.pop(1)), "before any op produces it"),
@@ -351,7 +405,7 @@ def test_python_reader_only_raises_blob_error() -> None:
 def test_version_2_is_rejected() -> None:
     data = bytearray(serialize(conv_chain_blob(random.Random(3), n_ops=1)))
     data[4:8] = struct.pack("<I", 2)
-    with pytest.raises(BlobError, match="format version 2, this reader reads version 5; re-export"):
+    with pytest.raises(BlobError, match="format version 2, this reader reads version 6; re-export"):
         deserialize(bytes(data))
 
 
@@ -373,7 +427,7 @@ def test_cpp_reader_accepts_valid_blobs() -> None:
             f"kernels={len(blob.kernels)} values={len(blob.values)} constants={len(blob.constants)} "
             f"ops={len(blob.ops)} launches={launches}"
         ) in line
-        assert f"arena={blob.arena_size} kinds={kinds}" in line
+        assert f"arena={blob.arena_size} state={blob.state_size} kinds={kinds}" in line
 
 
 def test_cpp_reader_rejects_each_corruption() -> None:
@@ -474,7 +528,7 @@ def test_cpp_reader_rejects_truncations_and_bad_headers() -> None:
     assert len(lines) == len(cases)
     assert all(line.startswith("err ") for line in lines)
     assert "bad magic" in lines[-3]
-    assert "format version 2, this runtime reads version 5" in lines[-2]
+    assert "format version 2, this runtime reads version 6" in lines[-2]
 
 
 def test_value_record_view_helper() -> None:

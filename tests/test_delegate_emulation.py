@@ -25,8 +25,11 @@ pytest.importorskip("executorch")
 if os.environ.get("TRITON_INTERPRET") != "1":  # a GPU machine: the emulator needs the interpreter
     pytest.skip("needs TRITON_INTERPRET=1", allow_module_level=True)
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from cuda_triton.models.zoo import build  # noqa: E402
 from cuda_triton.serialization.blob import ValueRef, deserialize  # noqa: E402
+from cuda_triton.tools import emulate_blob as EB  # noqa: E402
 from cuda_triton.tools import emulate_pte as E  # noqa: E402
 
 
@@ -157,3 +160,76 @@ def test_split_k_ops_use_a_workspace_intermediate() -> None:
             # The split's fp32 partial sums (and, the input being NCHW, maybe its channels-last copy).
             assert sum(rec.dtype == "fp32" and rec.sizes[0] > 1 for rec in scratch) == 1
     assert split_ops >= 2
+
+
+@triton.jit
+def _counting_kernel(cnt_ptr, out_ptr, x_ptr, N: tl.constexpr, RESET: tl.constexpr):
+    """out = x + the counter; the counter then goes up by one, or (RESET) back to zero."""
+    count = tl.load(cnt_ptr)
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + count.to(tl.float32))
+    if RESET:
+        tl.store(cnt_ptr, 0)
+    else:
+        tl.store(cnt_ptr, count + 1)
+
+
+def _state_blob(reset: bool) -> tuple[bytes, dict[str, bytes]]:
+    """input x [4] -> output x + counter, the int32 counter a state value the launch updates."""
+    from cuda_triton.kernel.launch import KernelLaunch, TensorArg
+    from cuda_triton.serialization import (
+        DelegateBlob,
+        ElementwiseRecord,
+        FromInput,
+        KernelRecord,
+        LaunchRecord,
+        Step,
+        ValueRecord,
+        named_cubins,
+        plan_arena,
+        serialize,
+    )
+
+    launch = KernelLaunch(
+        _counting_kernel, (TensorArg("counter", "i32"), TensorArg("out", "fp32"), TensorArg("x", "fp32")),
+        (("N", 4), ("RESET", reset)), (1, 1, 1), num_warps=1, num_stages=1,
+    )  # fmt: skip
+    cubin = b"\x7fELF counting " + bytes([reset])
+    EB.FAKE_LAUNCHES[cubin] = launch
+    kernel = KernelRecord("_counting_kernel", 90, cubin, 1, 1, 0, param_types=["ptr", "ptr", "ptr"])
+    values = [ValueRecord("input", 0, "fp32", [4], [1]), ValueRecord("output", 0, "fp32", [4], [1]),
+              ValueRecord("state", 0, "int32", [1], [1])]  # fmt: skip
+    op = ElementwiseRecord(
+        inputs=[ValueRef(0)], steps=[Step("neg", [FromInput(0)])], output=1, name="counting",
+        launches=[LaunchRecord({90: 0}, (1, 1, 1), [ValueRef(2), ValueRef(1), ValueRef(0)])],
+    )  # fmt: skip
+    blob = plan_arena(DelegateBlob("emulated", [90], 1, 1, values, [], [kernel], [op]))
+    assert blob.state_size == 256 and blob.values[2].offset == 0
+    return serialize(blob), named_cubins(blob)
+
+
+def test_emulated_state_is_zero_at_init_and_kept_across_executes() -> None:
+    """A state value starts zero when the delegate is initialised and keeps what the launches leave in it from one
+    execute to the next (as the runtime's state buffer does); a fresh delegate starts from zero again."""
+    data, named = _state_blob(reset=False)
+    x = torch.arange(4, dtype=torch.float32)
+    delegate = EB.EmulatedDelegate(data, named, check_state=False)
+    for count in range(3):
+        (out,) = delegate.execute([x]).outputs
+        assert torch.equal(out, x + count)
+        assert int(delegate.state_value(2)[0]) == count + 1
+    (out,) = EB.EmulatedDelegate(data, named, check_state=False).execute([x]).outputs
+    assert torch.equal(out, x)
+
+
+def test_emulator_checks_that_launches_leave_state_zero() -> None:
+    """The writer's contract: launches leave a state value all zero. The emulator refuses an execute that does
+    not (emulate_blob checks it), and accepts one whose launches reset what they used."""
+    data, named = _state_blob(reset=False)
+    x = torch.ones(4)
+    with pytest.raises(EB.EmulationError, match="state value 2 is not all zero"):
+        EB.emulate_blob(data, named, [x])
+    data, named = _state_blob(reset=True)
+    delegate = EB.EmulatedDelegate(data, named)
+    for _ in range(2):
+        assert torch.equal(delegate.execute([x]).outputs[0], x)

@@ -86,10 +86,34 @@ def test_repeat_call_reuses_the_plan(fresh_plans):
     )
     assert [launch.launch for launch in plan.launches] == plan.candidate.launches(problem)
     assert plan.scratch == tuple(
-        (t.role, t.sizes, getattr(torch, t.dtype))
+        (t.role, t.sizes, getattr(torch, t.dtype), t.zeroed)
         for t in plan.candidate.template.scratch(problem, plan.candidate.schedule)
     )
     assert not plan.bound  # nothing to bind under the interpreter
+
+
+def test_zeroed_scratch_is_zero_at_every_call(fresh_plans, monkeypatch):
+    """A scratch tensor declared ``zeroed`` (split-K tile counters) is all zero when each call's launches start, even
+    after a call left it otherwise; other scratch is allocated uninitialised."""
+    x, w, b = _inputs()
+    _check(x, w, b, P3)
+    plan = dispatch.plan_for(x, w, b, P3)
+    plan.scratch = (("tile_counters", (6,), torch.int32, True), ("workspace", (6,), torch.float32, False))
+    empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: empty(*a, **k).fill_(7))  # what fresh memory may hold
+    seen = []
+
+    def launch(tensors, aligned):
+        seen.append((tensors["tile_counters"].clone(), tensors["workspace"].clone()))
+        tensors["tile_counters"].fill_(3)  # a launch that broke the contract must not poison the next call
+
+    monkeypatch.setattr(plan, "launch", launch)
+    for _ in range(2):
+        plan.run(x, w, b)
+    assert len(seen) == 2
+    for counters, workspace in seen:
+        assert counters.dtype == torch.int32 and not counters.any()
+        assert (workspace == 7).all()
 
 
 # Each variant changes one part of the call signature against the base call (x, w, b, P3, fp32, TF32 allowed).

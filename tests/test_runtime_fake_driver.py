@@ -109,12 +109,14 @@ def _after_pinned_h2d(lines: list[str], i: int) -> bool:
     return i > 0 and lines[i - 1].startswith("COPY HtoD") and lines[i - 1].endswith(" pinned")
 
 
-def _check_launches(r, log, blobs, arch, executions, input_bytes, waits=0, graph=True, device_planned=False):
+def _check_launches(r, log, blobs, arch, executions, input_bytes, waits=0, graph=True, device_planned=False,
+                    init_syncs=0):  # fmt: skip
     """The launches of ``executions`` runs, as the blobs record them, replayed from CUDA graphs (``graph``) or
     launched one by one; ``waits`` fences (cuStreamWaitEvent) open each delegate call (2, the legacy and per-thread
     default streams, when an input lives in device memory another stream wrote). One synchronization per delegate
     call: its own for a host-planned program; for a device-planned one none of its own, only the CUDA allocator's
-    before each et_copy D2H (the delegates' work is ordered before it on the shared stream)."""
+    before each et_copy D2H (the delegates' work is ordered before it on the shared stream). ``init_syncs``: those
+    of the delegates' init() (zeroing a state buffer)."""
     assert r.returncode == 0, r.stderr[-3000:]
     lines = log.read_text().splitlines()
     failed = [line for line in lines if line.startswith("FAIL")]
@@ -128,7 +130,7 @@ def _check_launches(r, log, blobs, arch, executions, input_bytes, waits=0, graph
     # The CUDA allocator waits for an H2D copy from page-locked memory (the runner pins device-planned I/O): those
     # waits are the copies', not the delegates'.
     syncs = [i for i, line in enumerate(lines) if line == "SYNC" and not _after_pinned_h2d(lines, i)]
-    syncs = syncs[: len(syncs) - delegates]  # the last ones: each delegate's destructor at exit
+    syncs = syncs[init_syncs : len(syncs) - delegates]  # the last ones: each delegate's destructor at exit
     assert len(syncs) == executions * delegates, lines
     if device_planned:  # every synchronization is the allocator's, right after its D2H copy
         assert all(lines[i - 1].startswith("COPY DtoH") and "via=graph" not in lines[i - 1] for i in syncs), (
@@ -320,3 +322,119 @@ def test_missing_cubin_is_a_clean_error(build, tmp_path, host_planned) -> None:
     assert r.returncode == 1, r.stderr[-2000:]
     assert "is not in the program's named data" in r.stderr and "cubin cuda_triton/cubin/sm80/" in r.stderr
     assert not log.exists() or "LAUNCH" not in log.read_text()
+
+
+@pytest.fixture(scope="module")
+def with_state(tmp_path_factory):
+    """The tiny model with split-K-like tile counters: every convolution template is made to declare a zeroed int32
+    scratch tensor (`ScratchTensor.zeroed`) under the role of the third operand of a fused epilogue, which the
+    model's convolutions do not use, so the preprocess records a state value and the launches take its address
+    where they took a null pointer (same kernels, same parameters)."""
+    from cuda_triton.conv.templates import registered_templates
+    from cuda_triton.kernel.launch import ScratchTensor, TensorArg
+
+    def declaring(template):
+        scratch = template.scratch
+
+        def with_counters(problem, schedule):
+            roles = {
+                a.role
+                for la in template.launches(problem, schedule)
+                for a in la.args
+                if isinstance(a, TensorArg)
+            }
+            extra = [ScratchTensor("epilogue3", "int32", (37,), zeroed=True)] if "epilogue3" in roles else []
+            return [*scratch(problem, schedule), *extra]
+
+        return with_counters
+
+    patch = pytest.MonkeyPatch()
+    try:
+        for template in registered_templates():
+            patch.setattr(template, "scratch", declaring(template))
+        return export_tiny(tmp_path_factory.mktemp("pte_state"), variant="state")
+    finally:
+        patch.undo()
+
+
+def test_zeroed_scratch_tensors_become_state_values(with_state) -> None:
+    """The preprocess records a scratch tensor as an intermediate (arena), a zeroed one as a state value (state
+    buffer), dense, of the blob dtype of its torch dtype (int32: code 4)."""
+    from cuda_triton.kernel.launch import TRITON_PTR_DTYPE, ScratchTensor
+    from cuda_triton.preprocess.draft import CudaTritonPreprocessError, scratch_value
+
+    counters = scratch_value(ScratchTensor("tile_counters", "int32", (3, 5), zeroed=True))
+    assert (counters.kind, counters.index, counters.dtype, counters.sizes, counters.strides) == (
+        "state", 0, "int32", [3, 5], [5, 1],
+    )  # fmt: skip
+    workspace = scratch_value(ScratchTensor("workspace", "float32", (2, 4)))
+    assert (workspace.kind, workspace.dtype, workspace.strides) == ("intermediate", "fp32", [4, 1])
+    assert TRITON_PTR_DTYPE["int32"] == "i32"  # what a kernel's TensorArg for the counters names
+    with pytest.raises(CudaTritonPreprocessError, match="dtype int8"):
+        scratch_value(ScratchTensor("flags", "int8", (4,), zeroed=True))
+    _, blobs, _ = with_state  # the export: the convolutions' zeroed scratch tensors
+    states = [vr for data in blobs for vr in deserialize(data).values if vr.kind == "state"]
+    assert states and all(vr.dtype == "int32" and vr.sizes == [37] for vr in states)
+
+
+def test_state_buffer_is_zeroed_once_at_init(build, tmp_path, with_state) -> None:
+    """A blob's state values (kind 4) live in a buffer of their own that init() fills with zero bytes once, on the
+    delegate's stream before any execute (and before the CUDA graph is captured): every launch, direct or replayed,
+    gets a pointer into it whose bytes are zero, while fresh device memory (the arena) holds whatever it held. No
+    execute zeroes it again: the launches leave it zero (docs/blob_format.md)."""
+    pte, blobs, _ = with_state
+    states = {}
+    for data in blobs:
+        blob = deserialize(data)
+        states[id(data)] = [v for v, vr in enumerate(blob.values) if vr.kind == "state"]
+        assert blob.state_size >= 4 * 37 * len(states[id(data)])
+        assert all(
+            any(ValueRef(v) in lr.args for op in blob.ops for lr in op.launches) for v in states[id(data)]
+        )
+    assert any(states.values()), "no state value was recorded"
+    _, counts = _expected(blobs, 80)
+    x = np.random.default_rng(3).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    args = ("--inputs", str(tmp_path / "in.bin"), "--num_executions", "3", "--warmup", "0")
+    zero, fill = _fnv16(bytes(16)), _fnv16(bytes([0xA5] * 16))
+    for graph in (True, False):
+        env = {"FAKE_CUDA_ALLOC_FILL": str(0xA5), **({} if graph else {"CUDA_TRITON_CUDA_GRAPH": "0"})}
+        r, log = _run(build, tmp_path, pte, counts, cc="8.0", extra_env=env, args=args)
+        with_state_buffer = sum(1 for ids in states.values() if ids)
+        _check_launches(r, log, blobs, 80, 3, x.tobytes(), graph=graph, init_syncs=with_state_buffer)
+        lines = log.read_text().splitlines()
+        memsets = [i for i, line in enumerate(lines) if line.startswith("MEMSET")]
+        sizes = sorted(deserialize(d).state_size for d in blobs if deserialize(d).state_size)
+        assert sorted(int(lines[i].split()[1]) for i in memsets) == sizes
+        assert all(lines[i].split()[2] == "0" and lines[i + 1] == "SYNC" for i in memsets)
+        first_launch = next(i for i, line in enumerate(lines) if line.startswith("LAUNCH "))
+        assert max(memsets) < first_launch
+        expected, _ = _expected(blobs, 80)
+        rows = _parse_log(log)
+        seen = {"state": 0, "arena": 0}
+        for i, row in enumerate(rows):
+            *_, launch_args, blob = expected[i % len(expected)]
+            for j, a in enumerate(launch_args):
+                if isinstance(a, ValueRef) and blob.values[a.value].kind == "state":
+                    assert row[5][j] == zero, (i, j, row)
+                    seen["state"] += 1
+                elif isinstance(a, ValueRef) and blob.values[a.value].kind == "intermediate":
+                    seen["arena"] += row[5][j] == fill  # never written (the fake runs no kernel)
+        assert seen["state"] >= 3 and seen["arena"] > 0, seen
+
+
+def test_a_failed_state_buffer_allocation_is_a_clean_error(build, tmp_path, with_state) -> None:
+    """Whichever allocation runs out of memory (the state buffer's among them), init() fails with an error, never
+    an abort, and nothing is launched."""
+    pte, blobs, _ = with_state
+    counts = _expected(blobs, 80)[1]
+    for after in range(12):
+        r, log = _run(build, tmp_path, pte, counts, extra_env={"FAKE_CUDA_OOM_AFTER": str(after)},
+                      args=("--num_executions", "1", "--warmup", "0"))  # fmt: skip
+        if r.returncode == 0:
+            break
+        assert r.returncode == 1, (after, r.returncode, r.stderr[-2000:])
+        assert "out of memory" in r.stderr or "OUT_OF_MEMORY" in r.stderr
+        assert not log.exists() or "LAUNCH" not in log.read_text()
+    else:
+        raise AssertionError("init() needs more than 12 allocations")

@@ -1,5 +1,5 @@
 // One initialised delegate (the DelegateHandle ExecuTorch passes back to execute()): the parsed blob, the
-// loaded kernels of the device's arch, the weights on the device, intermediates, staging buffers, the prepared
+// loaded kernels of the device's arch, the weights on the device, intermediates, state, staging buffers, the prepared
 // launches and, when the driver allows it, their CUDA graph. Everything is owned by RAII members; deleting the
 // object frees it all.
 //
@@ -30,7 +30,8 @@ namespace cuda_triton {
 class DelegateProgram {
  public:
   // Loads the kernels of the device's arch, checks that the program fits in free device memory, uploads the
-  // constants from `data_map`, allocates the intermediates, scratch and staging buffers, prepares every launch's
+  // constants from `data_map`, allocates the intermediates, the state buffer (zeroed), scratch and staging
+  // buffers, prepares every launch's
   // arguments and captures the launch sequence as a CUDA graph (falling back to direct launches, with a log line,
   // when that fails).
   static Status create(Blob blob, const executorch::runtime::NamedDataMap* data_map, const DelegateOptions& options,
@@ -67,7 +68,7 @@ class DelegateProgram {
     PinnedBuffer pinned;  // host staging of host-planned inputs/outputs
     CUdeviceptr address = 0;        // what the kernels' arguments hold now
     CUdeviceptr graph_address = 0;  // what the graph's kernel nodes hold (GraphIo::kUpdate)
-    uint64_t root_offset = 0;       // a view: bytes from its root's address (intermediate: from the arena's)
+    uint64_t root_offset = 0;  // a view: bytes from its root's address (intermediate / state: from the buffer's)
     // Set per execute by bind_value:
     void* host = nullptr;    // host tensor data to stage (inputs) or copy back (outputs)
     CUdeviceptr caller = 0;  // the tensor's own device memory
@@ -80,6 +81,7 @@ class DelegateProgram {
   Status check_device_memory() const;
   Status upload_constants(const executorch::runtime::NamedDataMap* data_map);
   Status allocate_values();
+  Status allocate_state();  // the state buffer, zeroed (allocate_values)
   Status prepare_launches();
   void prepare_profiling();
   void capture_graph();
@@ -122,6 +124,7 @@ class DelegateProgram {
   std::vector<uint32_t> inputs_, outputs_;  // value indices of the delegate's inputs and outputs
   std::vector<uint32_t> io_views_;          // views whose root is an input or output
   DeviceBuffer arena_;                      // every intermediate, at its planned offset
+  DeviceBuffer state_;                      // every state value, at its planned offset; zeroed once at init
   DeviceBuffer global_scratch_;
   DeviceBuffer profile_scratch_;
   std::vector<PreparedLaunch> launches_;

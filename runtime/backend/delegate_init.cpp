@@ -222,6 +222,7 @@ Status DelegateProgram::check_device_memory() const {
   // GPU fails here with the sizes, not halfway through its uploads with a bare CUDA_ERROR_OUT_OF_MEMORY.
   uint64_t weights = 0, staging = 0, global_scratch = 0, profile_scratch = 0;
   const uint64_t intermediates = round_up(blob_.arena_size, 256);
+  const uint64_t state = round_up(blob_.state_size, 256);
   for (const ConstantRecord& c : blob_.constants) {
     weights += round_up(c.nbytes, 256);
   }
@@ -232,7 +233,7 @@ Status DelegateProgram::check_device_memory() const {
     }
   }
   scratch_bytes(&global_scratch, &profile_scratch);
-  const uint64_t needed = weights + intermediates + staging + global_scratch + profile_scratch;
+  const uint64_t needed = weights + intermediates + state + staging + global_scratch + profile_scratch;
   size_t free_bytes = 0, total_bytes = 0;
   CT_RETURN_IF_ERROR(check_cu(Driver::get().cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo"));
   if (needed <= free_bytes) {
@@ -240,7 +241,8 @@ Status DelegateProgram::check_device_memory() const {
   }
   return Status(Code::kOutOfMemory,
                 "out of device memory: this delegate needs " + format_bytes(needed) + " (weights " +
-                    format_bytes(weights) + ", intermediates " + format_bytes(intermediates) + ", scratch " +
+                    format_bytes(weights) + ", intermediates " + format_bytes(intermediates) + ", state " +
+                    format_bytes(state) + ", scratch " +
                     format_bytes(global_scratch + profile_scratch) + ", input/output staging " +
                     format_bytes(staging) + ") but device " + std::to_string(device_->ordinal()) + " has " +
                     format_bytes(free_bytes) + " free of " + format_bytes(total_bytes));
@@ -278,10 +280,12 @@ Status DelegateProgram::upload_constants(const NamedDataMap* data_map) {
 }
 
 Status DelegateProgram::allocate_values() {
-  // Intermediates live in one arena for the program's lifetime, at their planned offsets; views alias their root's
-  // bytes; host-planned inputs and outputs are staged through a device buffer and a pinned host buffer each;
+  // Intermediates live in one arena for the program's lifetime, at their planned offsets; state values in the state
+  // buffer, zeroed here once (the launches that use them leave them zero: docs/blob_format.md); views alias their
+  // root's bytes; host-planned inputs and outputs are staged through a device buffer and a pinned host buffer each;
   // device-planned ones get a device buffer of the graph's own when it stages them (GraphIo::kStaging).
   CT_RETURN_IF_ERROR(DeviceBuffer::allocate(blob_.arena_size, &arena_));
+  CT_RETURN_IF_ERROR(allocate_state());
   values_.resize(blob_.values.size());
   for (uint32_t v = 0; v < blob_.values.size(); ++v) {
     const ValueRecord& vr = blob_.values[v];
@@ -289,6 +293,9 @@ Status DelegateProgram::allocate_values() {
     if (vr.kind == ValueKind::kIntermediate) {
       vs.root_offset = vr.offset;
       vs.address = arena_.get() + vr.offset;
+    } else if (vr.kind == ValueKind::kState) {
+      vs.root_offset = vr.offset;
+      vs.address = state_.get() + vr.offset;
     } else if (vr.kind == ValueKind::kView) {
       // Bases come before their views, so the base's offset from the root is known already.
       const ValueRecord& base = blob_.values[vr.index];
@@ -308,6 +315,20 @@ Status DelegateProgram::allocate_values() {
   }
   refresh_io_views();
   return Status::Ok();
+}
+
+Status DelegateProgram::allocate_state() {
+  // Zero bytes before the first execute and before the graph is captured: filled on the delegate's stream (the
+  // launches run there, and it does not order itself after the legacy stream a synchronous memset would use), then
+  // waited for.
+  CT_RETURN_IF_ERROR(DeviceBuffer::allocate(blob_.state_size, &state_));
+  if (blob_.state_size == 0) {
+    return Status::Ok();
+  }
+  const Driver& d = Driver::get();
+  const CUstream stream = device_->stream();
+  CT_RETURN_IF_ERROR(check_cu(d.cuMemsetD8Async(state_.get(), 0, blob_.state_size, stream), "cuMemsetD8Async"));
+  return check_cu(d.cuStreamSynchronize(stream), "cuStreamSynchronize (zeroing the state buffer)");
 }
 
 Status DelegateProgram::prepare_launches() {
@@ -421,6 +442,7 @@ DelegateProgram::~DelegateProgram() {
   profile_scratch_ = DeviceBuffer();
   values_.clear();
   arena_ = DeviceBuffer();
+  state_ = DeviceBuffer();
   constants_.clear();
   kernels_.clear();
 }

@@ -1,4 +1,4 @@
-// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 5); writer:
+// The delegate blob, as the C++ runtime sees it. Format: docs/blob_format.md (version 6); writer:
 // backends/cuda_triton/serialization/. This part of the runtime depends only on the C++ standard library (and the
 // generated layout headers), so it can be fuzzed on its own.
 //
@@ -20,12 +20,14 @@
 
 namespace cuda_triton {
 
-constexpr uint32_t kBlobFormatVersion = 5;
+constexpr uint32_t kBlobFormatVersion = 6;
 constexpr char kBlobMagic[4] = {'C', 'T', 'R', 'B'};
 
 enum class DType : uint8_t { kF16 = 0, kBF16 = 1, kF32 = 2, kF64 = 3, kI32 = 4, kI64 = 5, kBool = 6 };
 enum class ParamType : uint8_t { kPtr = 0, kI32 = 1, kI64 = 2, kF32 = 3 };
-enum class ValueKind : uint8_t { kInput = 0, kOutput = 1, kIntermediate = 2, kView = 3 };
+// kState: in the delegate's state buffer, zeroed once at init and kept across executes (split-K tile counters).
+enum class ValueKind : uint8_t { kInput = 0, kOutput = 1, kIntermediate = 2, kView = 3, kState = 4 };
+constexpr uint8_t kNumValueKinds = 5;
 enum class ArgKind : uint8_t { kValue = 0, kConstant = 1, kNull = 2, kI32 = 3, kI64 = 4, kF32 = 5 };
 enum class OpKind : uint8_t {
   kConv = 0,
@@ -66,11 +68,14 @@ struct ValueRecord {
   ValueKind kind = ValueKind::kIntermediate;
   DType dtype = DType::kF32;
   uint32_t index = 0;   // delegate input/output index; for a view, its base value
-  uint64_t offset = 0;  // intermediate: byte offset in the arena; view: byte offset from its base's first element
+  // intermediate: byte offset in the arena; state: in the state buffer; view: byte offset from its base's first
+  // element
+  uint64_t offset = 0;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   uint64_t storage_bytes = 0;  // computed by the reader: the span, bytes reached from the first element
-  uint32_t root = 0;           // computed by the reader: the input / output / intermediate holding its bytes
+  uint32_t root = 0;           // computed by the reader: the input / output / intermediate / state value holding
+                               // its bytes
 };
 
 struct ConstantRecord {
@@ -190,6 +195,7 @@ struct Blob {
   uint32_t num_outputs = 0;
   uint64_t arena_size = 0;        // bytes of the device arena holding every intermediate
   uint32_t arena_alignment = 0;   // its base address is a multiple of this (a power of two in [16, 256])
+  uint64_t state_size = 0;        // bytes of the state buffer holding every state value (zeroed once at init)
   std::vector<KernelRecord> kernels;
   std::vector<ValueRecord> values;
   std::vector<ConstantRecord> constants;
@@ -197,9 +203,9 @@ struct Blob {
 };
 
 // Parses and validates a blob: every length, count, enum, index, cross-reference, the arena placement by
-// lifetime and the shape rule of every op record. Never reads outside [data, data + size), never crashes, never
-// allocates more than a small multiple of `size`. Copies everything it keeps (the caller may free `data`
-// afterwards).
+// lifetime, the state buffer's placement and the shape rule of every op record. Never reads outside
+// [data, data + size), never crashes, never allocates more than a small multiple of `size`. Copies everything it
+// keeps (the caller may free `data` afterwards).
 Status parse_blob(const void* data, size_t size, Blob* out);
 
 // Re-runs op `op`'s shape rule on the values the blob records (what execute() checks before launching it).

@@ -49,7 +49,7 @@ Status read_kernel(Cursor& c, KernelRecord* k) {
 }
 
 Status read_value(Cursor& c, ValueRecord* v) {
-  CT_RETURN_IF_ERROR(c.enumeration(&v->kind, 4, "value kind"));
+  CT_RETURN_IF_ERROR(c.enumeration(&v->kind, kNumValueKinds, "value kind"));
   CT_RETURN_IF_ERROR(c.enumeration(&v->dtype, kNumDTypes, "dtype"));
   CT_RETURN_IF_ERROR(c.read(&v->index, "value index"));
   CT_RETURN_IF_ERROR(c.read(&v->offset, "value offset"));
@@ -166,6 +166,7 @@ Status parse_blob(const void* data, size_t size, Blob* out) {
   CT_RETURN_IF_ERROR(c.read(&b.num_outputs, "num_outputs"));
   CT_RETURN_IF_ERROR(c.read(&b.arena_size, "arena size"));
   CT_RETURN_IF_ERROR(c.read(&b.arena_alignment, "arena alignment"));
+  CT_RETURN_IF_ERROR(c.read(&b.state_size, "state size"));
   CT_RETURN_IF_ERROR(read_section<KernelRecord>(c, "KERN", 56, read_kernel, &b.kernels));
   CT_RETURN_IF_ERROR(read_section<ValueRecord>(c, "VALS", 22, read_value, &b.values));
   CT_RETURN_IF_ERROR(read_section<ConstantRecord>(c, "CNST", 49, read_constant, &b.constants));

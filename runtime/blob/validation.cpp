@@ -1,6 +1,6 @@
 // The checks every parsed blob passes (docs/blob_format.md), the same as the Python writer's and reader's
-// (backends/cuda_triton/serialization/validation.py): ranges and cross-references, view and arena placement, the
-// plan's order, each op record's kind checks and shape rule, and lifetimes in the arena.
+// (backends/cuda_triton/serialization/validation.py): ranges and cross-references, view, arena and state placement,
+// the plan's order, each op record's kind checks and shape rule, and lifetimes in the arena.
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -56,6 +56,20 @@ bool overlaps_itself(const std::vector<int64_t>& sizes, const std::vector<int64_
   return false;
 }
 
+// No two elements at one address and no gaps: the span is exactly the number of elements x the element size.
+bool dense(const ValueRecord& vr) {
+  if (overlaps_itself(vr.sizes, vr.strides)) {
+    return false;
+  }
+  uint64_t bytes = element_size(vr.dtype);
+  for (int64_t s : vr.sizes) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes)) {
+      return false;  // more elements than bytes a value may span
+    }
+  }
+  return bytes == vr.storage_bytes;
+}
+
 Status check_header(const Blob& b) {
   if (b.flags != 0) {
     return bad("flags must be 0");
@@ -74,6 +88,9 @@ Status check_header(const Blob& b) {
   }
   if (b.arena_size >= kMaxSpan) {
     return bad("arena size " + std::to_string(b.arena_size));
+  }
+  if (b.state_size >= kMaxSpan) {
+    return bad("state buffer size " + std::to_string(b.state_size));
   }
   return Status::Ok();
 }
@@ -141,11 +158,28 @@ Status check_values(Blob& b) {
           return bad(w + ": its bytes lie outside the " + std::to_string(b.arena_size) + "-byte arena");
         }
         break;
+      case ValueKind::kState:
+        if (vr.index != 0) {
+          return bad(w + ": state values have index 0");
+        }
+        if (!dense(vr)) {
+          return bad(w + ": a state value must be dense");
+        }
+        if (vr.offset % b.arena_alignment != 0) {
+          return bad(w + ": state offset " + std::to_string(vr.offset) + " is not aligned");
+        }
+        if (vr.offset > b.state_size || vr.storage_bytes > b.state_size - vr.offset) {
+          return bad(w + ": its bytes lie outside the " + std::to_string(b.state_size) + "-byte state buffer");
+        }
+        break;
       case ValueKind::kView: {
         if (vr.index >= v) {
           return bad(w + ": a view's base must be an earlier value, not " + std::to_string(vr.index));
         }
         const ValueRecord& base = b.values[vr.index];
+        if (base.kind == ValueKind::kState) {
+          return bad(w + ": a view of state value " + std::to_string(vr.index));
+        }
         if (base.dtype != vr.dtype) {
           return bad(w + ": a " + std::string(dtype_name(vr.dtype)) + " view of a " + dtype_name(base.dtype) +
                      " value");
@@ -310,12 +344,18 @@ Status check_ops(const Blob& b) {
       }
     }
     for (const Operand& x : op.inputs) {
+      if (x.kind == OperandKind::kValue && b.values[x.index].kind == ValueKind::kState) {
+        return bad(w + ": state value " + std::to_string(x.index) + " as a record input");
+      }
       if (x.kind == OperandKind::kValue && !produced[b.values[x.index].root]) {
         return bad(w + ": reads value " + std::to_string(x.index) + " before any op produces it");
       }
     }
     for (uint32_t v : op.outputs) {
       const ValueRecord& vr = b.values[v];
+      if (vr.kind == ValueKind::kState) {
+        return bad(w + ": state value " + std::to_string(v) + " as a record output");
+      }
       if (b.values[vr.root].kind == ValueKind::kInput) {
         return bad(w + ": writes (a view of) a delegate input");
       }
@@ -409,6 +449,43 @@ Status check_arena(const Blob& b) {
   return Status::Ok();
 }
 
+// State values are live for the whole program: no two share a byte of the state buffer, and each is a launch
+// argument of some op (check_ops keeps them out of records' inputs and outputs).
+Status check_state(const Blob& b) {
+  std::vector<bool> used(b.values.size(), false);
+  for (const OpRecord& op : b.ops) {
+    for (const LaunchRecord& l : op.launches) {
+      for (const ArgRecord& a : l.args) {
+        if (a.kind == ArgKind::kValue) {
+          used[a.ref] = true;
+        }
+      }
+    }
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> placed;  // (offset, value) of the non-empty ones
+  for (size_t v = 0; v < b.values.size(); ++v) {
+    const ValueRecord& vr = b.values[v];
+    if (vr.kind != ValueKind::kState) {
+      continue;
+    }
+    if (!used[v]) {
+      return bad("state value " + std::to_string(v) + " is not a launch argument of any op");
+    }
+    if (vr.storage_bytes > 0) {
+      placed.emplace_back(vr.offset, static_cast<uint32_t>(v));
+    }
+  }
+  std::sort(placed.begin(), placed.end());
+  for (size_t i = 1; i < placed.size(); ++i) {
+    const ValueRecord& prev = b.values[placed[i - 1].second];
+    if (prev.offset + prev.storage_bytes > placed[i].first) {  // both below 2^48: no overflow
+      return bad("state values " + std::to_string(placed[i - 1].second) + " and " + std::to_string(placed[i].second) +
+                 " share state bytes");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate(Blob& b) {
@@ -417,7 +494,8 @@ Status validate(Blob& b) {
   CT_RETURN_IF_ERROR(check_values(b));
   CT_RETURN_IF_ERROR(check_constants(b));
   CT_RETURN_IF_ERROR(check_ops(b));
-  return check_arena(b);
+  CT_RETURN_IF_ERROR(check_arena(b));
+  return check_state(b);
 }
 
 }  // namespace cuda_triton::blob_detail

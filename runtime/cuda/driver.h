@@ -42,6 +42,7 @@ namespace cuda_triton {
   X(cuMemcpyHtoDAsync)                  \
   X(cuMemcpyDtoHAsync)                  \
   X(cuMemcpyDtoDAsync)                  \
+  X(cuMemsetD8Async)                    \
   X(cuStreamCreate)                     \
   X(cuStreamDestroy)                    \
   X(cuStreamSynchronize)                \

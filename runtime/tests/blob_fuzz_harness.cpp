@@ -47,7 +47,8 @@ std::string summary(const cuda_triton::Blob& b) {
          " kernels=" + std::to_string(b.kernels.size()) + " values=" + std::to_string(b.values.size()) +
          " constants=" + std::to_string(b.constants.size()) + " ops=" + std::to_string(b.ops.size()) +
          " launches=" + std::to_string(launches) + " inputs=" + std::to_string(b.num_inputs) +
-         " outputs=" + std::to_string(b.num_outputs) + " arena=" + std::to_string(b.arena_size) + " kinds=" + kinds;
+         " outputs=" + std::to_string(b.num_outputs) + " arena=" + std::to_string(b.arena_size) +
+         " state=" + std::to_string(b.state_size) + " kinds=" + kinds;
 }
 
 // Parses a copy in an exactly-sized heap buffer, so ASan flags any read past the end.

@@ -12,6 +12,8 @@
 //   FAKE_CUDA_MEMORY_BYTES=N      device memory size (default 16 GiB); cuMemGetInfo reports it minus what is
 //                                 allocated, cuMemAlloc beyond it fails with CUDA_ERROR_OUT_OF_MEMORY
 //   FAKE_CUDA_OOM_AFTER=N         cuMemAlloc fails with CUDA_ERROR_OUT_OF_MEMORY after N successful calls
+//   FAKE_CUDA_ALLOC_FILL=B        every byte cuMemAlloc hands out is B (default 0), as a real GPU's memory holds
+//                                 whatever was there: what must be zero has to be zeroed
 //   FAKE_CUDA_FAULT_AT_LAUNCH=N   the N-th kernel to run (0-based, direct or replayed) faults: from then on every
 //                                 call that touches the context returns CUDA_ERROR_ILLEGAL_ADDRESS (sticky)
 //   FAKE_CUDA_FAIL_LAUNCH=N       the N-th launch call (0-based) fails at once with
@@ -27,6 +29,7 @@
 //       WAIT                      a stream waits on an event (a fence, e.g. for device-resident inputs)
 //       COPY <HtoD|DtoH|DtoD> <bytes> [via=graph] [pinned]   an asynchronous copy (pinned: its host side lies in
 //                                 memory page-locked with cuMemHostRegister)
+//       MEMSET <bytes> <value> [via=graph]   cuMemsetD8Async
 //       PIN <bytes>, UNPIN <bytes>   cuMemHostRegister, cuMemHostUnregister
 //       SYNC                      cuStreamSynchronize
 //       CAPTURE <ok|failed> <nodes>, GRAPH_LAUNCH, GRAPH_UPDATE <kernel name>
@@ -98,7 +101,7 @@ struct FakeFunction {
 };
 
 struct FakeNode {
-  enum Kind { kKernel, kCopy } kind = kKernel;
+  enum Kind { kKernel, kCopy, kMemset } kind = kKernel;
   // kernel
   FakeFunction* fn = nullptr;
   unsigned grid[3] = {1, 1, 1};
@@ -108,11 +111,12 @@ struct FakeNode {
   bool pdl = false;
   std::vector<uint64_t> params;
   std::vector<void*> param_ptrs;  // into `params`, for cuGraphKernelNodeGetParams
-  // copy
+  // copy (memset: dst, bytes and value)
   const char* direction = "";
   void* dst = nullptr;
   const void* src = nullptr;
   size_t bytes = 0;
+  unsigned char value = 0;
 };
 
 struct FakeGraph {
@@ -430,8 +434,9 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
   const size_t total = static_cast<size_t>(env_long("FAKE_CUDA_MEMORY_BYTES", 1L << 34));
   if (n > total - std::min(total, g_allocated)) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
   ++g_alloc_calls;
-  void* m = std::calloc(1, n);
+  void* m = std::malloc(n);
   if (!m) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+  std::memset(m, static_cast<int>(env_long("FAKE_CUDA_ALLOC_FILL", 0) & 0xff), n);
   g_allocs[reinterpret_cast<uintptr_t>(m)] = n;
   g_allocated += n;
   *p = reinterpret_cast<CUdeviceptr>(m);
@@ -511,6 +516,23 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstr
   if (CUresult r = check_dev(s, n)) RETURN(r);
   if (CUresult r = check_dev(d, n)) RETURN(r);
   RETURN(async_copy("DtoD", reinterpret_cast<void*>(d), reinterpret_cast<const void*>(s), n, st));
+}
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char value, size_t n, CUstream st) {
+  std::lock_guard<std::recursive_mutex> lock(g_mu);
+  if (sticky()) RETURN(sticky());
+  if (CUresult r = check_dev(d, n)) RETURN(r);
+  if (FakeStream* fs = capturing(st)) {
+    auto node = std::make_unique<FakeNode>();
+    node->kind = FakeNode::kMemset;
+    node->dst = reinterpret_cast<void*>(d);
+    node->bytes = n;
+    node->value = value;
+    add_node(fs, std::move(node));
+    return CUDA_SUCCESS;
+  }
+  std::memset(reinterpret_cast<void*>(d), value, n);
+  append_to_log("MEMSET " + std::to_string(n) + " " + std::to_string(value));
+  return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
@@ -691,6 +713,9 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec exec, CUstream s) {
   for (const FakeNode& n : e->nodes) {
     if (n.kind == FakeNode::kKernel) {
       run_kernel(n, true);
+    } else if (n.kind == FakeNode::kMemset) {
+      std::memset(n.dst, n.value, n.bytes);
+      append_to_log("MEMSET " + std::to_string(n.bytes) + " " + std::to_string(n.value) + " via=graph");
     } else {
       std::memcpy(n.dst, n.src, n.bytes);
       append_to_log(std::string("COPY ") + n.direction + " " + std::to_string(n.bytes) + " via=graph");

@@ -238,7 +238,7 @@ class ConvPlan:
         self.candidate = candidate
         self.sizes, self.strides, self.dtype, self.device = sizes, strides, dtype, device
         scratch = candidate.template.scratch(problem, candidate.schedule)
-        self.scratch = tuple((t.role, t.sizes, getattr(torch, t.dtype)) for t in scratch)
+        self.scratch = tuple((t.role, t.sizes, getattr(torch, t.dtype), t.zeroed) for t in scratch)
         self.launches = [_Launch(launch) for launch in candidate.launches(problem)]
         self.bound = False
         self.bindable = device.type == "cuda" and not interpreting()
@@ -268,8 +268,9 @@ class ConvPlan:
         out = _empty_strided(self.sizes, self.strides, dtype=self.dtype, device=self.device)
         prepared = self.prepared_weight(weight)
         tensors = {"input": input, "weight": prepared, "bias": bias, "output": out}
-        for role, sizes, dtype in self.scratch:
-            tensors[role] = torch.empty(sizes, dtype=dtype, device=self.device)
+        for role, sizes, dtype, zeroed in self.scratch:
+            alloc = torch.zeros if zeroed else torch.empty  # zeroed: the launches need it zero, leave it zero
+            tensors[role] = alloc(sizes, dtype=dtype, device=self.device)
         aligned = (
             input.data_ptr() | prepared.data_ptr() | (0 if bias is None else bias.data_ptr())
         ) % 16 == 0

@@ -216,7 +216,13 @@ def ensure_scratch_allocator() -> None:
         _allocator_set = True
 
 
-TRITON_PTR_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
+TRITON_PTR_DTYPE = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "int32": "i32",
+}
 
 
 def cdiv(a: int, b: int) -> int:

@@ -14,10 +14,10 @@ from ..conv.compile_pool import CompileJob
 from ..conv.params import ConvParams
 from ..conv.problem import ConvProblem
 from ..conv.templates.epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES
-from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, TensorArg
+from ..kernel.launch import ScalarArg, TensorArg
 from ..kernel.pdl import uses_pdl
 from ..ops.tensor_meta import TensorMeta, channels_last_strides, is_channels_last_contiguous
-from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRecord, ValueRef
+from ..serialization import ConstantRef, ConvRecord, NullPtr, Scalar, ValueRef
 from ..utils.graph import constant_names, tensor_val
 from . import kernels
 from .draft import (
@@ -25,9 +25,9 @@ from .draft import (
     DraftLaunch,
     DraftOp,
     add_constant,
-    contiguous_strides,
     describe,
     profiling_name,
+    scratch_value,
 )
 from .elementwise import copy_value, draft_elementwise, epilogue_chain
 from .layout_plan import same_addresses
@@ -168,12 +168,12 @@ def draft_conv(
         **dict(zip(EPILOGUE_ROLES, fused.operands if fused else [], strict=False)),
         **dict(zip(PROLOGUE_ROLES, prologue.operands if prologue else [], strict=False)),
     }
-    # Scratch tensors (split-K partial sums, a channels-last input copy): intermediates the runtime allocates once.
-    scratch_value: dict[str, int] = {}
+    # Scratch tensors (split-K partial sums, a channels-last input copy): intermediates in the arena; the ones the
+    # launches need zero and leave zero (split-K tile counters) are state values, zeroed once at init.
+    scratch_values: dict[str, int] = {}
     for t in template.scratch(problem, schedule):
-        scratch_value[t.role] = len(draft.values)
-        dtype = TRITON_PTR_DTYPE[t.dtype]  # the blob's dtype names are Triton's pointer types
-        draft.values.append(ValueRecord("intermediate", 0, dtype, list(t.sizes), contiguous_strides(t.sizes)))
+        scratch_values[t.role] = len(draft.values)
+        draft.values.append(scratch_value(t))
     launches: list[DraftLaunch] = []
     for li, launch in enumerate(template.launches(problem, schedule)):
         largs: list[Any] = []
@@ -187,8 +187,8 @@ def draft_conv(
                     largs.append(ConstantRef(w_index))
                 elif a.role == "bias":
                     largs.append(NullPtr() if b_index is None else ConstantRef(b_index))
-                elif a.role in scratch_value:
-                    largs.append(ValueRef(scratch_value[a.role]))
+                elif a.role in scratch_values:
+                    largs.append(ValueRef(scratch_values[a.role]))
                 elif a.role in EPILOGUE_ROLES or a.role in PROLOGUE_ROLES:
                     largs.append(chain_refs.get(a.role, NullPtr()))
                 else:

@@ -15,12 +15,20 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from ..kernel.launch import KernelLaunch
+from ..kernel.launch import KernelLaunch, ScratchTensor
 from ..partition.options import CudaTritonOptions
 from ..serialization import MAX_NAME, ConstantRecord, OpRecord, ValueRecord
 from ..utils.graph import tensor_val
 
 BLOB_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
+# The blob dtype of a torch dtype's name (the names `ScratchTensor` and `TensorMeta` use).
+BLOB_DTYPE_NAMES = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "int32": "int32",
+}
 
 KEY_PREFIX = "cuda_triton/"
 
@@ -111,6 +119,19 @@ def contiguous_strides(sizes: tuple[int, ...]) -> list[int]:
     return strides[::-1]
 
 
+def scratch_value(t: ScratchTensor) -> ValueRecord:
+    """The value record of a scratch tensor (dense, contiguous): an intermediate in the arena, or with ``zeroed`` a
+    state value, in the state buffer the runtime zeroes once at init and the tensor's launches leave all zero (the
+    arena's bytes are reused by other values and never initialised)."""
+    dtype = BLOB_DTYPE_NAMES.get(t.dtype)
+    if dtype is None:
+        raise CudaTritonPreprocessError(
+            f"scratch tensor {t.role!r} has dtype {t.dtype}, which no blob value has"
+        )
+    kind = "state" if t.zeroed else "intermediate"
+    return ValueRecord(kind, 0, dtype, [int(s) for s in t.sizes], contiguous_strides(tuple(t.sizes)))
+
+
 def value_record(kind: str, index: int, node: Node) -> ValueRecord:
     v = tensor_val(node)
     return ValueRecord(kind, index, blob_dtype(v, f"node '{node.name}'"), [int(s) for s in v.shape],
@@ -119,6 +140,7 @@ def value_record(kind: str, index: int, node: Node) -> ValueRecord:
 
 __all__ = [
     "BLOB_DTYPES",
+    "BLOB_DTYPE_NAMES",
     "KEY_PREFIX",
     "CudaTritonPreprocessError",
     "Draft",
@@ -128,6 +150,7 @@ __all__ = [
     "contiguous_strides",
     "describe",
     "node_errors",
+    "scratch_value",
     "tensor_bytes",
     "value_record",
 ]

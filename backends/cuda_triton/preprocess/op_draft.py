@@ -18,7 +18,7 @@ from torch.fx import Node
 
 from .._passes.constant_fold import evaluate
 from ..conv.compile_pool import CompileJob
-from ..kernel.launch import TRITON_PTR_DTYPE, ScalarArg, Schedule, TensorArg
+from ..kernel.launch import ScalarArg, Schedule, TensorArg
 from ..kernel.pdl import uses_pdl
 from ..ops.registry import OpCompileJob, kernel_family
 from ..ops.tensor_meta import TensorMeta
@@ -26,6 +26,7 @@ from ..serialization import ConstantRef, NullPtr, OpRecord, Scalar, ValueRecord,
 from ..utils.graph import constant_tensor, tensor_val
 from . import kernels
 from .draft import (
+    BLOB_DTYPE_NAMES,
     CudaTritonPreprocessError,
     Draft,
     DraftLaunch,
@@ -36,6 +37,7 @@ from .draft import (
     describe,
     node_errors,
     profiling_name,
+    scratch_value,
 )
 from .schedule import TuningLookup
 
@@ -148,7 +150,7 @@ class ProgramDraft:
 
     def intermediate(self, meta: TensorMeta) -> int:
         """A new intermediate value (in the arena) of ``meta``'s sizes, strides and dtype, for no node."""
-        dtype = TRITON_PTR_DTYPE[meta.dtype]  # the blob's dtype names are Triton's pointer types
+        dtype = BLOB_DTYPE_NAMES[meta.dtype]
         self.draft.values.append(ValueRecord("intermediate", 0, dtype, list(meta.sizes), list(meta.strides)))
         return len(self.draft.values) - 1
 
@@ -185,12 +187,9 @@ class ProgramDraft:
         schedule = schedule or fam.heuristic(spec)
         record.name = profiling_name(node, covered)
         bound: dict[str, Arg] = dict(roles)
-        for t in fam.scratch_tensors(spec, schedule):
+        for t in fam.scratch_tensors(spec, schedule):  # zeroed ones are state values (`scratch_value`)
             bound[t.role] = ValueRef(len(self.draft.values))
-            dtype = TRITON_PTR_DTYPE[t.dtype]  # the blob's dtype names are Triton's pointer types
-            self.draft.values.append(
-                ValueRecord("intermediate", 0, dtype, list(t.sizes), contiguous_strides(t.sizes))
-            )
+            self.draft.values.append(scratch_value(t))
         with node_errors(node):
             launch_list = fam.launches(spec, schedule)
         launches: list[DraftLaunch] = []

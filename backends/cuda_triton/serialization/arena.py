@@ -1,7 +1,8 @@
-"""Placing intermediates in the delegate's device arena by lifetime (docs/blob_format.md, "VALS").
+"""Placing intermediates in the delegate's device arena by lifetime, and state values in its state buffer
+(docs/blob_format.md, "VALS").
 
-`plan_arena` is the writer's planner; the readers only check the result (`validation._check_arena`), so a plan may
-also come from elsewhere.
+`plan_arena` is the writer's planner; the readers only check the result (`validation._check_arena`,
+`validation._check_state`), so a plan may also come from elsewhere.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ def _round_up(x: int, a: int) -> int:
 
 
 def plan_arena(blob: DelegateBlob, alignment: int | None = None) -> DelegateBlob:
-    """Sets every intermediate's ``offset`` and the blob's ``arena_size`` (and ``arena_alignment`` when given);
-    returns the blob.
+    """Sets every intermediate's ``offset`` and the blob's ``arena_size``, every state value's ``offset`` and the
+    blob's ``state_size`` (and ``arena_alignment`` when given); returns the blob.
 
     Intermediates whose live ranges (first to last op that uses them, views included) share an op get disjoint
     bytes; the others may reuse them. Largest first, each at the lowest aligned offset clear of the already placed
     ones it is live with (first fit), which keeps the arena close to the peak of live bytes for the chains and
     residual branches of CNNs.
+
+    State values are live for the whole program: they get disjoint bytes of the state buffer, one after the other
+    in value order, each at an aligned offset; ``state_size`` is the end of the last, rounded up to the alignment.
     """
     if alignment is not None:
         blob.arena_alignment = alignment
@@ -53,4 +57,10 @@ def plan_arena(blob: DelegateBlob, alignment: int | None = None) -> DelegateBlob
         blob.values[v].offset = offset
         size = max(size, offset + span)
     blob.arena_size = _round_up(size, align)
+    end = 0
+    for vr in blob.values:
+        if vr.kind == "state":
+            vr.offset = _round_up(end, align)
+            end = vr.offset + span_bytes(vr.dtype, vr.sizes, vr.strides)
+    blob.state_size = _round_up(end, align)
     return blob

@@ -56,6 +56,7 @@ class DelegateBlob:
     arena_size: int = 0  # `arena.plan_arena` sets it with the intermediates' offsets
     arena_alignment: int = 256
     flags: int = 0  # reserved, must be 0
+    state_size: int = 0  # `arena.plan_arena` sets it with the state values' offsets
 
 
 def _check_no_duplicate_kernels(blob: DelegateBlob) -> None:
@@ -111,6 +112,7 @@ def _encode(blob: DelegateBlob) -> bytes:
         head.u32(blob.num_outputs)
         head.u64(blob.arena_size)
         head.u32(blob.arena_alignment)
+        head.u64(blob.state_size)
     except struct.error as e:
         raise BlobError(f"a field does not fit its encoding: {e}") from e
     rest = head.bytes() + body.bytes()
@@ -155,6 +157,7 @@ def deserialize(data: bytes, named_data: Mapping[str, bytes] | None = None) -> D
     archs = [r.u32() for _ in range(r.count("archs", MAX_ARCHS))]
     num_inputs, num_outputs = r.u32(), r.u32()
     arena_size, arena_alignment = r.u64(), r.u32()
+    state_size = r.u64()
     readers = (
         KernelRecord.decode,
         ValueRecord.decode,
@@ -173,7 +176,7 @@ def deserialize(data: bytes, named_data: Mapping[str, bytes] | None = None) -> D
     kernels, values, constants, ops = tables
     blob = DelegateBlob(
         triton_version, archs, num_inputs, num_outputs, values, constants, kernels, ops, arena_size,
-        arena_alignment, flags,
+        arena_alignment, flags, state_size,
     )  # fmt: skip
     validate(blob)
     if named_data is not None:

@@ -10,7 +10,7 @@ import math
 import struct
 
 MAGIC = b"CTRB"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # magic, version, total size and the SHA-256 of every byte after it (docs/blob_format.md, "Layout").
 HEADER_BYTES = 4 + 4 + 8 + 32
 
@@ -31,8 +31,8 @@ MAX_OPERANDS = 1024  # inputs / outputs of one op record
 MAX_STEPS = 256
 MAX_STEP_OPERANDS = 8
 MAX_DIM = 1 << 62  # exclusive bound on sizes and strides
-MAX_SPAN = 1 << 48  # exclusive bound on a value's span and the arena's size
-MIN_ARENA_ALIGNMENT, MAX_ARENA_ALIGNMENT = 16, 256
+MAX_SPAN = 1 << 48  # exclusive bound on a value's span and the arena's and state buffer's sizes
+MIN_ARENA_ALIGNMENT, MAX_ARENA_ALIGNMENT = 16, 256  # also the alignment of state offsets
 VIEW_ALIGNMENT = 16  # every pointer a kernel receives is 16-byte aligned
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from .encoding import DTYPES, PARAM_TYPES, BlobError, Reader, Writer
 
-VALUE_KINDS = ("input", "output", "intermediate", "view")  # code = index
+VALUE_KINDS = ("input", "output", "intermediate", "view", "state")  # code = index
 KERNEL_FLAG_COOPERATIVE = 1
 KERNEL_FLAG_PDL = 2
 CUBIN_KEY_PREFIX = "cuda_triton/cubin/"
@@ -120,12 +120,16 @@ class KernelRecord:
 class ValueRecord:
     """A tensor the delegate touches.
 
-    ``index``: the delegate input/output index; for a view, its base (an earlier value); 0 for intermediates.
-    ``offset``: an intermediate's byte offset in the arena (`plan_arena` fills it in), a view's byte offset from
-    its base's first element; 0 for inputs and outputs.
+    ``index``: the delegate input/output index; for a view, its base (an earlier value); 0 for intermediates and
+    state values.
+    ``offset``: an intermediate's byte offset in the arena, a state value's in the state buffer (`plan_arena` fills
+    both in), a view's byte offset from its base's first element; 0 for inputs and outputs.
+
+    A **state** value lives in the delegate's state buffer, zeroed once at init and kept from one execute to the
+    next; the launches that use it must leave it all zero (split-K tile counters, `ScratchTensor.zeroed`).
     """
 
-    kind: str  # "input" | "output" | "intermediate" | "view"
+    kind: str  # "input" | "output" | "intermediate" | "view" | "state"
     index: int
     dtype: str  # one of encoding.DTYPES
     sizes: list[int]

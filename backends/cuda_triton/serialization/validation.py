@@ -39,7 +39,8 @@ SCRATCH_LIMIT = 1 << 40  # bytes of Triton scratch one launch may ask for
 
 
 def value_roots(blob: DelegateBlob) -> list[int]:
-    """For each value, the input / output / intermediate its bytes belong to (itself unless it is a view)."""
+    """For each value, the input / output / intermediate / state value its bytes belong to (itself unless it is a
+    view)."""
     roots: list[int] = []
     for v, vr in enumerate(blob.values):
         roots.append(roots[vr.index] if vr.kind == "view" else v)
@@ -87,6 +88,7 @@ def validate(blob: DelegateBlob) -> None:
     _check_constants(blob)
     _check_ops(blob)
     _check_arena(blob)
+    _check_state(blob)
 
 
 def _check_header(blob: DelegateBlob) -> None:
@@ -105,6 +107,10 @@ def _check_header(blob: DelegateBlob) -> None:
     )
     check(
         isinstance(blob.arena_size, int) and 0 <= blob.arena_size < MAX_SPAN, f"arena size {blob.arena_size}"
+    )
+    check(
+        isinstance(blob.state_size, int) and 0 <= blob.state_size < MAX_SPAN,
+        f"state buffer size {blob.state_size}",
     )
 
 
@@ -159,9 +165,22 @@ def _check_values(blob: DelegateBlob) -> None:
                 vr.offset + span <= blob.arena_size,
                 f"{w}: bytes [{vr.offset}, {vr.offset + span}) outside the {blob.arena_size}-byte arena",
             )
+        elif vr.kind == "state":
+            check(vr.index == 0, f"{w}: state values have index 0")
+            check(
+                not overlaps_itself(vr.sizes, vr.strides)
+                and span == math.prod(vr.sizes) * ELEMENT_SIZE[vr.dtype],
+                f"{w}: a state value must be dense (sizes {vr.sizes}, strides {vr.strides})",
+            )
+            check(vr.offset % blob.arena_alignment == 0, f"{w}: state offset {vr.offset} is not aligned")
+            check(
+                vr.offset + span <= blob.state_size,
+                f"{w}: bytes [{vr.offset}, {vr.offset + span}) outside the {blob.state_size}-byte state buffer",
+            )
         else:
             check(0 <= vr.index < v, f"{w}: a view's base must be an earlier value, not {vr.index}")
             base = blob.values[vr.index]
+            check(base.kind != "state", f"{w}: a view of state value {vr.index}")
             check(base.dtype == vr.dtype, f"{w}: a {vr.dtype} view of a {base.dtype} value")
             check(vr.offset % VIEW_ALIGNMENT == 0, f"{w}: view offset {vr.offset} is not a multiple of 16")
             check(
@@ -225,9 +244,11 @@ def _check_ops(blob: DelegateBlob) -> None:
                 )
         for x in inputs:
             if isinstance(x, ValueRef):
+                check(blob.values[x.value].kind != "state", f"{w}: state value {x.value} as a record input")
                 check(produced[roots[x.value]], f"{w}: reads value {x.value} before any op produces it")
         for v in outputs:
             vr = blob.values[v]
+            check(vr.kind != "state", f"{w}: state value {v} as a record output")
             check(blob.values[roots[v]].kind != "input", f"{w}: writes (a view of) a delegate input")
             check(
                 not overlaps_itself(vr.sizes, vr.strides), f"{w}: output value {v} has overlapping elements"
@@ -302,3 +323,20 @@ def _check_arena(blob: DelegateBlob) -> None:
                 f"intermediates {v} and {u} are live at once (ops {first2}..{last}) but share arena bytes "
                 f"[{max(lo, lo2)}, {min(hi, hi2)})",
             )
+
+
+def _check_state(blob: DelegateBlob) -> None:
+    """State values are live for the whole program: no two share a byte of the state buffer, and each is a launch
+    argument of some op (a record's inputs and outputs never name one, `_check_ops`)."""
+    used = {a.value for op in blob.ops for lr in op.launches for a in lr.args if isinstance(a, ValueRef)}
+    placed: list[tuple[int, int, int]] = []  # (offset, end, value)
+    for v, vr in enumerate(blob.values):
+        if vr.kind != "state":
+            continue
+        check(v in used, f"state value {v} is not a launch argument of any op")
+        span = span_bytes(vr.dtype, vr.sizes, vr.strides)
+        if span > 0:
+            placed.append((vr.offset, vr.offset + span, v))
+    placed.sort()
+    for (_lo, hi, v), (lo2, hi2, u) in zip(placed, placed[1:], strict=False):
+        check(hi <= lo2, f"state values {v} and {u} share state bytes [{lo2}, {min(hi, hi2)})")

@@ -2,8 +2,10 @@
 whole edge program around it is `cuda_triton.tools.emulate_pte` (whose docstring lists the steps of a blob's run).
 
 `fake_compile` replaces the AOT compile with fake kernel records that carry the launch's ABI, so a lowering needs
-no GPU; `emulate_blob` runs a blob's launches through the interpreter, keeping each convolution's input and output
-(`LAST_OP_IO`) for the program's check against ATen.
+no GPU; `EmulatedDelegate` is one initialised delegate (its constants, and its state buffer, zeroed once and kept
+from one execute to the next), whose `execute` runs the blob's launches through the interpreter, keeping each
+convolution's input and output (`LAST_OP_IO`) for the program's check against ATen; `emulate_blob` is one execute
+of a fresh delegate.
 """
 
 from __future__ import annotations
@@ -43,8 +45,16 @@ from cuda_triton.serialization.blob import (  # noqa: E402
 if os.environ.get("TRITON_INTERPRET") == "1":  # bf16 kernels are emulated too (see _interpreter.py)
     patch_interpreter_bf16_dot()
 
-TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
+TORCH_DTYPES = {
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp32": torch.float32,
+    "fp64": torch.float64,
+    "int32": torch.int32,
+}
 PROBLEM_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+# The blob dtype of a Triton pointer type a `TensorArg` names, where the two names differ.
+_BLOB_DTYPE_OF_PTR = {"i32": "int32"}
 
 
 class EmulationError(AssertionError):
@@ -115,6 +125,12 @@ def derive_launches(
     blob: DelegateBlob, op: OpRecord, allow_tf32: bool
 ) -> tuple[ConvProblem, list[KernelLaunch]]:
     """The launches the templates give for the recorded op (what the preprocess should have recorded)."""
+    problem, template, sched = _derive(blob, op, allow_tf32)
+    return problem, template.launches(problem, sched)
+
+
+def _derive(blob: DelegateBlob, op: OpRecord, allow_tf32: bool) -> tuple[ConvProblem, Any, Schedule]:
+    """The problem, template and schedule of a recorded convolution."""
     x = blob.values[op.input]
     template = get_template(op.template)
     raw = _parse_schedule(op.schedule)
@@ -133,7 +149,7 @@ def derive_launches(
         if cand.key() == op.schedule:
             sched = cand
             break
-    return problem, template.launches(problem, sched)
+    return problem, template, sched
 
 
 def _operand_layout(blob: DelegateBlob, ref: Any) -> tuple[list[int], list[int], str]:
@@ -221,7 +237,9 @@ def _conv_launches(
     blob: DelegateBlob, oi: int, op: ConvRecord, allow_tf32: bool
 ) -> tuple[ConvProblem, list[KernelLaunch]]:
     """The template's launches for a convolution record, checked against what the record says it launches."""
-    problem, derived = derive_launches(blob, op, allow_tf32)
+    problem, template, sched = _derive(blob, op, allow_tf32)
+    derived = template.launches(problem, sched)
+    scratch = {t.role: t for t in template.scratch(problem, sched)}
     if len(derived) != len(op.launches):
         raise EmulationError(
             f"op {oi}: {len(op.launches)} launches recorded, the template gives {len(derived)}"
@@ -242,18 +260,20 @@ def _conv_launches(
             )
         for ai, (ra, da) in enumerate(zip(rec.args, launch.args, strict=True)):
             where = f"op {oi} launch {li} ({launch.name}) arg {ai}"
-            if isinstance(da, TensorArg) and da.role in SCRATCH_ROLES:
+            if isinstance(da, TensorArg) and (da.role in SCRATCH_ROLES or da.role in scratch):
                 # Scratch (split-K partials, a channels-last input copy): an intermediate of the declared dtype,
-                # the same value for every launch of the op.
+                # the same value for every launch of the op; zeroed scratch (split-K tile counters) is a state value.
                 sv = blob.values[ra.value] if isinstance(ra, ValueRef) else None
+                kind = "state" if da.role in scratch and scratch[da.role].zeroed else "intermediate"
+                dtype = _BLOB_DTYPE_OF_PTR.get(da.dtype, da.dtype)
                 if (
                     sv is None
-                    or sv.kind != "intermediate"
-                    or sv.dtype != da.dtype
+                    or sv.kind != kind
+                    or sv.dtype != dtype
                     or ra != scratch_refs.setdefault(da.role, ra)
                 ):
                     raise EmulationError(
-                        f"{where} ({da.role}): recorded {ra}, expected a {da.dtype} intermediate"
+                        f"{where} ({da.role}): recorded {ra}, expected a {dtype} {kind} value"
                     )
             elif isinstance(da, TensorArg):
                 want = {
@@ -297,91 +317,141 @@ def _element_size(dtype: str) -> int:
     return torch.empty((), dtype=TORCH_DTYPES[dtype]).element_size()
 
 
+class EmulatedDelegate:
+    """One delegate blob initialised as runtime/backend/delegate_init.cpp does: the constants read from the named
+    data, and the state buffer (``state_size`` bytes, every state value at its offset) zeroed once. Its contents
+    carry from one `execute` to the next, as on the GPU.
+
+    With ``check_state`` an execute that leaves a state value other than all zero (the writer's contract: split-K
+    tile counters are reset by the last share of each tile) raises `EmulationError`.
+    """
+
+    def __init__(
+        self, data: bytes, named_data: dict[str, bytes], allow_tf32: bool = False, check_state: bool = True
+    ) -> None:
+        self.blob = deserialize(data)
+        self.named_data = named_data
+        self.allow_tf32 = allow_tf32
+        self.check_state = check_state
+        self.consts: list[torch.Tensor] = []
+        for c in self.blob.constants:
+            raw = named_data.get(c.key)
+            if raw is None:
+                raise EmulationError(f"constant {c.key} is not in the named data")
+            if len(raw) != c.nbytes:
+                raise EmulationError(f"constant {c.key}: {len(raw)} bytes, the blob says {c.nbytes}")
+            t = torch.frombuffer(bytearray(raw), dtype=TORCH_DTYPES[c.dtype]) if raw else torch.empty(0)
+            self.consts.append(t.reshape(c.sizes) if raw else t)
+        self.state = torch.zeros((max(self.blob.state_size, 1),), dtype=torch.uint8)
+
+    def state_value(self, i: int) -> torch.Tensor:
+        """State value ``i``'s bytes in the state buffer, as a flat tensor of its dtype (a view: writes stick)."""
+        v = self.blob.values[i]
+        if v.kind != "state":
+            raise EmulationError(f"value {i} is a {v.kind} value, not a state value")
+        nbytes = max(_span(v.sizes, v.strides), 1) * _element_size(v.dtype)
+        return self.state[v.offset : v.offset + nbytes].view(TORCH_DTYPES[v.dtype])
+
+    def execute(self, inputs: list[torch.Tensor]) -> BlobRun:
+        """One execute on the CPU, the way runtime/backend/delegate.cpp does it."""
+        blob, consts, allow_tf32 = self.blob, self.consts, self.allow_tf32
+        if len(inputs) != blob.num_inputs:
+            raise EmulationError(f"the delegate gets {len(inputs)} inputs, the blob has {blob.num_inputs}")
+        # The device arena: intermediates at their planned offsets, so a plan that overlaps two live values
+        # computes a wrong result here too. All-ones bytes are NaN in every float dtype: a read before a write
+        # poisons.
+        arena = torch.full((max(blob.arena_size, 1),), 255, dtype=torch.uint8)
+        bufs: list[torch.Tensor] = []  # one flat buffer per value: what its device address points at
+        for i, v in enumerate(blob.values):
+            n = max(_span(v.sizes, v.strides), 1)
+            dtype = TORCH_DTYPES[v.dtype]
+            nbytes = n * _element_size(v.dtype)
+            if v.kind == "intermediate":
+                if v.offset + nbytes > arena.numel():
+                    raise EmulationError(
+                        f"value {i}: bytes {v.offset}..{v.offset + nbytes} outside the arena"
+                    )
+                buf = arena[v.offset : v.offset + nbytes].view(dtype)
+            elif v.kind == "state":
+                if v.offset + nbytes > self.state.numel():
+                    raise EmulationError(
+                        f"value {i}: bytes {v.offset}..{v.offset + nbytes} outside the state buffer"
+                    )
+                buf = self.state_value(i)
+            elif v.kind == "view":
+                root = bufs[v.index].view(torch.uint8)
+                if v.offset + nbytes > root.numel():
+                    raise EmulationError(
+                        f"view {i}: bytes {v.offset}..{v.offset + nbytes} outside value {v.index}"
+                    )
+                buf = root[v.offset : v.offset + nbytes].view(dtype)
+            else:
+                buf = torch.full((n,), float("nan"), dtype=dtype)
+            if v.kind == "input":
+                x = inputs[v.index]
+                if x.dtype != dtype:
+                    raise EmulationError(f"delegate input {v.index}: dtype {x.dtype}, the plan has {v.dtype}")
+                if list(x.shape) != v.sizes:
+                    raise EmulationError(
+                        f"delegate input {v.index}: sizes {list(x.shape)}, the plan has {v.sizes}"
+                    )
+                if _span(v.sizes, v.strides):
+                    torch.as_strided(buf, v.sizes, v.strides).copy_(x)
+            bufs.append(buf)
+
+        def view(i: int) -> torch.Tensor:
+            v = blob.values[i]
+            return torch.as_strided(bufs[i], v.sizes, v.strides)
+
+        def argument(ra: Any) -> Any:
+            if isinstance(ra, ValueRef):
+                return bufs[ra.value]
+            if isinstance(ra, ConstantRef):
+                return consts[ra.constant].reshape(-1)
+            if isinstance(ra, NullPtr):
+                return None
+            return ra.value
+
+        for oi, op in enumerate(blob.ops):
+            if isinstance(op, ConvRecord):
+                problem, launches = _conv_launches(blob, oi, op, allow_tf32)
+                x_in = prologue_applied(blob, op, view, consts)
+            else:
+                launches = [
+                    _faked_launch(blob, self.named_data, oi, li, rec) for li, rec in enumerate(op.launches)
+                ]
+            for rec, launch in zip(op.launches, launches, strict=True):
+                target = launch.for_arch(running_arch())
+                target.fn[tuple(rec.grid)](
+                    *(argument(a) for a in rec.args), **dict(target.constexprs), **target.compile_options()
+                )
+            if isinstance(op, ConvRecord):
+                # The ATen comparison needs the original weights: `run_program` does it with these.
+                extras = [epilogue_tensor(blob, r, view, consts) for r in op.epilogue_inputs]
+                LAST_OP_IO.append((op, problem, x_in, view(op.output).clone(), extras))
+        if self.check_state:
+            for i, v in enumerate(blob.values):
+                if v.kind == "state" and bool(self.state_value(i).view(torch.uint8).any()):
+                    raise EmulationError(
+                        f"state value {i} is not all zero after the execute: its launches must leave it as they "
+                        "found it"
+                    )
+        outs: list[torch.Tensor | None] = [None] * blob.num_outputs
+        for i, v in enumerate(blob.values):
+            if v.kind == "output":
+                outs[v.index] = view(i).clone()
+        return BlobRun(outputs=[o for o in outs if o is not None])
+
+
 def emulate_blob(
     data: bytes,
     named_data: dict[str, bytes],
     inputs: list[torch.Tensor],
     allow_tf32: bool = False,
 ) -> BlobRun:
-    """Execute one delegate blob on the CPU the way runtime/backend/delegate.cpp does."""
-    blob = deserialize(data)
-    if len(inputs) != blob.num_inputs:
-        raise EmulationError(f"the delegate gets {len(inputs)} inputs, the blob has {blob.num_inputs}")
-    consts: list[torch.Tensor] = []
-    for c in blob.constants:
-        raw = named_data.get(c.key)
-        if raw is None:
-            raise EmulationError(f"constant {c.key} is not in the named data")
-        if len(raw) != c.nbytes:
-            raise EmulationError(f"constant {c.key}: {len(raw)} bytes, the blob says {c.nbytes}")
-        t = torch.frombuffer(bytearray(raw), dtype=TORCH_DTYPES[c.dtype]) if raw else torch.empty(0)
-        consts.append(t.reshape(c.sizes) if raw else t)
-    # The device arena: intermediates at their planned offsets, so a plan that overlaps two live values computes
-    # a wrong result here too. All-ones bytes are NaN in every float dtype: a read before a write poisons.
-    arena = torch.full((max(blob.arena_size, 1),), 255, dtype=torch.uint8)
-    bufs: list[torch.Tensor] = []  # one flat buffer per value: what its device address points at
-    for i, v in enumerate(blob.values):
-        n = max(_span(v.sizes, v.strides), 1)
-        dtype = TORCH_DTYPES[v.dtype]
-        nbytes = n * _element_size(v.dtype)
-        if v.kind == "intermediate":
-            if v.offset + nbytes > arena.numel():
-                raise EmulationError(f"value {i}: bytes {v.offset}..{v.offset + nbytes} outside the arena")
-            buf = arena[v.offset : v.offset + nbytes].view(dtype)
-        elif v.kind == "view":
-            root = bufs[v.index].view(torch.uint8)
-            if v.offset + nbytes > root.numel():
-                raise EmulationError(
-                    f"view {i}: bytes {v.offset}..{v.offset + nbytes} outside value {v.index}"
-                )
-            buf = root[v.offset : v.offset + nbytes].view(dtype)
-        else:
-            buf = torch.full((n,), float("nan"), dtype=dtype)
-        if v.kind == "input":
-            x = inputs[v.index]
-            if x.dtype != dtype:
-                raise EmulationError(f"delegate input {v.index}: dtype {x.dtype}, the plan has {v.dtype}")
-            if list(x.shape) != v.sizes:
-                raise EmulationError(
-                    f"delegate input {v.index}: sizes {list(x.shape)}, the plan has {v.sizes}"
-                )
-            if _span(v.sizes, v.strides):
-                torch.as_strided(buf, v.sizes, v.strides).copy_(x)
-        bufs.append(buf)
-
-    def view(i: int) -> torch.Tensor:
-        v = blob.values[i]
-        return torch.as_strided(bufs[i], v.sizes, v.strides)
-
-    def argument(ra: Any) -> Any:
-        if isinstance(ra, ValueRef):
-            return bufs[ra.value]
-        if isinstance(ra, ConstantRef):
-            return consts[ra.constant].reshape(-1)
-        if isinstance(ra, NullPtr):
-            return None
-        return ra.value
-
-    for oi, op in enumerate(blob.ops):
-        if isinstance(op, ConvRecord):
-            problem, launches = _conv_launches(blob, oi, op, allow_tf32)
-            x_in = prologue_applied(blob, op, view, consts)
-        else:
-            launches = [_faked_launch(blob, named_data, oi, li, rec) for li, rec in enumerate(op.launches)]
-        for rec, launch in zip(op.launches, launches, strict=True):
-            target = launch.for_arch(running_arch())
-            target.fn[tuple(rec.grid)](
-                *(argument(a) for a in rec.args), **dict(target.constexprs), **target.compile_options()
-            )
-        if isinstance(op, ConvRecord):
-            # The ATen comparison needs the original weights: `run_program` does it with these.
-            extras = [epilogue_tensor(blob, r, view, consts) for r in op.epilogue_inputs]
-            LAST_OP_IO.append((op, problem, x_in, view(op.output).clone(), extras))
-    outs: list[torch.Tensor | None] = [None] * blob.num_outputs
-    for i, v in enumerate(blob.values):
-        if v.kind == "output":
-            outs[v.index] = view(i).clone()
-    return BlobRun(outputs=[o for o in outs if o is not None])
+    """Execute one delegate blob on the CPU the way runtime/backend/delegate.cpp does: the first execute of a
+    freshly initialised delegate (`EmulatedDelegate` keeps one across executes)."""
+    return EmulatedDelegate(data, named_data, allow_tf32).execute(inputs)
 
 
 # Each convolution's (record, problem, input, output) in the last `emulate_blob` call, for the program's check

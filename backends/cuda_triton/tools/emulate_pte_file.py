@@ -1,5 +1,6 @@
 """A saved .pte run on the CPU: its memory plan, its CPU kernels through their ATen counterparts, its delegate
-calls through `cuda_triton.tools.emulate_blob.emulate_blob` (the blob emulator; kernels in the Triton interpreter).
+calls through `cuda_triton.tools.emulate_blob.EmulatedDelegate` (the blob emulator; kernels in the Triton
+interpreter), one per delegate for all executions, as a loaded program keeps its delegates.
 
 Values live in memory-planned arenas at their planned offsets with their dim order, as in ExecuTorch, so a plan's
 aliasing between tensors is reproduced (see `emulate_pte_file`).
@@ -15,8 +16,7 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from cuda_triton.serialization.blob import deserialize  # noqa: E402
-from cuda_triton.tools.emulate_blob import emulate_blob  # noqa: E402
+from cuda_triton.tools.emulate_blob import EmulatedDelegate  # noqa: E402
 
 _ET_DTYPES = {
     5: torch.float16,
@@ -98,24 +98,30 @@ def emulate_pte_file(
             values.append(None)
         else:
             values.append(("unsupported", t))
+    delegates: dict[int, EmulatedDelegate] = {}  # initialised at their first call, kept across executions
     for run_index in range(executions):
         if run_index == 0 or set_inputs_each_time:
             for idx, x in zip(plan.inputs, inputs, strict=True):
                 values[idx].copy_(x)
-        _run_chain(prog, plan, values, named)
+        _run_chain(prog, plan, values, named, delegates)
     return [values[i].clone() for i in plan.outputs]
 
 
-def _run_chain(prog: Any, plan: Any, values: list[Any], named: dict[str, bytes]) -> None:
+def _run_chain(
+    prog: Any, plan: Any, values: list[Any], named: dict[str, bytes], delegates: dict[int, EmulatedDelegate]
+) -> None:
     for instr in plan.chains[0].instructions:
         ia = instr.instr_args
         kind = type(ia).__name__
         if kind == "DelegateCall":
-            d = plan.delegates[ia.delegate_index]
-            data = prog.backend_delegate_data[d.processed.index].data
-            blob = deserialize(data)
+            delegate = delegates.get(ia.delegate_index)
+            if delegate is None:
+                d = plan.delegates[ia.delegate_index]
+                delegate = EmulatedDelegate(prog.backend_delegate_data[d.processed.index].data, named)
+                delegates[ia.delegate_index] = delegate
+            blob = delegate.blob
             ins = [values[a] for a in ia.args[: blob.num_inputs]]
-            run = emulate_blob(data, named, [x.clone() for x in ins])
+            run = delegate.execute([x.clone() for x in ins])
             for a, o in zip(ia.args[blob.num_inputs :], run.outputs, strict=True):
                 values[a].copy_(o)
         elif kind == "KernelCall":
