@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import triton
+from cuda_triton.kernel.launch import allocate_scratch
 from cuda_triton.ops import elementwise, norm, reduction
 from cuda_triton.ops.registry import kernel_family
 from cuda_triton.ops.tensor_meta import TensorMeta
@@ -127,10 +128,7 @@ def _gpu_ms(fns: dict[str, Callable[[], object]]) -> dict[str, float]:
 def _scratch(family, spec, schedule) -> dict[str, torch.Tensor]:
     """The scratch tensors ``spec``'s launches take with ``schedule`` (None: the family's heuristic), on the GPU."""
     kind = kernel_family(family.__name__.rsplit(".", 1)[-1])
-    return {
-        t.role: torch.empty(t.sizes, dtype=getattr(torch, t.dtype), device="cuda")
-        for t in kind.scratch_tensors(spec, schedule or kind.heuristic(spec))
-    }
+    return allocate_scratch(kind.scratch_tensors(spec, schedule or kind.heuristic(spec)), "cuda")
 
 
 def _time_schedules(spec, bound: dict[str, torch.Tensor], ref: torch.Tensor) -> list:

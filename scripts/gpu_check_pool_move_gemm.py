@@ -36,6 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "backends"))
 
+from cuda_triton.kernel.launch import allocate_scratch  # noqa: E402
 from cuda_triton.ops import data_movement as dm  # noqa: E402
 from cuda_triton.ops import gemm, pooling  # noqa: E402
 from cuda_triton.ops.tensor_meta import TensorMeta  # noqa: E402
@@ -206,10 +207,7 @@ def run_case(case: Case, device: str, dry_run: bool) -> dict:
         all_tensors = dict(tensors)
         all_tensors.update({("out" if k == 0 else f"out{k}"): y for k, y in enumerate(outs)})
         if family is gemm:
-            for t in gemm.scratch(spec, schedule):
-                all_tensors[t.role] = torch.full(
-                    t.sizes, float("nan"), dtype=getattr(torch, t.dtype), device=device
-                )
+            all_tensors.update(allocate_scratch(gemm.scratch(spec, schedule), device, poison=True))
 
         def ours() -> None:
             for launch in launches:

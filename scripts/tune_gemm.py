@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from cuda_triton.conv.epilogue import ConvEpilogue
 from cuda_triton.conv.tf32 import round_to_tf32
-from cuda_triton.kernel.launch import Schedule, running_arch
+from cuda_triton.kernel.launch import Schedule, allocate_scratch, running_arch
 from cuda_triton.ops.elementwise.math import OPS
 from cuda_triton.ops.elementwise.program import instruction
 from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, is_tma, launches, schedules, scratch
@@ -228,8 +228,7 @@ def measure(case: Case, dtype: str, gpu: str, space: list[Schedule]) -> dict[str
         """A call running ``sched``'s launches on the case's tensors, and its NaN-poisoned output."""
         out = torch.full((case.m, case.n), float("nan"), device="cuda", dtype=dt)
         bound = {**tensors, "out": out}
-        for s in scratch(spec, sched):
-            bound[s.role] = torch.empty(s.sizes, device="cuda", dtype=getattr(torch, s.dtype))
+        bound.update(allocate_scratch(scratch(spec, sched), "cuda"))
         kernel_launches = launches(spec, sched)
 
         def run() -> None:

@@ -17,6 +17,12 @@ if not _HAS_GPU:
 
 import pytest  # noqa: E402
 
+if os.environ.get("TRITON_INTERPRET") == "1":
+    # The interpreter computes bf16 dots and arithmetic on raw bits otherwise (conv/templates/_interpreter.py).
+    from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot
+
+    patch_interpreter_bf16_dot()
+
 
 def pytest_collection_modifyitems(config, items):
     if _HAS_GPU:

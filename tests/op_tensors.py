@@ -80,6 +80,14 @@ def poisoned(meta: TensorMeta, dtype: torch.dtype | None = None) -> torch.Tensor
     return t.fill_(float("nan"))
 
 
+def assert_left_zero(scratch, tensors: dict[str, torch.Tensor]) -> None:
+    for t in scratch:
+        if t.zeroed:
+            assert not tensors[t.role].any(), (
+                f"{t.role}: the launches must leave a zeroed scratch tensor zero"
+            )
+
+
 def run(launches, tensors: dict[str, torch.Tensor]) -> None:
     for launch in launches:
         launch.run(tensors)

@@ -23,10 +23,12 @@ from cuda_triton.conv.epilogue import (
 )  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
 from cuda_triton.conv.templates._splitk import split_k_of  # noqa: E402
+from cuda_triton.kernel.launch import allocate_scratch  # noqa: E402
 from cuda_triton.ops.elementwise.program import instruction  # noqa: E402
 from cuda_triton.ops.elementwise.reference import run_program  # noqa: E402
 from cuda_triton.ops.gemm import GemmSpec, heuristic_schedule, launches, scratch  # noqa: E402
 from cuda_triton.ops.tensor_meta import TensorMeta  # noqa: E402
+from op_tensors import assert_left_zero  # noqa: E402
 from ops_helpers import assert_one_delegate_matches_eager  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -119,10 +121,10 @@ def _run(spec: GemmSpec, tensors: dict[str, torch.Tensor], schedule=None) -> tor
     schedule = schedule or heuristic_schedule(spec)
     out = torch.empty_strided(spec.out_sizes, spec.out_strides, dtype=getattr(torch, spec.dtype))
     all_tensors = {**tensors, "out": out.fill_(float("nan"))}
-    for t in scratch(spec, schedule):  # never zeroed by the runtime either
-        all_tensors[t.role] = torch.full(t.sizes, float("nan"), dtype=getattr(torch, t.dtype))
+    all_tensors.update(allocate_scratch(scratch(spec, schedule), "cpu", poison=True))
     for launch in launches(spec, schedule):
         launch.run(all_tensors)
+    assert_left_zero(scratch(spec, schedule), all_tensors)
     return out
 
 
@@ -148,13 +150,14 @@ def test_kernel_applies_the_chain(dtype: str, chain: str, shape: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_only_the_launch_that_stores_applies_the_chain() -> None:
+def test_a_split_k_launch_carries_the_chain() -> None:
+    """Split-K is one launch whose last share per tile stores the result: it takes the chain and its operands."""
     spec, _ = _case("fp16", "gelu_scale_residual", *SHAPES["split_k"])
-    share, reduce = launches(spec, heuristic_schedule(spec))
-    assert dict(share.constexprs)["PROGRAM"] == () and dict(share.constexprs)["E_KINDS"] == (0, 0, 0)
-    assert dict(reduce.constexprs)["PROGRAM"] == spec.epilogue.program
-    assert dict(reduce.constexprs)["E_KINDS"] == (LIKE_OUTPUT, PER_NC, 0)
-    assert [a.role for a in share.args if getattr(a, "role", "").startswith("epilogue")] == [
+    (launch,) = launches(spec, heuristic_schedule(spec))
+    assert dict(launch.constexprs)["SPLIT_K"] > 1
+    assert dict(launch.constexprs)["PROGRAM"] == spec.epilogue.program
+    assert dict(launch.constexprs)["E_KINDS"] == (LIKE_OUTPUT, PER_NC, 0)
+    assert [a.role for a in launch.args if getattr(a, "role", "").startswith("epilogue")] == [
         "epilogue1", "epilogue2", "epilogue3",
     ]  # fmt: skip
 
@@ -170,7 +173,8 @@ def test_epilogue_kernels_compile_for_sm80_and_sm90() -> None:
     spec, _ = _case("bf16", "gelu", *SHAPES["bmm"])
     todo += launches(spec, heuristic_schedule(spec))
     kernels = distinct_kernels(todo)
-    assert {la.name for la in kernels} == {"gemm_kernel", "gemm_splitk_reduce_kernel"}
+    assert {la.name for la in kernels} == {"gemm_kernel"}
+    assert any(dict(la.constexprs)["SPLIT_K"] > 1 for la in kernels)
     assert_compiles_for_sm80_and_sm90(kernels)
 
 

@@ -76,10 +76,15 @@ def _run(x, w, b, p: ConvParams, template: str | None = None, schedule: Schedule
         "bias": b,
         "output": out,
     }
-    for role, t in cand.allocate_scratch(problem, out.device).items():
-        tensors[role] = t.fill_(float("nan"))  # the kernels must write every scratch element they read
+    scratch = cand.allocate_scratch(problem, out.device)
+    zeroed = {t.role for t in cand.template.scratch(problem, cand.schedule) if t.zeroed}
+    for role, t in scratch.items():
+        # the kernels must write every scratch element they read; zeroed ones (split-K tile counters) start zero
+        tensors[role] = t if role in zeroed else t.fill_(float("nan"))
     for launch in cand.launches(problem):
         launch.run(tensors)
+    for role in zeroed:
+        assert not scratch[role].any(), f"{role}: the launches must leave a zeroed scratch tensor zero"
     return out, cand
 
 
@@ -316,7 +321,12 @@ def test_split_k_schedules_match_aten(template: str, shape, channels_last: bool,
         (ws,) = [st for st in t.scratch(problem, s) if st.role == "workspace"]
         m = problem.batch * math.prod(problem.out_spatial)
         assert ws.dtype == "float32" and ws.sizes == (s["SPLIT_K"], m, k)
-        assert len(t.launches(problem, s)) == 2 + bool(dict(s.params).get("CL_COPY"))
+        (counters,) = [st for st in t.scratch(problem, s) if st.role == "tile_counters"]
+        launches = t.launches(problem, s)
+        assert counters.zeroed and counters.dtype == "int32"
+        assert counters.sizes == (launches[-1].grid[0] * launches[-1].grid[1],)
+        # one launch: the last share of each tile sums the shares (no reduction kernel)
+        assert len(launches) == 1 + bool(dict(s.params).get("CL_COPY"))
         out, cand = _run(x, w, b, p, template, s)
         assert cand.schedule == s
         _check(out, x, w, b, p)

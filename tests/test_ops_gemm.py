@@ -9,6 +9,7 @@ import random
 
 import pytest
 import torch
+from cuda_triton.kernel.launch import allocate_scratch  # noqa: E402
 from cuda_triton.ops.gemm import (
     COLSUM_ROLE,
     GemmSpec,
@@ -20,7 +21,15 @@ from cuda_triton.ops.gemm import (
     scratch,
 )
 from cuda_triton.ops.tensor_meta import TensorMeta
-from op_tensors import DTYPES, assert_compiles_for_sm80_and_sm90, device, distinct_kernels, poisoned, run
+from op_tensors import (
+    DTYPES,
+    assert_compiles_for_sm80_and_sm90,
+    assert_left_zero,
+    device,
+    distinct_kernels,
+    poisoned,
+    run,
+)
 
 pytestmark = pytest.mark.timeout(300)
 meta = TensorMeta.of
@@ -39,11 +48,9 @@ def _run(spec: GemmSpec, tensors: dict[str, torch.Tensor], schedule=None) -> tor
         w = tensors[spec.w.role]
         w_kn = w.as_strided(spec.w.sizes, spec.w.strides, w.storage_offset())[0]
         all_tensors[COLSUM_ROLE] = column_sums(w_kn.cpu()).to(device())
-    for t in scratch(spec, schedule):  # never zeroed by the runtime either
-        all_tensors[t.role] = torch.full(
-            t.sizes, float("nan"), dtype=getattr(torch, t.dtype), device=device()
-        )
+    all_tensors.update(allocate_scratch(scratch(spec, schedule), device(), poison=True))
     run(launches(spec, schedule), all_tensors)
+    assert_left_zero(scratch(spec, schedule), all_tensors)
     return out
 
 
@@ -185,9 +192,11 @@ def test_small_batches_split_k() -> None:
     spec = GemmSpec.addmm(TensorMeta.contiguous((1000,), "float16"), x, w)
     schedule = heuristic_schedule(spec)
     assert dict(schedule.params).get("SPLIT_K", 1) > 1 and schedule["BLOCK_M"] == 16
-    (ws,) = scratch(spec, schedule)
+    ws, counters = scratch(spec, schedule)
     assert ws.sizes == (schedule["SPLIT_K"], 1, 1, 1000)
-    assert [la.name for la in launches(spec, schedule)] == ["gemm_kernel", "gemm_splitk_reduce_kernel"]
+    (launch,) = launches(spec, schedule)  # the last share of each tile sums the shares: no reduction kernel
+    assert launch.name == "gemm_kernel" and launch.grid[2] == schedule["SPLIT_K"]
+    assert counters.zeroed and counters.sizes == (launch.grid[0] * launch.grid[1],)
 
 
 @pytest.mark.timeout(60)
@@ -318,7 +327,8 @@ def _aot_launches() -> list:
 @pytest.mark.timeout(900)
 def test_kernels_compile_for_sm80_and_sm90() -> None:
     todo = distinct_kernels(_aot_launches())
-    assert {la.name for la in todo} == {"gemm_kernel", "gemm_splitk_reduce_kernel"}
+    assert {la.name for la in todo} == {"gemm_kernel"}
+    assert any(dict(la.constexprs)["SPLIT_K"] > 1 for la in todo)
     assert_compiles_for_sm80_and_sm90(todo)
 
 

@@ -90,6 +90,23 @@ class ScratchTensor:
     zeroed: bool = False
 
 
+def allocate_scratch(
+    scratch: list[ScratchTensor], device: torch.device | str, poison: bool = False
+) -> dict[str, torch.Tensor]:
+    """Tensors for ``scratch``, by role, as a runtime hands them over: the ``zeroed`` ones all zero, the others
+    uninitialised (or, with ``poison``, NaN, so a check catches a kernel that reads what it never wrote)."""
+    out = {}
+    for t in scratch:
+        dtype = getattr(torch, t.dtype)
+        if t.zeroed:
+            out[t.role] = torch.zeros(t.sizes, dtype=dtype, device=device)
+        elif poison:
+            out[t.role] = torch.full(t.sizes, float("nan"), dtype=dtype, device=device)
+        else:
+            out[t.role] = torch.empty(t.sizes, dtype=dtype, device=device)
+    return out
+
+
 @dataclass(frozen=True)
 class TensorArg:
     """A pointer argument: ``role`` names one of the op's tensors (its inputs, outputs and scratch tensors).
@@ -238,6 +255,7 @@ __all__ = [
     "ScalarArg",
     "Schedule",
     "ScratchTensor",
+    "allocate_scratch",
     "Support",
     "TRITON_PTR_DTYPE",
     "TensorArg",

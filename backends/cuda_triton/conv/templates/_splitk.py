@@ -1,21 +1,26 @@
-"""Split-K for the GEMM templates: the workspace reduction kernel and the rules for when to split.
+"""Split-K for the GEMM templates: the rules for when to split, the scratch a split needs, and the workspace
+reduction kernel that finishes tail splits.
 
 Layers with few output positions and a long reduction (7x7 or 14x14 maps at batch 1, 1x1 convs with many input
 channels) give too few output tiles to fill the GPU. A split-K schedule (SPLIT_K > 1) launches the template's
 kernel with a third grid axis: program_id(2) takes one contiguous share of the K iterations and stores its fp32
 partial sums, without bias, into the workspace [SPLIT_K, M, C_out] (role "workspace", M = batch * output
-pixels, channels fastest); then `splitk_reduce_kernel` adds the shares up in a fixed order (deterministic), adds
-the bias and writes the output in its layout.
+pixels, channels fastest), then counts itself done on its tile's counter (role "tile_counters", one int32 per
+program of grid axes 0 and 1). The tile's last share to finish adds the shares up in a fixed order
+(deterministic), applies the bias and the fused epilogue, writes the output and sets the counter back to zero
+(`gemm_jit.store_tile`). One launch: a reduction kernel after it would cost a launch and a round trip of the
+workspace, which at batch 1 took as long as the split saved. The counters are a zeroed scratch tensor
+(`ScratchTensor.zeroed`): the delegate keeps them in its state buffer, zeroed once at init.
 
-The same reduction finishes *tail-split* schedules (TAIL_SPLIT > 1, implicit GEMM): when the output tiles fill
-a few whole waves of the GPU plus a nearly empty last one (deeplab's 65x65 maps at batch 4: M = 16900 =
+*Tail-split* schedules (TAIL_SPLIT > 1, implicit GEMM) still end with `splitk_reduce_kernel`: when the output
+tiles fill a few whole waves of the GPU plus a nearly empty last one (deeplab's 65x65 maps at batch 4: M = 16900 =
 132 * 128 + 4 rows), the last TAIL_M_TILES rows of tiles are split along K over TAIL_SPLIT programs each, which
 run beside the whole tiles instead of one lone wave after them (the "stream-K" idea, kept deterministic). Their
 partial sums go to a workspace [TAIL_SPLIT, TAIL_ROWS, C_out]; the reduction writes them at output row ROW0.
 
 ``splitk_reduce_kernel`` arguments (PTX order): ws, bias, y pointers, int32 M, OUT_PIXELS, ROW0, the fused
 epilogue's operand slots (epilogue_args.py); constexprs C_OUT, SPLIT_K, HAS_BIAS, OUT_CL, BLOCK_M, BLOCK_C, PROGRAM,
-E_KINDS. A split-K reduction applies the epilogue; the main kernel's shares never do. Grid: (cdiv(M, BLOCK_M), cdiv(C_out, BLOCK_C), 1).
+E_KINDS. Grid: (cdiv(M, BLOCK_M), cdiv(C_out, BLOCK_C), 1).
 """
 
 from __future__ import annotations
@@ -131,13 +136,17 @@ def tail_options(g: Geometry, block_m: int, n_programs: int, iters: int) -> list
     return [(tail_m, split)]
 
 
-def workspace(problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
-    """fp32 partial sums: [SPLIT_K, M, C_out] for a split schedule, [TAIL_SPLIT, TAIL_ROWS, C_out] for a
-    tail-split one, nothing otherwise."""
+def split_scratch(problem: ConvProblem, schedule: Schedule, tiles: int) -> list[ScratchTensor]:
+    """A split schedule's fp32 partial sums [SPLIT_K, M, C_out] and its zeroed tile counters (``tiles``: the
+    programs of grid axes 0 and 1); a tail-split schedule's partial sums [TAIL_SPLIT, TAIL_ROWS, C_out]; nothing
+    otherwise."""
     split = split_k_of(schedule)
     g = Geometry.of(problem)
     if split > 1:
-        return [ScratchTensor("workspace", "float32", (split, g.m, g.cout))]
+        return [
+            ScratchTensor("workspace", "float32", (split, g.m, g.cout)),
+            ScratchTensor("tile_counters", "int32", (tiles,), zeroed=True),
+        ]
     tail = tail_split_of(schedule)
     if tail > 1:
         _, rows = tail_rows(g, schedule["BLOCK_M"], schedule["TAIL_M_TILES"])
@@ -149,7 +158,7 @@ def splitk_reduce_launch(
     problem: ConvProblem, split: int, row0: int = 0, rows: int | None = None, epilogue: bool = False
 ) -> KernelLaunch:
     """The launch that turns the workspace's partial sums into the output (rows row0.. of it for a tail), with
-    the problem's fused epilogue when ``epilogue`` (a split-K reduction writes every output element)."""
+    the problem's fused epilogue when ``epilogue`` (only a reduction that writes every output element may)."""
     g = Geometry.of(problem)
     m = g.m if rows is None else rows
     dt = problem.ptr_dtype

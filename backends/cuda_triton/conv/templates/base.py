@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support
+from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, allocate_scratch
 from ..problem import ConvProblem
 from .epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES
 
 # Tensor roles a convolution's launches can reference (`TensorArg.role`). "weight" is the *prepared* weight
-# (`ConvTemplate.prepare_weight`). "workspace", "input_cl", "input_pad", "amax" and "input_f16" are scratch tensors
-# (`ConvTemplate.scratch`): split-K partial sums, a channels-last copy of a contiguous input, a zero-padded
-# channels-last copy of any input, the input's partial maxima and its scaled fp16 copy (_f16_mma.py). The op's
-# CUDA body allocates them per call; the delegate blob records them as intermediate values the C++ runtime
-# allocates once at init. "epilogue1".."epilogue3" are the operands of a fused epilogue, "prologue1".."prologue3"
+# (`ConvTemplate.prepare_weight`). "workspace", "tile_counters", "input_cl", "input_pad", "amax" and "input_f16" are
+# scratch tensors (`ConvTemplate.scratch`): split-K partial sums and tile counters (_splitk.py), a channels-last
+# copy of a contiguous input, a zero-padded channels-last copy of any input, the input's partial maxima and its
+# scaled fp16 copy (_f16_mma.py). The op's CUDA body allocates them per call; the delegate blob records them as
+# intermediate values the C++ runtime allocates once at init (the zeroed tile counters as state values). "epilogue1".."epilogue3" are the operands of a fused epilogue, "prologue1".."prologue3"
 # those of a fused prologue (epilogue_args.py).
 TENSOR_ROLES = (
     "input",
@@ -29,6 +29,7 @@ TENSOR_ROLES = (
     "bias",
     "output",
     "workspace",
+    "tile_counters",
     "input_cl",
     "input_pad",
     "amax",
@@ -36,7 +37,7 @@ TENSOR_ROLES = (
     *EPILOGUE_ROLES,
     *PROLOGUE_ROLES,
 )
-SCRATCH_ROLES = ("workspace", "input_cl", "input_pad", "amax", "input_f16")
+SCRATCH_ROLES = ("workspace", "tile_counters", "input_cl", "input_pad", "amax", "input_f16")
 
 
 @dataclass
@@ -98,18 +99,16 @@ class ConvTemplate(ABC):
 
         Static like the grid: a function of the problem's shapes and the schedule only. Launches must not
         expect them zeroed (the runtime hands over whatever memory it allocated) and must not keep anything in
-        them from one call to the next.
+        them from one call to the next, except in a ``zeroed`` one (`ScratchTensor.zeroed`), which they find all
+        zero and leave all zero.
         """
         return []
 
     def allocate_scratch(
         self, problem: ConvProblem, schedule: Schedule, device: torch.device | str
     ) -> dict[str, torch.Tensor]:
-        """Fresh scratch tensors for one call, by role."""
-        return {
-            t.role: torch.empty(t.sizes, dtype=getattr(torch, t.dtype), device=device)
-            for t in self.scratch(problem, schedule)
-        }
+        """Fresh scratch tensors for one call, by role (the ``zeroed`` ones zero-filled)."""
+        return allocate_scratch(self.scratch(problem, schedule), device)
 
     @abstractmethod
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:

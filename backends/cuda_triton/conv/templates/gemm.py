@@ -26,7 +26,7 @@ import triton.language as tl
 from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
 from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
-from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, splitk_reduce_launch, workspace
+from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, split_scratch
 from ._tf32 import prepare_tf32_weight, round_to_tf32
 from .epilogue_args import (
     epilogue_args,
@@ -52,7 +52,7 @@ from .launch_args import dim_constexprs, size_args
 
 @triton.jit
 def conv_gemm_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr,
+    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr,
     BATCH, D, H, W, OD, OH, OW,
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc,
@@ -117,7 +117,7 @@ def conv_gemm_kernel(
 
     pixel = offs_m % out_pixels
     store_tile(
-        y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, M, out_pixels,
+        y_ptr, b_ptr, ws_ptr, cnt_ptr, acc, n, pixel, m_ok, offs_n, 0, C_OUT, C_OUT, M, out_pixels,
         e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, SPLIT_K, PROGRAM, E_KINDS,
     )  # fmt: skip
 
@@ -198,14 +198,20 @@ class GemmTemplate(GemmShapedTemplate):
         return Schedule.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
 
     def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        return True  # in the kernel's store, or with split-K in the reduction's
+        return True  # in the kernel's store (with split-K, the last share's)
 
     def takes_prologue(self, problem: ConvProblem, schedule: Schedule) -> bool:
         # On each A tile as it is loaded, whatever the split; on long reductions only a cheap chain (gemm_common).
         return self.prologue_pays(problem)
 
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
-        return workspace(problem, schedule)
+        return split_scratch(problem, schedule, self._tiles(problem, schedule))
+
+    @staticmethod
+    def _tiles(problem: ConvProblem, schedule: Schedule) -> int:
+        """Output tiles: the programs of grid axis 0."""
+        g = Geometry.of(problem)
+        return cdiv(g.m, schedule["BLOCK_M"]) * cdiv(g.cout, schedule["BLOCK_N"])
 
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         """(C_out, C_in, *k) -> [K_P, COUT_P]: rows (tap, c) for channels-last input, (c, tap) otherwise."""
@@ -230,9 +236,12 @@ class GemmTemplate(GemmShapedTemplate):
             TensorArg("input", dt),
             TensorArg("weight", dt),
             TensorArg("bias", dt),
-            TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
+            TensorArg("output", dt),
+            # a split's partial sums and tile counters; otherwise unused pointers
+            TensorArg("workspace", "fp32") if split > 1 else TensorArg("output", dt),
+            TensorArg("tile_counters", "i32") if split > 1 else TensorArg("output", dt),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
-            *epilogue_args(problem, split == 1),  # a split's reduction applies the epilogue
+            *epilogue_args(problem, True),
             *prologue_args(problem),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
@@ -245,17 +254,18 @@ class GemmTemplate(GemmShapedTemplate):
             *dim_constexprs(K=g.kernel, S=g.stride, D=g.dilation),
             ("IN_CL", g.in_cl),
             ("OUT_CL", g.out_cl),
-            ("HAS_BIAS", problem.has_bias and split == 1),
+            ("HAS_BIAS", problem.has_bias),
             ("INT64", g.int64),
             *dot_constexprs(problem),
             *tile_constexprs(schedule),
             ("SPLIT_K", split),
-            *epilogue_constexprs(problem, split == 1),
+            *epilogue_constexprs(problem, True),
             *prologue_constexprs(problem, prologue_images(problem, bm)),
         )
-        grid = (cdiv(g.m, bm) * cdiv(g.cout, bn), 1, split)
-        main = KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
-        return [main] if split == 1 else [main, splitk_reduce_launch(problem, split, epilogue=True)]
+        grid = (self._tiles(problem, schedule), 1, split)
+        return [
+            KernelLaunch(conv_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
+        ]
 
 
 TEMPLATES = [GemmTemplate()]

@@ -121,10 +121,42 @@ def store_output(
 def store_split_k_share(ws_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, M,
                         out_pixels):  # fmt: skip
     """A split-K share's partial sums (share program_id(2)) into the fp32 workspace [SPLIT_K, M, C_OUT], stored
-    like a channels-last output without bias; `splitk_reduce_kernel` (_splitk.py) adds the shares up."""
+    like a channels-last output without bias."""
     ws = ws_ptr + tl.program_id(2) * (M * C_OUT)
     # no bias: ws_ptr stands in for the bias pointer, which is never read
     store_output(ws, ws_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, out_pixels, False, True)
+
+
+@triton.jit
+def is_last_split_k_share(cnt_ptr, SPLIT_K: tl.constexpr):
+    """Counts this program's share of its tile as done; True for the tile's last share to finish, which then owns
+    the tile's result (and has set the tile's counter back to zero for the next launch).
+
+    The counters (one int32 per program of axes 0 and 1, zero before the launch) live in the delegate's state
+    buffer, not the arena (`ScratchTensor.zeroed`). Ordering: the barrier makes every thread's partial sums
+    precede the counter's release; the acquire lets the last share read the others' sums.
+    """
+    tl.debug_barrier()
+    tile = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)
+    done = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    last = done == SPLIT_K - 1
+    if last:
+        tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+    return last
+
+
+@triton.jit
+def sum_split_k_shares(ws_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, M,
+                       out_pixels, SPLIT_K: tl.constexpr):  # fmt: skip
+    """The tile's full sums (``acc``, this share's, gives the shape): its SPLIT_K shares in the workspace, added
+    in share order whichever share runs this, so the result does not depend on which finished last. Read
+    through L2 (``.cg``): the other shares' sums were written by other SMs."""
+    offs = output_offsets(n, pixel, co_base + offs_n, C_OUT, out_pixels, True)
+    mask = m_ok[:, None] & (offs_n < COUT_T)[None, :]
+    acc = tl.zeros_like(acc)
+    for s in tl.static_range(SPLIT_K):
+        acc += tl.load(ws_ptr + s * (M * C_OUT) + offs, mask=mask, other=0.0, cache_modifier=".cg")
+    return acc
 
 
 @triton.jit
@@ -147,22 +179,45 @@ def store_output_with_epilogue(
 
 @triton.jit
 def store_tile(
-    y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, M, out_pixels,
-    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+    y_ptr, b_ptr, ws_ptr, cnt_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr,
+    M, out_pixels, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr, SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr,
     E_KINDS: tl.constexpr,
 ):  # fmt: skip
-    """A GEMM kernel's result tile, rows (image n, output pixel) x channels co_base + offs_n: through the fused
-    elementwise chain (which comes with one tile of all C_OUT channels and no split: a split's reduction applies
-    it), else as split-K share program_id(2) into the fp32 workspace y_ptr (`store_split_k_share`), else with the
-    bias (`store_output`)."""
+    """A GEMM kernel's result tile, rows (image n, output pixel) x channels co_base + offs_n, with the bias and
+    the fused elementwise chain (which comes with one tile of all C_OUT channels). With split-K (SPLIT_K > 1,
+    program_id(2) the share), each share stores its partial sums into the fp32 workspace ws_ptr and the last
+    share of the tile to finish adds them all up and stores the tile (`is_last_split_k_share`): one launch, no
+    reduction kernel after it."""
+    if SPLIT_K > 1:
+        store_split_k_share(ws_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, M, out_pixels)
+        if is_last_split_k_share(cnt_ptr, SPLIT_K):
+            acc = sum_split_k_shares(
+                ws_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, M, out_pixels, SPLIT_K
+            )
+            store_finished_tile(
+                y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, out_pixels,
+                e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
+            )  # fmt: skip
+    else:
+        store_finished_tile(
+            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, out_pixels,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
+        )  # fmt: skip
+
+
+@triton.jit
+def store_finished_tile(
+    y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T: tl.constexpr, C_OUT: tl.constexpr, out_pixels,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+    HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+):  # fmt: skip
+    """A tile's full sums into y: through the fused elementwise chain when there is one, else with the bias."""
     if len(PROGRAM) > 0:
         store_output_with_epilogue(
             y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, C_OUT, out_pixels,
             e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
         )  # fmt: skip
-    elif SPLIT_K > 1:
-        store_split_k_share(y_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, M, out_pixels)
     else:
         store_output(
             y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, co_base, COUT_T, C_OUT, out_pixels, HAS_BIAS, OUT_CL

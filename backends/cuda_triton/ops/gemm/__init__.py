@@ -7,7 +7,7 @@ The pipeline builds a `GemmSpec` from a node (`GemmSpec.addmm`/`.mm`/`.bmm`/`.li
 space (`schedules`) also holds the TMA variant (tma.py, `gemm_tma_kernel`), which the heuristic does not pick.
 """
 
-from .kernels import gemm_kernel, gemm_splitk_reduce_kernel
+from .kernels import gemm_kernel
 from .launches import heuristic_schedule, launches, schedules, scratch
 from .reference import reference_gemm
 from .row_norm import COLSUM_ROLE, column_sums
@@ -22,7 +22,6 @@ __all__ = [
     "Operand",
     "TMA_ARCH",
     "gemm_kernel",
-    "gemm_splitk_reduce_kernel",
     "gemm_tma_kernel",
     "heuristic_schedule",
     "is_tma",

@@ -18,9 +18,10 @@ applies ``rstd * (acc - mean * colsum)`` with w's column sums (``colsum_ptr``, f
 `row_norm.column_sums`), which is ``((a - mean) * rstd) @ w``. It needs the whole K in one program (no split).
 
 Split-K (SPLIT_K > 1, for few output tiles over a long K such as a batch-1 classifier): program_id(2) takes one
-contiguous share of the K slices and stores its fp32 partial sums into the workspace [SPLIT_K, B, M, N];
-`gemm_splitk_reduce_kernel` adds them in a fixed order (deterministic), then applies the epilogue (the shares
-apply none).
+contiguous share of the K slices and stores its fp32 partial sums into the workspace [SPLIT_K, B, M, N], then
+counts itself done on its tile's counter (``cnt_ptr``, int32, one per program of grid axes 0 and 1, zero before
+the launch); the tile's last share to finish adds the shares in a fixed order (deterministic), applies the
+epilogue and resets the counter (conv/templates/_splitk.py says why there is no reduction kernel).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import triton.language as tl
 from ...conv.templates._splitk import MAX_SPLIT, MIN_SHARE
 from ...conv.templates._tf32 import round_to_tf32
 from ...conv.templates.epilogue_jit import apply_epilogue
-from ...conv.templates.gemm_jit import grouped_tile_ids, split_k_range
+from ...conv.templates.gemm_jit import grouped_tile_ids, is_last_split_k_share, split_k_range
 from ...conv.templates.geometry import NUM_SMS, fit_block
 from ...kernel.launch import Schedule, cdiv
 from ...kernel.spaces import TILE_FIELDS, load_rows
@@ -116,7 +117,7 @@ def _normalise_rows(acc, shift, row_sum, row_sq, col_sum, K, EPS: tl.constexpr, 
 
 @triton.jit
 def gemm_kernel(
-    a_ptr, w_ptr, bias_ptr, c_ptr, colsum_ptr,
+    a_ptr, w_ptr, bias_ptr, c_ptr, ws_ptr, cnt_ptr, colsum_ptr,
     M, N, K,
     SAB, SAM, SAK, SWB, SWK, SWN, SBM, SBN, SCB, SCM, SCN,
     ALPHA, BETA,
@@ -127,7 +128,8 @@ def gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
-    """Grid: (tiles of [M, N], B, SPLIT_K). With SPLIT_K > 1, ``c_ptr`` is the fp32 workspace."""
+    """Grid: (tiles of [M, N], B, SPLIT_K). With SPLIT_K > 1, ``ws_ptr`` is the fp32 workspace and ``cnt_ptr``
+    the tile counters (unused pointers otherwise)."""
     pid_m, pid_n = grouped_tile_ids(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     batch = tl.program_id(1).to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -174,42 +176,27 @@ def gemm_kernel(
         col_sum = tl.load(colsum_ptr + cols)
         acc = _normalise_rows(acc, shift, row_sum, row_sq, col_sum, K, NORM_EPS, TF32_SHIFT)
 
-    if SPLIT_K == 1:
+    if (
+        SPLIT_K > 1
+    ):  # this share's partial sums into the workspace [SPLIT_K, B, M, N]; the last share sums them
+        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        tile = batch * M * N + offs_m[:, None] * N + offs_n[None, :]
+        share_stride = tl.num_programs(1) * M * N
+        tl.store(ws_ptr + tl.program_id(2) * share_stride + tile, acc, mask=ok)
+        if is_last_split_k_share(cnt_ptr, SPLIT_K):
+            acc = tl.zeros_like(acc)
+            for s in tl.static_range(SPLIT_K):  # a fixed order: the sum is deterministic
+                acc += tl.load(ws_ptr + s * share_stride + tile, mask=ok, other=0.0, cache_modifier=".cg")
+            _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
+                      e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, C_N_UNIT,
+                      PROGRAM, E_KINDS)  # fmt: skip
+    else:
         _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
                   e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, C_N_UNIT, PROGRAM,
                   E_KINDS)  # fmt: skip
-    else:  # this share's partial sums into the workspace [SPLIT_K, B, M, N]
-        share_base = (tl.program_id(2).to(tl.int64) * tl.num_programs(1) + batch) * M * N
-        ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        tl.store(c_ptr + share_base + offs_m[:, None] * N + offs_n[None, :], acc, mask=ok)
-
-
-@triton.jit
-def gemm_splitk_reduce_kernel(
-    ws_ptr, bias_ptr, c_ptr,
-    M, N, SBM, SBN, SCB, SCM, SCN, ALPHA, BETA,
-    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, C_N_UNIT: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
-):  # fmt: skip
-    """out[b] = the epilogue of the sum of the SPLIT_K partial sums. Grid: (tiles of [M, N], B, 1)."""
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    offs_m = (tl.program_id(0) // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = (tl.program_id(0) % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
-    batch = tl.program_id(1).to(tl.int64)
-    ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    ws = ws_ptr + batch * M * N + offs_m[:, None] * N + offs_n[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for s in tl.static_range(SPLIT_K):  # a fixed order: the sum is deterministic
-        acc += tl.load(ws + s * tl.num_programs(1) * M * N, mask=ok, other=0.0)
-    _epilogue(acc, bias_ptr, c_ptr, batch * SCB, offs_m, offs_n, M, N, SBM, SBN, SCM, SCN, ALPHA, BETA,
-              e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, C_N_UNIT, PROGRAM,
-              E_KINDS)  # fmt: skip
 
 
 # ---- schedules ---------------------------------------------------------------------------------------------
-REDUCE_BLOCK = 64
-REDUCE_WARPS = 4
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for 16-bit dtypes; fp32 halves BLOCK_K.
 # The BLOCK_K 32 rows give short reductions (ConvNeXt's K = 96) an unmasked K loop and more programs per SM.
 _CONFIGS = load_rows(__file__, "CONFIGS", TILE_FIELDS)

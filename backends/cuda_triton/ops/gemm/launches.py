@@ -1,14 +1,14 @@
 """`launches(spec, schedule)`: the GEMM kernel calls for one `GemmSpec`, its scratch and its schedules.
 
-`gemm_kernel` arguments (PTX order): a, w, bias, out and column-sum pointers (out is the fp32 workspace for
-split-K; a missing bias is a's pointer, never read; the column sums, role "colsum", only with a row norm, else
-a's pointer, never read), int32 M, N, K and the strides of a [B, M, K], w [B, K, N], bias
+`gemm_kernel` arguments (PTX order): a, w, bias, out, workspace, tile-counter and column-sum pointers (a missing
+bias is a's pointer, never read; the split-K workspace, role "workspace", and tile counters, role
+"tile_counters", only with SPLIT_K > 1, else out's pointer, never read; the column sums, role "colsum", only with
+a row norm, else a's pointer, never read), int32 M, N, K and the strides of a [B, M, K], w [B, K, N], bias
 [M, N] and out [B, M, N] (int64 when an offset needs it), fp32 alpha and beta, the epilogue's three operand slots
 (conv/templates/epilogue_args.py); everything else is a constexpr.
-Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), B, SPLIT_K). A split-K schedule adds `gemm_splitk_reduce_kernel`
-(workspace, bias, out; M, N, the bias and out strides, alpha, beta, the epilogue's slots), grid (tiles of 64 x 64,
-B, 1), which then applies the epilogue instead of the shares. A TMA schedule (tma.py) runs `gemm_tma_kernel`
-instead, with the same arguments, grid (tma_grid_x, B, 1): one program per tile or a persistent grid.
+Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), B, SPLIT_K): one launch, split or not (kernels.py). A TMA schedule
+(tma.py) runs `gemm_tma_kernel` instead, with the same arguments, grid (tma_grid_x, B, 1): one program per tile or
+a persistent grid.
 """
 
 from __future__ import annotations
@@ -25,14 +25,7 @@ from ...kernel.launch import (
     TensorArg,
     cdiv,
 )
-from .kernels import (
-    REDUCE_BLOCK,
-    REDUCE_WARPS,
-    gemm_kernel,
-    gemm_splitk_reduce_kernel,
-    heuristic_schedule_for,
-    schedule_space,
-)
+from .kernels import gemm_kernel, heuristic_schedule_for, schedule_space
 from .row_norm import COLSUM_ROLE
 from .spec import GemmSpec
 from .tma import TMA_ARCH, is_tma, tma_grid_x, tma_problem, tma_schedules
@@ -57,11 +50,16 @@ def schedules(spec: GemmSpec, arch: int | None = None) -> list[Schedule]:
 
 
 def scratch(spec: GemmSpec, schedule: Schedule) -> list[ScratchTensor]:
-    """The fp32 partial sums [SPLIT_K, B, M, N] of a split-K schedule (none otherwise)."""
+    """A split-K schedule's fp32 partial sums [SPLIT_K, B, M, N] and zeroed tile counters, one per program of grid
+    axes 0 and 1 (none otherwise)."""
     split = split_k_of(schedule)
     if split == 1:
         return []
-    return [ScratchTensor("workspace", "float32", (split, spec.batch, spec.m, spec.n))]
+    tiles = cdiv(spec.m, schedule["BLOCK_M"]) * cdiv(spec.n, schedule["BLOCK_N"]) * spec.batch
+    return [
+        ScratchTensor("workspace", "float32", (split, spec.batch, spec.m, spec.n)),
+        ScratchTensor("tile_counters", "int32", (tiles,), zeroed=True),
+    ]
 
 
 def dot_precision(spec: GemmSpec) -> str:
@@ -90,22 +88,22 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
     bias_args = (ScalarArg("SBM", index, bias_strides[0]), ScalarArg("SBN", index, bias_strides[1]))
 
     bm, bn, bk = schedule["BLOCK_M"], schedule["BLOCK_N"], schedule["BLOCK_K"]
-    main_out = TensorArg("out", dt) if split == 1 else TensorArg("workspace", "fp32")
     args = (
         TensorArg(spec.a.role, dt),
         TensorArg(spec.w.role, dt),
         TensorArg(bias_role, dt),
-        main_out,
+        TensorArg("out", dt),
+        TensorArg("workspace", "fp32") if split > 1 else TensorArg("out", dt),
+        TensorArg("tile_counters", "i32") if split > 1 else TensorArg("out", dt),
         TensorArg(COLSUM_ROLE if spec.row_norm_eps is not None else spec.a.role, "fp32"),
         *(ScalarArg(name, index, v) for name, v in (("M", spec.m), ("N", spec.n), ("K", spec.k))),
         *(ScalarArg(name, index, v) for name, v in zip(("SAB", "SAM", "SAK"), spec.a.strides, strict=True)),
         *(ScalarArg(name, index, v) for name, v in zip(("SWB", "SWK", "SWN"), spec.w.strides, strict=True)),
         *bias_args,
-        *(out_strides if split == 1 else (ScalarArg("SCB", index, 0), ScalarArg("SCM", index, spec.n),
-                                           ScalarArg("SCN", index, 1))),
+        *out_strides,
         *alpha_beta,
-        *epilogue_args(spec, active=split == 1),
-    )  # fmt: skip
+        *epilogue_args(spec),
+    )
     grid = (cdiv(spec.m, bm) * cdiv(spec.n, bn), spec.batch, split)
     if tma:
         tma_constexprs = (
@@ -127,8 +125,8 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         ("A_K_UNIT", sak == 1),
         ("W_K_UNIT", swk == 1),
         ("W_N_UNIT", swn == 1),
-        ("C_N_UNIT", scn == 1 if split == 1 else True),
-        ("HAS_BIAS", has_bias and split == 1),
+        ("C_N_UNIT", scn == 1),
+        ("HAS_BIAS", has_bias),
         ("EVEN_K", spec.k % bk == 0),
         ("PRECISION", dot_precision(spec)),
         ("ROUND_TF32", tf32_rounding(spec)),
@@ -141,32 +139,6 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         ("BLOCK_K", bk),
         ("GROUP_M", schedule["GROUP_M"]),
         ("SPLIT_K", split),
-        *epilogue_constexprs(spec, active=split == 1),
-    )
-    main = KernelLaunch(gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)
-    if split == 1:
-        return [main]
-    reduce_args = (
-        TensorArg("workspace", "fp32"),
-        TensorArg(bias_role, dt),
-        TensorArg("out", dt),
-        ScalarArg("M", index, spec.m),
-        ScalarArg("N", index, spec.n),
-        *bias_args,
-        *out_strides,
-        *alpha_beta,
-        *epilogue_args(spec),
-    )
-    reduce_constexprs = (
-        ("SPLIT_K", split),
-        ("HAS_BIAS", has_bias),
-        ("C_N_UNIT", scn == 1),
-        ("BLOCK_M", REDUCE_BLOCK),
-        ("BLOCK_N", REDUCE_BLOCK),
         *epilogue_constexprs(spec),
     )
-    reduce_grid = (cdiv(spec.m, REDUCE_BLOCK) * cdiv(spec.n, REDUCE_BLOCK), spec.batch, 1)
-    return [
-        main,
-        KernelLaunch(gemm_splitk_reduce_kernel, reduce_args, reduce_constexprs, reduce_grid, REDUCE_WARPS, 1),
-    ]
+    return [KernelLaunch(gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages)]

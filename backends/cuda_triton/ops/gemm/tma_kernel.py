@@ -54,7 +54,7 @@ def _load(desc, r0, k0, K_UNIT: tl.constexpr):
 
 @triton.jit
 def gemm_tma_kernel(
-    a_ptr, w_ptr, bias_ptr, c_ptr, colsum_ptr,
+    a_ptr, w_ptr, bias_ptr, c_ptr, ws_ptr, cnt_ptr, colsum_ptr,
     M, N, K,
     SAB, SAM, SAK, SWB, SWK, SWN, SBM, SBN, SCB, SCM, SCN,
     ALPHA, BETA,

@@ -72,21 +72,33 @@ def _tile_is_interior(
 @triton.jit
 def _interior_taps(acc, x_tile, w_tile, IH, IW, X_COL: tl.constexpr, W_TAP: tl.constexpr, W_COLUMNS: tl.constexpr,
                    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr,
-                   DW: tl.constexpr):  # fmt: skip
+                   DW: tl.constexpr, ROW_SUMS_16: tl.constexpr):  # fmt: skip
     """acc + every tap of a tile none of whose taps reads outside the input (`_tile_is_interior`): tap (kd, kh, kw)
     reads x_tile + ((kd * DD * IH + kh * DH) * IW + kw * DW) * X_COL and the weights at w_tile + tap * W_TAP
     (X_COL, W_TAP: the input's column and the weight's tap strides; W_COLUMNS: w_tile is one vector over the
     tile's columns, else it broadcasts over the tile as it is). No bounds math at all: a tap is a load at a
     constant offset from its row, a convert and an FMA per element (the kernels are instruction-bound, not
     memory-bound). A channels-last weight vector is expanded after its load and after the input's convert:
-    expanding its pointers first, or before the convert, compiles some tiles to different code."""
+    expanding its pointers first, or before the convert, compiles some tiles to different code.
+
+    ROW_SUMS_16 (16-bit inputs): each filter row's KW products are summed in the input's type, two lanes per
+    instruction (HFMA2), and only the row's sum is converted and added in fp32: half the instructions of a
+    convert and an FFMA per product. The row sums round like the products of a 16-bit GEMM tile would."""
     for kd in tl.static_range(KD):
         for kh in tl.static_range(KH):
             x_row = x_tile + (kd * DD * IH + kh * DH) * IW * X_COL
-            for kw in tl.static_range(KW):
-                xv = tl.load(x_row + kw * DW * X_COL)
-                wv = tl.load(w_tile + ((kd * KH + kh) * KW + kw) * W_TAP)
-                acc += xv.to(tl.float32) * (wv[None, :] if W_COLUMNS else wv)
+            if ROW_SUMS_16:
+                row = tl.zeros_like(acc).to(x_tile.dtype.element_ty)
+                for kw in tl.static_range(KW):
+                    xv = tl.load(x_row + kw * DW * X_COL)
+                    wv = tl.load(w_tile + ((kd * KH + kh) * KW + kw) * W_TAP)  # 16-bit weights too
+                    row += xv * (wv[None, :] if W_COLUMNS else wv)
+                acc += row.to(tl.float32)
+            else:
+                for kw in tl.static_range(KW):
+                    xv = tl.load(x_row + kw * DW * X_COL)
+                    wv = tl.load(w_tile + ((kd * KH + kh) * KW + kw) * W_TAP)
+                    acc += xv.to(tl.float32) * (wv[None, :] if W_COLUMNS else wv)
     return acc
 
 
@@ -98,10 +110,12 @@ def _depthwise_cl_kernel(
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
     PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, OUT_CL: tl.constexpr,
     HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
-    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+    F32_TAPS: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
     C_OUT: tl.constexpr = C_IN * MULT
     EVEN_C: tl.constexpr = C_OUT % BLOCK_C == 0
+    # 16-bit inputs sum each filter row in their own type unless F32_TAPS (`_interior_taps`)
+    ROW_SUMS_16: tl.constexpr = not F32_TAPS and x_ptr.dtype.element_ty != tl.float32
     wt, ht, od, n, oh, ow, p_ok, co, c_ok = _cl_tile(OD, OH, OW, C_OUT, BLOCK_H, BLOCK_W, BLOCK_C)
     ci = co // MULT
 
@@ -121,7 +135,9 @@ def _depthwise_cl_kernel(
         C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
     )  # fmt: skip
     if interior:
-        acc = _interior_taps(acc, x_tile, w_tile, IH, IW, C_IN, C_OUT, True, KD, KH, KW, DD, DH, DW)
+        acc = _interior_taps(
+            acc, x_tile, w_tile, IH, IW, C_IN, C_OUT, True, KD, KH, KW, DD, DH, DW, ROW_SUMS_16
+        )
     else:
         # Tiles touching the padding, the tensor's edge or a partial channel block: mask every tap.
         for kd in tl.static_range(KD):
@@ -131,6 +147,8 @@ def _depthwise_cl_kernel(
                 ih = ih0 + kh * DH
                 h_ok = p_ok & d_ok & (ih.to(tl.uint32) < IH)
                 x_row = x_tile + (kd * DD * IH + kh * DH) * IW * C_IN
+                if ROW_SUMS_16:
+                    row = tl.zeros_like(acc).to(x_ptr.dtype.element_ty)
                 for kw in tl.static_range(KW):
                     iw = iw0 + kw * DW
                     ok = h_ok & (iw.to(tl.uint32) < IW)  # one unsigned compare checks 0 <= iw < IW
@@ -141,7 +159,12 @@ def _depthwise_cl_kernel(
                     else:
                         xv = tl.load(x_row + kw * DW * C_IN, mask=ok[:, None] & c_ok[None, :], other=0.0)
                         wv = tl.load(w_tap, mask=c_ok, other=0.0)
-                    acc += xv.to(tl.float32) * wv[None, :]
+                    if ROW_SUMS_16:
+                        row += xv * wv[None, :]
+                    else:
+                        acc += xv.to(tl.float32) * wv[None, :]
+                if ROW_SUMS_16:
+                    acc += row.to(tl.float32)
     _store_cl_tile(
         acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
         e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
@@ -269,7 +292,7 @@ def _depthwise_nc_kernel(
         C_OUT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C,
     )  # fmt: skip
     if interior:
-        acc = _interior_taps(acc, x_tile, w_rows, IH, IW, 1, 1, False, KD, KH, KW, DD, DH, DW)
+        acc = _interior_taps(acc, x_tile, w_rows, IH, IW, 1, 1, False, KD, KH, KW, DD, DH, DW, False)
     else:
         # Tiles touching the padding, the tensor's edge or a partial channel block: mask every tap.
         for kd in tl.static_range(KD):

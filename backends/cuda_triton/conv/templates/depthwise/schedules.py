@@ -108,11 +108,14 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
     c_cap = next_pow2(problem.out_channels)
     if channels_last(problem):
         w_cap = max(4, next_pow2(out_w))
-        found = [
+        direct = [
             Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc)
             for bh, bw, bc, warps in CL_SPACE
             if bh <= h_cap and bw <= w_cap and bc <= max(16, c_cap)
-        ] + taps_schedules(problem)
+        ]
+        if problem.element_size == 2:  # each also with every product summed in fp32 (the kernels' F32_TAPS)
+            direct += [Schedule.make(s.num_warps, 1, **dict(s.params), F32_TAPS=1) for s in direct]
+        found = direct + taps_schedules(problem)
         fallback = Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)
     else:
         w_cap = max(16, next_pow2(out_w))

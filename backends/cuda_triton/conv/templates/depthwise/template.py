@@ -35,6 +35,13 @@ from .kernels import (
 from .schedules import heuristic_schedule, schedules
 
 
+def sums_rows_in_16_bit(problem: ConvProblem, schedule: Schedule) -> bool:
+    """Whether the launch is the direct channels-last kernel summing filter rows in the 16-bit input type
+    (kernels._interior_taps): a 16-bit channels-last problem on a direct schedule without F32_TAPS."""
+    direct = not is_taps(schedule) and not is_band(schedule) and not dict(schedule.params).get("F32_TAPS", 0)
+    return direct and channels_last(problem) and problem.element_size == 2
+
+
 class DepthwiseTemplate(ConvTemplate):
     """Direct depthwise conv: one kernel per input layout, tiles of outputs per program."""
 
@@ -68,8 +75,10 @@ class DepthwiseTemplate(ConvTemplate):
 
     # -- weight and launches ----------------------------------------------------------------------------------
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
-        # fp32 taps: the kernels accumulate in fp32, so this saves a conversion per tap and channel.
-        flat = weight.reshape(problem.out_channels, prod(problem.kernel)).float()
+        # fp32 taps where the kernels multiply in fp32 (a conversion per tap and channel saved), the input's
+        # 16-bit type where the direct channels-last kernel sums rows in it.
+        dtype = weight.dtype if sums_rows_in_16_bit(problem, schedule) else torch.float32
+        flat = weight.reshape(problem.out_channels, prod(problem.kernel)).to(dtype)
         if channels_last(problem):
             return flat.t().contiguous()  # (taps, C_out)
         return flat.contiguous()  # (C_out, taps)
@@ -84,7 +93,7 @@ class DepthwiseTemplate(ConvTemplate):
         dt = problem.ptr_dtype
         args = (
             TensorArg("input", dt),
-            TensorArg("weight", "fp32"),
+            TensorArg("weight", dt if sums_rows_in_16_bit(problem, schedule) else "fp32"),
             TensorArg("bias", dt),
             TensorArg("output", dt),
             *size_args(ID=in_d, IH=in_h, IW=in_w, OD=out_d, OH=out_h, OW=out_w),
@@ -119,6 +128,8 @@ class DepthwiseTemplate(ConvTemplate):
                 fn = _depthwise_cl_taps_kernel
                 rows, slots = tap_rows_and_slots(problem, schedule)
                 constexprs += [("TAP_ROWS", rows), ("TAP_SLOTS", slots)]
+            else:
+                constexprs.append(("F32_TAPS", not sums_rows_in_16_bit(problem, schedule)))
             constexprs += epilogue_constexprs(problem)
         else:
             fn = _depthwise_nc_kernel

@@ -22,7 +22,7 @@ from ..gemm_jit import (
 
 @triton.jit
 def conv_implicit_gemm_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, amax_ptr,
+    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, amax_ptr,
     BATCH, D, H, W, OD, OH, OW,
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     p1_ptr, p1_sn, p1_sc, p2_ptr, p2_sn, p2_sc, p3_ptr, p3_sn, p3_sc,
@@ -174,7 +174,8 @@ def conv_implicit_gemm_kernel(
             )
     else:
         store_tile(
-            y_ptr, b_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, BATCH * out_pixels, out_pixels,
+            y_ptr, b_ptr, ws_ptr, cnt_ptr, acc, n, pixel, m_ok, offs_n, tile * COUT_T, COUT_T, C_OUT, BATCH * out_pixels,
+            out_pixels,
             e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, SPLIT_K, PROGRAM,
             E_KINDS,
         )  # fmt: skip

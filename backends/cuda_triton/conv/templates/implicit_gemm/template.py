@@ -15,11 +15,11 @@ from .._splitk import (
     SPLIT_CONFIGS,
     split_k_of,
     split_options,
+    split_scratch,
     splitk_reduce_launch,
     tail_options,
     tail_rows,
     tail_split_of,
-    workspace,
 )
 from .._tf32 import prepare_tf32_weight
 from ..epilogue_args import (
@@ -171,7 +171,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         return padded.contiguous()
 
     def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
-        # Every output channel of a tile stored by one program (no groups) or, with split-K, by the reduction;
+        # Every output channel of a tile stored by one program (no groups; with split-K, the tile's last share);
         # not tail splits (whose rows two launches write).
         return problem.groups == 1 and tail_split_of(schedule) == 1
 
@@ -184,7 +184,36 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         f16 = uses_f16_mma(schedule)
         # F16_MMA=2: one copy, "input_f16", is both the fp16 and (with CL_COPY) the channels-last copy
         copy = [input_cl(problem)] if dict(schedule.params).get("CL_COPY", 0) and f16 != 2 else []
-        return copy + f16_scratch(problem, f16) + workspace(problem, schedule)
+        return (
+            copy
+            + f16_scratch(problem, f16)
+            + split_scratch(problem, schedule, self._tiles(problem, schedule))
+        )
+
+    @staticmethod
+    def _grid(problem: ConvProblem, schedule: Schedule) -> tuple[int, int, int]:
+        """(M tiles (plus a tail split's extra programs) x N tiles, group tiles, SPLIT_K)."""
+        g = Geometry.of(problem)
+        bm = schedule["BLOCK_M"]
+        if schedule["ROW_TILES"]:
+            m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
+        else:
+            m_programs = cdiv(g.m, bm)
+        tail = tail_split_of(schedule)
+        if tail > 1:  # the tail's programs: TAIL_SPLIT per tile of its TAIL_M_TILES rows of tiles
+            m_programs += dict(schedule.params).get("TAIL_M_TILES", 0) * (tail - 1)
+        _, cout_t = tile_channels(g, schedule["GROUP_TILE"])
+        return (
+            m_programs * cdiv(cout_t, schedule["BLOCK_N"]),
+            g.groups // schedule["GROUP_TILE"],
+            split_k_of(schedule),
+        )
+
+    @classmethod
+    def _tiles(cls, problem: ConvProblem, schedule: Schedule) -> int:
+        """Programs of grid axes 0 and 1: one split-K tile counter each."""
+        grid = cls._grid(problem, schedule)
+        return grid[0] * grid[1]
 
     def launches(self, problem: ConvProblem, schedule: Schedule) -> list[KernelLaunch]:
         g = Geometry.of(problem)
@@ -209,16 +238,18 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             TensorArg("input_f16", "fp16") if f16 == 2 else TensorArg("input_cl" if copy else "input", dt),
             TensorArg("weight", "fp16" if f16 else dt),
             TensorArg("bias", dt),
-            TensorArg("output", dt) if split == 1 else TensorArg("workspace", "fp32"),
-            # the tail shares' partial sums (TAIL_SPLIT > 1); otherwise an unused pointer
-            TensorArg("workspace", "fp32") if tail > 1 else TensorArg("output", dt),
+            TensorArg("output", dt),
+            # the split or tail shares' partial sums; otherwise an unused pointer
+            TensorArg("workspace", "fp32") if split > 1 or tail > 1 else TensorArg("output", dt),
+            # a split's tile counters; otherwise an unused pointer
+            TensorArg("tile_counters", "i32") if split > 1 else TensorArg("output", dt),
             # the input's partial maxima (F16_MMA); otherwise an unused pointer
             TensorArg("amax", "fp32") if f16 else TensorArg("output", dt),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
-            *epilogue_args(problem, split == 1),  # a split's reduction applies the epilogue
+            *epilogue_args(problem),
             *prologue_args(problem),
         )
-        bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
+        bm = schedule["BLOCK_M"]
         constexprs = (
             ("C_IN", g.cin),
             ("C_OUT", g.cout),
@@ -230,7 +261,7 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             *dim_constexprs(K=g.kernel, S=g.stride, P=g.pad, D=g.dilation),
             ("IN_CL", g.in_cl or copy),
             ("OUT_CL", g.out_cl),
-            ("HAS_BIAS", problem.has_bias and split == 1),
+            ("HAS_BIAS", problem.has_bias),
             ("FLAT_K", bool(schedule["FLAT_K"])),
             ("W_KMAJOR", weight_k_major(problem) and not f16),
             ("ROW_TILES", bool(schedule["ROW_TILES"])),
@@ -242,16 +273,10 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
             ("SPLIT_K", split),
             ("TAIL_SPLIT", tail),
             ("TAIL_M_TILES", tail_m),
-            *epilogue_constexprs(problem, split == 1),
+            *epilogue_constexprs(problem),
             *prologue_constexprs(problem, prologue_images(problem, bm, bool(schedule["ROW_TILES"]))),
         )
-        if schedule["ROW_TILES"]:
-            m_programs = g.m // g.out_spatial[2] * cdiv(g.out_spatial[2], bm)
-        else:
-            m_programs = cdiv(g.m, bm)
-        if tail > 1:  # the tail's programs: TAIL_SPLIT per tile of its TAIL_M_TILES rows of tiles
-            m_programs += tail_m * (tail - 1)
-        grid = (m_programs * cdiv(cout_t, bn), g.groups // gt, split)
+        grid = self._grid(problem, schedule)
         main = KernelLaunch(
             conv_implicit_gemm_kernel, args, constexprs, grid, schedule.num_warps, schedule.num_stages
         )
@@ -259,8 +284,6 @@ class ImplicitGemmTemplate(GemmShapedTemplate):
         if copy:
             launches.append(copy_launch(problem, scale_f16=f16 == 2))
         launches.append(main)
-        if split > 1:
-            launches.append(splitk_reduce_launch(problem, split, epilogue=True))
         if tail > 1:
             row0, rows = tail_rows(g, bm, tail_m)
             launches.append(splitk_reduce_launch(problem, tail, row0, rows))
