@@ -21,7 +21,7 @@ from cuda_triton.conv.epilogue import LIKE_OUTPUT, PER_NC, ConvEpilogue, Epilogu
 from cuda_triton.conv.op import output_layout, reference_convolution  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
 from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot  # noqa: E402
-from cuda_triton.conv.templates._splitk import split_k_of, splitk_reduce_launch  # noqa: E402
+from cuda_triton.conv.templates._splitk import split_k_of  # noqa: E402
 from cuda_triton.ops.elementwise.program import instruction  # noqa: E402
 from cuda_triton.ops.elementwise.reference import run_program  # noqa: E402
 from ops_helpers import assert_one_delegate_matches_eager  # noqa: E402
@@ -184,9 +184,20 @@ def test_epilogue_kernel_compiles_for_every_arch() -> None:
         launch = template.launches(problem, template.heuristic_schedule(problem))[-1]
         for arch in (80, 90):
             assert compile_launch(launch, arch).cubin
-    reduce = splitk_reduce_launch(problem, 4, epilogue=True)  # the split-K reduction's epilogue
+    # a split-K schedule: the last share of each tile runs the chain in the same launch
+    cl = torch.channels_last
+    x = torch.empty(1, 256, 4, 4, dtype=torch.float16).to(memory_format=cl)
+    w = torch.empty(32, 256, 3, 3, dtype=torch.float16).to(memory_format=cl)
+    p = ConvParams((1, 1), (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    base = ConvProblem.from_tensors(x, w, torch.empty(32, dtype=torch.float16), p)
+    chain = ConvEpilogue(PROGRAMS[1][:2], (EpilogueOperand(LIKE_OUTPUT, "fp16"),))
+    problem = replace(base, epilogue=chain)
+    template = get_template("implicit_gemm")
+    split = next(s for s in template.schedules(base) if split_k_of(s) > 1)
+    (launch,) = template.launches(problem, split)
+    assert dict(launch.constexprs)["PROGRAM"] == chain.program
     for arch in (80, 90):
-        assert compile_launch(reduce, arch).cubin
+        assert compile_launch(launch, arch).cubin
 
 
 # ---- whole networks ------------------------------------------------------------------------------------------

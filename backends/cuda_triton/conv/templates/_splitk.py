@@ -18,9 +18,9 @@ tiles fill a few whole waves of the GPU plus a nearly empty last one (deeplab's 
 run beside the whole tiles instead of one lone wave after them (the "stream-K" idea, kept deterministic). Their
 partial sums go to a workspace [TAIL_SPLIT, TAIL_ROWS, C_out]; the reduction writes them at output row ROW0.
 
-``splitk_reduce_kernel`` arguments (PTX order): ws, bias, y pointers, int32 M, OUT_PIXELS, ROW0, the fused
-epilogue's operand slots (epilogue_args.py); constexprs C_OUT, SPLIT_K, HAS_BIAS, OUT_CL, BLOCK_M, BLOCK_C, PROGRAM,
-E_KINDS. Grid: (cdiv(M, BLOCK_M), cdiv(C_out, BLOCK_C), 1).
+``splitk_reduce_kernel`` arguments (PTX order): ws, bias, y pointers, int32 M (the tail's rows), OUT_PIXELS, ROW0;
+constexprs C_OUT, SPLIT_K (the tail's shares), HAS_BIAS, OUT_CL, BLOCK_M, BLOCK_C. Grid: (cdiv(M, BLOCK_M),
+cdiv(C_out, BLOCK_C), 1).
 """
 
 from __future__ import annotations
@@ -31,20 +31,17 @@ import triton.language as tl
 from ...kernel.launch import KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
 from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
-from .epilogue_args import epilogue_args, epilogue_constexprs
-from .epilogue_jit import apply_epilogue
 from .geometry import NUM_SMS, Geometry
 
 
 @triton.jit
 def splitk_reduce_kernel(
     ws_ptr, b_ptr, y_ptr, M, OUT_PIXELS, ROW0,
-    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     C_OUT: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_CL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
 ):  # fmt: skip
-    """y rows ROW0.. = the sum of the SPLIT_K partial sums in the workspace [SPLIT_K, M, C_OUT] (+ bias, then the
-    fused epilogue's chain when PROGRAM is not empty), in y's layout."""
+    """y rows ROW0.. = the sum of the SPLIT_K partial sums in the workspace [SPLIT_K, M, C_OUT] (+ bias), in y's
+    layout."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     ok = (offs_m < M)[:, None] & (offs_c < C_OUT)[None, :]
@@ -61,11 +58,6 @@ def splitk_reduce_kernel(
     else:
         pixel = rows % OUT_PIXELS
         y_off = (n[:, None] * C_OUT + offs_c[None, :]) * OUT_PIXELS + pixel[:, None]
-    if len(PROGRAM) > 0:
-        acc = apply_epilogue(
-            acc, y_off, n, offs_c, ok, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, PROGRAM,
-            E_KINDS,
-        )  # fmt: skip
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
 
@@ -154,22 +146,18 @@ def split_scratch(problem: ConvProblem, schedule: Schedule, tiles: int) -> list[
     return []
 
 
-def splitk_reduce_launch(
-    problem: ConvProblem, split: int, row0: int = 0, rows: int | None = None, epilogue: bool = False
-) -> KernelLaunch:
-    """The launch that turns the workspace's partial sums into the output (rows row0.. of it for a tail), with
-    the problem's fused epilogue when ``epilogue`` (only a reduction that writes every output element may)."""
+def splitk_reduce_launch(problem: ConvProblem, split: int, row0: int, rows: int) -> KernelLaunch:
+    """The launch that turns a tail split's partial sums into output rows row0 .. row0 + rows (a tail split takes
+    no fused epilogue: its rows are written by two launches)."""
     g = Geometry.of(problem)
-    m = g.m if rows is None else rows
     dt = problem.ptr_dtype
     args = (
         TensorArg("workspace", "fp32"),
         TensorArg("bias", dt),
         TensorArg("output", dt),
-        ScalarArg("M", "i32", m),
+        ScalarArg("M", "i32", rows),
         ScalarArg("OUT_PIXELS", "i32", g.m // g.batch),
         ScalarArg("ROW0", "i32", row0),
-        *epilogue_args(problem, epilogue),
     )
     constexprs = (
         ("C_OUT", g.cout),
@@ -178,7 +166,6 @@ def splitk_reduce_launch(
         ("OUT_CL", g.out_cl),
         ("BLOCK_M", _REDUCE_BLOCK_M),
         ("BLOCK_C", _REDUCE_BLOCK_C),
-        *epilogue_constexprs(problem, epilogue),
     )
-    grid = (cdiv(m, _REDUCE_BLOCK_M), cdiv(g.cout, _REDUCE_BLOCK_C), 1)
+    grid = (cdiv(rows, _REDUCE_BLOCK_M), cdiv(g.cout, _REDUCE_BLOCK_C), 1)
     return KernelLaunch(splitk_reduce_kernel, args, constexprs, grid, _REDUCE_WARPS, 1)

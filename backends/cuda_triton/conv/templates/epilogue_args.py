@@ -51,15 +51,13 @@ class TakesEpilogue(Protocol):
     def epilogue(self) -> ConvEpilogue | None: ...
 
 
-def epilogue_args(problem: TakesEpilogue, active: bool = True) -> tuple[TensorArg | ScalarArg, ...]:
-    """The three operand slots; with ``active`` False (a launch of the op that does not apply the epilogue,
-    e.g. a split-K share) all absent."""
-    chain = problem.epilogue if active else None
-    return _chain_args(chain, EPILOGUE_ROLES, "e", TRITON_PTR_DTYPE[problem.dtype])
+def epilogue_args(problem: TakesEpilogue) -> tuple[TensorArg | ScalarArg, ...]:
+    """The three operand slots (absent without an epilogue)."""
+    return _chain_args(problem.epilogue, EPILOGUE_ROLES, "e", TRITON_PTR_DTYPE[problem.dtype])
 
 
-def epilogue_constexprs(problem: TakesEpilogue, active: bool = True) -> tuple[tuple[str, Any], ...]:
-    return _chain_constexprs(problem.epilogue if active else None, "PROGRAM", "E_KINDS")
+def epilogue_constexprs(problem: TakesEpilogue) -> tuple[tuple[str, Any], ...]:
+    return _chain_constexprs(problem.epilogue, "PROGRAM", "E_KINDS")
 
 
 def prologue_args(problem: ConvProblem) -> tuple[TensorArg | ScalarArg, ...]:

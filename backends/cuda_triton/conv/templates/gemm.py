@@ -6,11 +6,12 @@ For a channels-last 1x1 stride-1 conv, row(m) = m * C_in and col(k) = k: the inp
 ordered (tap, channel) for channels-last inputs and (channel, tap) for contiguous ones, so consecutive k are
 adjacent in memory in both layouts (within a patch row).
 
-Kernel arguments (PTX order): x, w, bias, y pointers, then int32 BATCH, D, H, W, OD, OH, OW (leading sizes 1
+Kernel arguments (PTX order): x, w, bias, y, ws, tile-counter pointers, then int32 BATCH, D, H, W, OD, OH, OW (leading sizes 1
 for 1-D/2-D), then the fused epilogue's three operands (pointer, int32 batch and channel strides each;
 epilogue_args.py), then the fused prologue's three, read per (image, input channel) of each A element.
 Everything else is a constexpr. Grid: (cdiv(M, BLOCK_M) * cdiv(C_out, BLOCK_N), 1, SPLIT_K).
-Split-K schedules (SPLIT_K > 1): y = the fp32 workspace and no bias, then ``splitk_reduce_kernel`` (_splitk.py).
+Split-K schedules (SPLIT_K > 1): ws is the fp32 workspace and the tile counters those of _splitk.py (the last
+share of each tile stores it, with bias and epilogue); both are unused pointers (the output) otherwise.
 
 Prepared weight: [K_P, COUT_P] contiguous, rows in the kernel's K order, zero-padded to BLOCK_K / BLOCK_N.
 Groups are left to the implicit GEMM.
@@ -241,7 +242,7 @@ class GemmTemplate(GemmShapedTemplate):
             TensorArg("workspace", "fp32") if split > 1 else TensorArg("output", dt),
             TensorArg("tile_counters", "i32") if split > 1 else TensorArg("output", dt),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
-            *epilogue_args(problem, True),
+            *epilogue_args(problem),
             *prologue_args(problem),
         )
         bm, bn = schedule["BLOCK_M"], schedule["BLOCK_N"]
@@ -259,7 +260,7 @@ class GemmTemplate(GemmShapedTemplate):
             *dot_constexprs(problem),
             *tile_constexprs(schedule),
             ("SPLIT_K", split),
-            *epilogue_constexprs(problem, True),
+            *epilogue_constexprs(problem),
             *prologue_constexprs(problem, prologue_images(problem, bm)),
         )
         grid = (self._tiles(problem, schedule), 1, split)
