@@ -1,7 +1,7 @@
 """Host overhead and eager speed of ``torch.ops.triton.convolution`` against cuDNN's eager convolution (GPU).
 
     PYTHONPATH=backends python scripts/bench_eager_op.py --out OUT [--dtypes float16,bfloat16,float32]
-        [--cases NAME,...] [--calls 100] [--reps 15]
+        [--cases NAME,...] [--calls 100] [--reps 15] [--profile-calls 0]
 
 For every case of the public suite (bench/public_suite.py) and dtype, each side called eagerly as a PyTorch user
 calls it (ours: the op; cuDNN: ``aten.convolution`` with ``cudnn.benchmark=True``, as scripts/bench_conv.py):
@@ -14,6 +14,9 @@ calls it (ours: the op; cuDNN: ``aten.convolution`` with ``cudnn.benchmark=True`
 * for ours also the body alone (``dispatch.convolution``, the op without PyTorch's dispatcher) and the
   dispatcher's floor (a do-nothing Python kernel registered with the op's schema), which split ours' host time.
 
+``--profile-calls N`` also runs the body N more times per case under cProfile and writes the profile summed over
+every case to OUT/body_profile.txt (functions by own time): where the body's host time goes.
+
 Prints a table and, per dtype, the geomean of eager speed ours/cuDNN (cuDNN eager us / ours eager us) and the
 median and worst host us of ours; writes OUT/eager.json and OUT/eager.txt. Every case is checked against an fp32
 reference (output poisoned with NaN) before it is timed. Our kernels are compiled first by a pool of workers
@@ -23,8 +26,11 @@ reference (output poisoned with NaN) before it is timed. Our kernels are compile
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -70,7 +76,9 @@ def dispatcher_floor() -> Any:
     return lib
 
 
-def run_case(case: nc.Case, calls: int, reps: int) -> dict[str, Any]:
+def run_case(
+    case: nc.Case, calls: int, reps: int, profiler: cProfile.Profile | None, profile_calls: int
+) -> dict[str, Any]:
     from cuda_triton.conv import dispatch
 
     x, w, b = nc.make_tensors(case, "cuda")
@@ -96,6 +104,13 @@ def run_case(case: nc.Case, calls: int, reps: int) -> dict[str, Any]:
     }
     for name, fn in sides.items():
         rec[f"{name}_host_us"], rec[f"{name}_eager_us"] = host_and_eager_us(fn, calls, reps)
+    if profiler is not None:
+        body = sides["body"]
+        profiler.enable()
+        for _ in range(profile_calls):
+            body()
+        profiler.disable()
+        torch.cuda.synchronize()
     gpu = bench_conv.time_side_by_side({"ours": ours, "cudnn": cudnn}, reps)
     rec["ours_gpu_us"], rec["cudnn_gpu_us"] = gpu["ours"][0], gpu["cudnn"][0]
     rec["speed"] = rec["cudnn_eager_us"] / rec["ours_eager_us"]
@@ -144,6 +159,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=15, help="timed rounds (medians)")
     ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
     ap.add_argument(
+        "--profile-calls", type=int, default=0, help="body calls per case under cProfile (0: none)"
+    )
+    ap.add_argument(
         "--compile-timeout", type=float, default=300.0, help="seconds for all of our JIT compiles"
     )
     args = ap.parse_args()
@@ -164,9 +182,10 @@ def main() -> None:
     print(f"warmed {sum(v == 'ok' for v in status.values())}/{len(cases)} cases in {time.time() - t0:.0f} s")
     _floor = dispatcher_floor()  # noqa: F841  (the registration lives as long as the library object)
     rows = []
+    profiler = cProfile.Profile() if args.profile_calls > 0 else None
     for case in cases:
         try:
-            rows.append(run_case(case, args.calls, args.reps))
+            rows.append(run_case(case, args.calls, args.reps, profiler, args.profile_calls))
         except Exception as e:  # a failing case is reported in the table, the others still run
             rows.append(
                 {"label": nc.case_label(case), "dtype": case["dtype"], "error": f"{type(e).__name__}: {e}"}
@@ -182,6 +201,10 @@ def main() -> None:
     (args.out / "eager.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
     (args.out / "eager.txt").write_text(text + "\n")
     print(text)
+    if profiler is not None:
+        summary = io.StringIO()
+        pstats.Stats(profiler, stream=summary).sort_stats("tottime").print_stats(30)
+        (args.out / "body_profile.txt").write_text(summary.getvalue())
 
 
 if __name__ == "__main__":

@@ -92,28 +92,56 @@ def test_repeat_call_reuses_the_plan(fresh_plans):
     assert not plan.bound  # nothing to bind under the interpreter
 
 
-def test_zeroed_scratch_is_zero_at_every_call(fresh_plans, monkeypatch):
-    """A scratch tensor declared ``zeroed`` (split-K tile counters) is all zero when each call's launches start, even
-    after a call left it otherwise; other scratch is allocated uninitialised."""
+def _scratch_plan(monkeypatch):
+    """A plan whose launches are replaced by a recorder of the scratch they get (as clones and as tensors)."""
     x, w, b = _inputs()
     _check(x, w, b, P3)
     plan = dispatch.plan_for(x, w, b, P3)
     plan.scratch = (("tile_counters", (6,), torch.int32, True), ("workspace", (6,), torch.float32, False))
+    plan.roles = (*plan.roles[:4], "tile_counters", "workspace")
     empty = torch.empty
     monkeypatch.setattr(torch, "empty", lambda *a, **k: empty(*a, **k).fill_(7))  # what fresh memory may hold
     seen = []
 
     def launch(tensors, aligned):
-        seen.append((tensors["tile_counters"].clone(), tensors["workspace"].clone()))
-        tensors["tile_counters"].fill_(3)  # a launch that broke the contract must not poison the next call
+        counters, workspace = tensors[4:]
+        seen.append((counters.clone(), workspace.clone(), counters))
+        counters.fill_(3)  # a launch that broke the contract
 
-    monkeypatch.setattr(plan, "launch", launch)
+    monkeypatch.setattr(plan, "launch_jit", launch)
+    return plan, (x, w, b), seen
+
+
+def test_zeroed_scratch_is_zero_at_every_interpreted_call(fresh_plans, monkeypatch):
+    """In the interpreter a scratch tensor declared ``zeroed`` (split-K tile counters) is fresh and all zero at
+    every call, even after a call left it otherwise; other scratch is allocated uninitialised."""
+    plan, (x, w, b), seen = _scratch_plan(monkeypatch)
     for _ in range(2):
         plan.run(x, w, b)
     assert len(seen) == 2
-    for counters, workspace in seen:
+    for counters, workspace, _ in seen:
         assert counters.dtype == torch.int32 and not counters.any()
         assert (workspace == 7).all()
+
+
+def test_bound_plan_keeps_zeroed_scratch_per_stream(fresh_plans, monkeypatch):
+    """On a GPU the launches leave zeroed scratch zero, so a plan keeps one set per stream instead of zeroing
+    memory on every call; a call on another stream gets its own set, and a call inside a CUDA-graph capture a
+    fresh one that is not kept."""
+    plan, (x, w, b), seen = _scratch_plan(monkeypatch)
+    current = [0]
+    plan.bindable, plan.current_stream = True, lambda index: current[0]
+    monkeypatch.setattr(dispatch, "_current_device", lambda: None)  # a CPU plan's device index
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: current[0] == 33)
+    for stream in (11, 11, 22, 11, 33):
+        current[0] = stream
+        plan.run(x, w, b)
+    first, again, other, back, captured = (kept for _, _, kept in seen)
+    assert again is first and back is first and other is not first
+    assert captured is not first and captured is not other
+    assert not seen[0][0].any() and not seen[2][0].any() and not seen[4][0].any()
+    assert set(plan.zeroed_scratch) == {11, 22}
+    assert all((workspace == 7).all() for _, workspace, _ in seen)
 
 
 # Each variant changes one part of the call signature against the base call (x, w, b, P3, fp32, TF32 allowed).
@@ -306,7 +334,7 @@ def test_bound_plan_launches_what_the_jit_would(fresh_plans, monkeypatch):
 
     # First call: the JIT runs it, then the plan binds the compiled kernel.
     plan = dispatch.make_plan(x, w, b, P3)
-    plan.bindable = True  # as on a GPU
+    plan.bindable, plan.current_stream = True, dispatch._stream_getter()  # as on a GPU
     dispatch._PLANS[dispatch.signature_key(x, w, b, P3.as_op_args())] = plan
     torch.testing.assert_close(dispatch.run_convolution(x, w, b, P3), want)
     assert len(fn.jit_calls) == 1 and plan.bound and not fn.compiled.launches
@@ -346,10 +374,10 @@ def test_launch_hooks_are_passed_when_registered(monkeypatch):
     try:
         enter, leave = dispatch._launch_hooks()
         assert enter is triton.knobs.runtime.launch_enter_hook and leave is None
-        launch = dispatch._Launch(KernelLaunch(_JitFunction(), (), (), (1, 1, 1), 4, 2))
+        launch = dispatch._Launch(KernelLaunch(_JitFunction(), (), (), (1, 1, 1), 4, 2), ())
         compiled = _Compiled()
         launch.kernel, launch.launcher, launch.args = compiled, lambda *a: seen.append(a[6]), []
-        launch.run_bound({}, 99, (enter, leave))
+        launch.run_bound([], 99, enter, leave)
         assert seen == [("metadata", (1, 1, 1), 99)]
     finally:
         triton.knobs.runtime.launch_enter_hook.remove(hook)

@@ -160,14 +160,19 @@ class _Launch:
     """One `KernelLaunch` of a plan, and once bound, the compiled kernel with its argument list.
 
     ``args`` holds every parameter of the kernel in declaration order (constexprs too, defaults applied), as
-    Triton's JIT passes them to a compiled kernel's launcher; the tensor positions (``tensor_slots``) are filled in
-    on each call.
+    Triton's JIT passes them to a compiled kernel's launcher; ``slots`` pairs each tensor position with the index
+    of its tensor in the plan's per-call tensor list (`ConvPlan.roles`), filled in on each call. A role the plan
+    never binds (an optional one) stays None.
     """
 
-    def __init__(self, launch: KernelLaunch) -> None:
+    def __init__(self, launch: KernelLaunch, roles: Sequence[str]) -> None:
         self.launch = launch
         self.grid = launch.grid
-        self.tensor_slots = tuple((i, a.role) for i, a in enumerate(launch.args) if isinstance(a, TensorArg))
+        self.slots = tuple(
+            (i, roles.index(a.role))
+            for i, a in enumerate(launch.args)
+            if isinstance(a, TensorArg) and a.role in roles
+        )
         self.args: list[Any] = []
         self.kernel: Any = None
         self.launcher: Any = None
@@ -185,25 +190,25 @@ class _Launch:
         bound = inspect.signature(launch.fn.fn).bind(*positional, **constexprs)
         bound.apply_defaults()
         self.args = list(bound.arguments.values())
-        for i, _ in self.tensor_slots:
+        for i, _ in self.slots:
             self.args[i] = None  # filled per call; the plan keeps no tensor alive
         self.launcher = kernel.run  # loads the module on first access
         self.function = kernel.function
         self.packed_metadata = kernel.packed_metadata
         self.kernel = kernel
 
-    def run_bound(self, tensors: dict[str, torch.Tensor | None], stream: int, hooks: tuple[Any, Any]) -> None:
+    def run_bound(self, tensors: Sequence[torch.Tensor | None], stream: int, enter: Any, leave: Any) -> None:
         args = self.args.copy()
-        for i, role in self.tensor_slots:
-            args[i] = tensors.get(role)  # `resolve` has checked the required roles when the plan was bound
-        enter, leave = hooks
+        for i, j in self.slots:
+            args[i] = tensors[j]
         metadata = None if enter is None else self.kernel.launch_metadata(self.grid, stream, *args)
         gx, gy, gz = self.grid
         self.launcher(gx, gy, gz, stream, self.function, self.packed_metadata, metadata, enter, leave, *args)
 
 
 def _current_device() -> int:
-    return torch.cuda.current_device()
+    # torch.cuda.current_device() without its lazy-init check: a plan is only bound after CUDA ran a kernel.
+    return torch._C._cuda_getDevice()
 
 
 def _stream_getter() -> Any:
@@ -213,16 +218,24 @@ def _stream_getter() -> Any:
 
 def _launch_hooks() -> tuple[Any, Any]:
     """Triton's launch enter/exit hooks (profilers), each None when nothing is registered."""
-
-    def active(hook: Any) -> Any:
-        return None if hook is None or getattr(hook, "calls", True) == [] else hook
-
     runtime = triton.knobs.runtime
-    return active(runtime.launch_enter_hook), active(runtime.launch_exit_hook)
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    if enter is not None and getattr(enter, "calls", True) == []:
+        enter = None
+    if leave is not None and getattr(leave, "calls", True) == []:
+        leave = None
+    return enter, leave
 
 
 class ConvPlan:
-    """What one call signature needs: output layout, problem, candidate, scratch and launches."""
+    """What one call signature needs: output layout, problem, candidate, scratch and launches.
+
+    A call's tensors travel as one list in the order of ``roles``: input, prepared weight, bias, output, then
+    the scratch tensors. Scratch the launches need zeroed (split-K tile counters) is also left zeroed by them, so
+    a bound plan keeps one set per stream and reuses it: launches on one stream run in order, and each leaves the
+    counters as it found them. While a stream is being captured into a CUDA graph, the call allocates fresh
+    zeroed scratch instead (a set first made inside a capture would be zeroed only when the graph replays).
+    """
 
     def __init__(
         self,
@@ -239,10 +252,12 @@ class ConvPlan:
         self.sizes, self.strides, self.dtype, self.device = sizes, strides, dtype, device
         scratch = candidate.template.scratch(problem, candidate.schedule)
         self.scratch = tuple((t.role, t.sizes, getattr(torch, t.dtype), t.zeroed) for t in scratch)
-        self.launches = [_Launch(launch) for launch in candidate.launches(problem)]
+        self.roles = ("input", "weight", "bias", "output", *(t.role for t in scratch))
+        self.launches = [_Launch(launch, self.roles) for launch in candidate.launches(problem)]
         self.bound = False
         self.bindable = device.type == "cuda" and not interpreting()
-        self.current_stream: Any = None
+        self.current_stream: Any = _stream_getter() if self.bindable else None
+        self.zeroed_scratch: dict[int, dict[str, torch.Tensor]] = {}  # stream -> zeroed scratch kept zero
 
     def prepared_weight(self, weight: torch.Tensor) -> torch.Tensor:
         key = (self.serial, id(weight))
@@ -267,33 +282,59 @@ class ConvPlan:
     def run(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         out = _empty_strided(self.sizes, self.strides, dtype=self.dtype, device=self.device)
         prepared = self.prepared_weight(weight)
-        tensors = {"input": input, "weight": prepared, "bias": bias, "output": out}
-        for role, sizes, dtype, zeroed in self.scratch:
-            alloc = torch.zeros if zeroed else torch.empty  # zeroed: the launches need it zero, leave it zero
-            tensors[role] = alloc(sizes, dtype=dtype, device=self.device)
         aligned = (
             input.data_ptr() | prepared.data_ptr() | (0 if bias is None else bias.data_ptr())
         ) % 16 == 0
-        # The device guard matters on multi-GPU hosts; CPU tensors only reach here under TRITON_INTERPRET=1.
-        if self.bindable and _current_device() != self.device.index:
-            with torch.cuda.device(self.device):
-                self.launch(tensors, aligned)
+        tensors = [input, prepared, bias, out]
+        if not self.bindable:  # CPU tensors under TRITON_INTERPRET=1
+            tensors += [self._new_scratch(sizes, dtype, zeroed) for _, sizes, dtype, zeroed in self.scratch]
+            self.launch_jit(tensors, aligned)
+            return out
+        index = self.device.index
+        if _current_device() != index:  # matters on multi-GPU hosts
+            with torch.cuda.device(index):
+                self.launch_on(index, tensors, aligned)
         else:
-            self.launch(tensors, aligned)
+            self.launch_on(index, tensors, aligned)
         return out
 
-    def launch(self, tensors: dict[str, torch.Tensor | None], aligned: bool) -> None:
+    def _new_scratch(self, sizes: tuple[int, ...], dtype: torch.dtype, zeroed: bool) -> torch.Tensor:
+        alloc = torch.zeros if zeroed else torch.empty
+        return alloc(sizes, dtype=dtype, device=self.device)
+
+    def _kept_zeroed(self, stream: int) -> dict[str, torch.Tensor] | None:
+        """This stream's zeroed scratch (made on first use; None while the stream is being captured)."""
+        kept = self.zeroed_scratch.get(stream)
+        if kept is None and not torch.cuda.is_current_stream_capturing():
+            kept = {
+                role: self._new_scratch(sizes, dtype, True)
+                for role, sizes, dtype, zeroed in self.scratch
+                if zeroed
+            }
+            self.zeroed_scratch[stream] = kept
+        return kept
+
+    def launch_on(self, index: int, tensors: list[torch.Tensor | None], aligned: bool) -> None:
+        stream = self.current_stream(index)
+        if self.scratch:
+            kept = self._kept_zeroed(stream)
+            for role, sizes, dtype, zeroed in self.scratch:
+                reuse = zeroed and kept is not None
+                tensors.append(kept[role] if reuse else self._new_scratch(sizes, dtype, zeroed))
         if self.bound and aligned:
-            stream = self.current_stream(self.device.index)
-            hooks = _launch_hooks()
+            enter, leave = _launch_hooks()
             for launch in self.launches:
-                launch.run_bound(tensors, stream, hooks)
+                launch.run_bound(tensors, stream, enter, leave)
             return
+        self.launch_jit(tensors, aligned)
+
+    def launch_jit(self, tensors: list[torch.Tensor | None], aligned: bool) -> None:
+        """Launch through Triton's JIT; the first aligned call on a GPU then binds the compiled kernels."""
+        by_role = dict(zip(self.roles, tensors, strict=True))
         for launch in self.launches:
-            launch.launch.run(tensors)
+            launch.launch.run(by_role)
         if self.bindable and aligned and not self.bound:
             arch = running_arch()
             for launch in self.launches:
-                launch.bind(tensors, arch)
-            self.current_stream = _stream_getter()
+                launch.bind(by_role, arch)
             self.bound = True

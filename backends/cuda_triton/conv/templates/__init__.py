@@ -31,7 +31,15 @@ TEMPLATE_MODULES: tuple[str, ...] = (
 )
 
 _registry: list[ConvTemplate] | None = None
-_forced = threading.local()
+
+
+class _ForcedCandidate(threading.local):
+    # A class-level default: reading an unset attribute of a plain threading.local raises inside getattr, which
+    # costs more than the rest of the eager op's signature key.
+    value: tuple[ConvTemplate, Schedule | None] | None = None
+
+
+_forced = _ForcedCandidate()
 
 
 def registered_templates() -> list[ConvTemplate]:
@@ -75,7 +83,7 @@ def force_conv_candidate(template: ConvTemplate | str, schedule: Schedule | None
     a candidate really runs it.
     """
     t = get_template(template) if isinstance(template, str) else template
-    previous = getattr(_forced, "value", None)
+    previous = _forced.value
     _forced.value = (t, schedule)
     try:
         yield
@@ -84,7 +92,7 @@ def force_conv_candidate(template: ConvTemplate | str, schedule: Schedule | None
 
 
 def forced_candidate() -> tuple[ConvTemplate, Schedule | None] | None:
-    return getattr(_forced, "value", None)
+    return _forced.value
 
 
 def support_report(problem: ConvProblem) -> list[tuple[ConvTemplate, Support]]:
