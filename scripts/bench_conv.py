@@ -67,12 +67,6 @@ PEAK_BYTES_PER_S = 4.3e12
 TIMING = {"graph_ms": 2.0, "graph_calls": 500, "warm_ms": 20.0}
 
 
-def problem_of(case: nc.Case, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None):
-    from cuda_triton.conv import ConvProblem
-
-    return ConvProblem.from_tensors(x, w, b, nc.params_of(case))
-
-
 def roofline_us(case: nc.Case, problem) -> float:
     key = "tf32" if case["dtype"] == "float32" and problem.allow_tf32 else case["dtype"]
     return max(problem.flops() / PEAK_FLOPS[key], problem.min_bytes() / PEAK_BYTES_PER_S) * 1e6
@@ -94,8 +88,9 @@ def timed_one(fn: Any, reps: int) -> float:
     )[0]
 
 
-def check(case: nc.Case, fn, x, w, b, ref: torch.Tensor | None = None) -> dict[str, Any]:
-    """Run ``fn`` once with the caching allocator's free memory poisoned by NaN, compare every element."""
+def check(case: nc.Case, fn, x, w, b, ref: torch.Tensor | None = None, half_sum: int = 0) -> dict[str, Any]:
+    """Run ``fn`` once with the caching allocator's free memory poisoned by NaN, compare every element
+    (``half_sum``: the candidate's 16-bit sums, `conv_cases.tolerance`)."""
     if ref is None:
         ref = nc.reference(case, x, w, b)
     torch.cuda.synchronize()
@@ -103,7 +98,7 @@ def check(case: nc.Case, fn, x, w, b, ref: torch.Tensor | None = None) -> dict[s
     del poison  # the caching allocator hands this NaN-filled block to the next allocation of the same size
     out = fn()
     torch.cuda.synchronize()
-    return nc.compare(case, out, ref, x, w, torch.backends.cudnn.allow_tf32)
+    return nc.compare(case, out, ref, x, w, torch.backends.cudnn.allow_tf32, half_sum)
 
 
 def candidates(problem) -> list[tuple[str, Any]]:
@@ -130,11 +125,16 @@ def table_times(problem) -> dict[str, Any] | None:
 
 
 def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]:
-    from cuda_triton.conv.templates import NoTemplateError, force_conv_candidate, select_candidate
+    from cuda_triton.conv.templates import (
+        NoTemplateError,
+        force_conv_candidate,
+        get_template,
+        select_candidate,
+    )
 
     rec: dict[str, Any] = {"case": case, "label": nc.case_label(case), "target": is_target(case)}
     x, w, b = nc.make_tensors(case, "cuda")
-    problem = problem_of(case, x, w, b)
+    problem = nc.problem_of(case, x, w, b)
     rec.update(
         flops=problem.flops(),
         min_bytes=problem.min_bytes(),
@@ -157,14 +157,17 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
         cand = None
     fn = ours_call(case, x, w, b)
     if cand is not None:
-        rec["ours_check"] = check(case, fn, x, w, b)
+        rec["ours_check"] = check(
+            case, fn, x, w, b, half_sum=cand.template.half_sum_length(problem, cand.schedule)
+        )
         contenders["ours"] = fn
         heur = select_candidate(problem, None)
         rec["heuristic"] = {"template": heur.template.name, "schedule": heur.schedule.as_dict()}
         if (heur.template.name, heur.schedule) != (cand.template.name, cand.schedule):
             try:
                 with force_conv_candidate(heur.template.name, heur.schedule):
-                    rec["heuristic_check"] = check(case, fn, x, w, b)
+                    half = heur.template.half_sum_length(problem, heur.schedule)
+                    rec["heuristic_check"] = check(case, fn, x, w, b, half_sum=half)
 
                 def heur_fn(h=heur) -> Any:
                     with force_conv_candidate(h.template.name, h.schedule):
@@ -195,7 +198,8 @@ def run_case(case: nc.Case, args, ours_status: dict[str, str]) -> dict[str, Any]
                     continue
                 try:
                     with force_conv_candidate(name, sched):
-                        c = check(case, fn, x, w, b, ref)
+                        half = get_template(name).half_sum_length(problem, sched)
+                        c = check(case, fn, x, w, b, ref, half)
                         us = timed_one(fn, max(5, args.reps // 3))
                     tuned.append({"template": name, "schedule": sched.as_dict(), "us": us, "ok": c["ok"]})
                 except Exception as e:
@@ -302,13 +306,13 @@ def warmup_jobs(cases: list[nc.Case], args: argparse.Namespace) -> list[CaseWarm
         for c in cases:
             if c["dtype"] in ind_dtypes and (
                 args.inductor_all
-                or inductor_cannot_compile(problem_of(c, *nc.make_tensors(c, "meta"))) is None
+                or inductor_cannot_compile(nc.problem_of(c, *nc.make_tensors(c, "meta"))) is None
             ):
                 jobs.append(CaseWarmup("inductor", c))
     jobs += [CaseWarmup("ours", c) for c in cases]
     for c in cases:
         try:
-            heur = select_candidate(problem_of(c, *nc.make_tensors(c, "meta")), None)
+            heur = select_candidate(nc.problem_of(c, *nc.make_tensors(c, "meta")), None)
         except NoTemplateError:
             continue
         jobs.append(CaseWarmup("ours", c, heur.template.name, heur.schedule.as_dict()))
@@ -316,7 +320,7 @@ def warmup_jobs(cases: list[nc.Case], args: argparse.Namespace) -> list[CaseWarm
     if args.tune:
         for c in [c for c in cases if c["dtype"] in tune_dtypes]:
             x, w, b = nc.make_tensors(c, "meta")
-            for name, sched in candidates(problem_of(c, x, w, b)):
+            for name, sched in candidates(nc.problem_of(c, x, w, b)):
                 jobs.append(CaseWarmup("ours", c, name, sched.as_dict()))
     return jobs
 

@@ -45,7 +45,7 @@ from cuda_triton.tools.warmup import CaseWarmup, job_label, warm_cases  # noqa: 
 def one(
     case: nc.Case, template: str | None, schedule: Any, seed: int, op_too: bool = False, device: str = "cuda"
 ) -> dict[str, Any]:
-    from cuda_triton.conv.templates import NoTemplateError
+    from cuda_triton.conv.templates import NoTemplateError, get_template
 
     rec: dict[str, Any] = {"label": nc.case_label(case), "case": case}
     try:
@@ -58,7 +58,8 @@ def one(
             return rec
         if device == "cuda":
             torch.cuda.synchronize()
-        rec.update(template=name, schedule=sched.as_dict(), **nc.compare(case, out, ref, x, w))
+        half = get_template(name).half_sum_length(nc.problem_of(case, x, w, b), sched)
+        rec.update(template=name, schedule=sched.as_dict(), **nc.compare(case, out, ref, x, w, half_sum=half))
         rec["status"] = "ok" if rec["ok"] else "FAIL"
         if op_too:
             y = torch.ops.triton.convolution(x, w, b, *nc.params_of(case).as_op_args())

@@ -361,6 +361,25 @@ def test_depthwise_paths_half(layout, dtype):
     check(DW, x, w, b, p, taps, schedule=_cheapest(problem, lambda f: 0.0 < f < 1.0))
 
 
+def test_depthwise_16_bit_row_sums_are_fp16_only():
+    """The direct channels-last kernel sums filter rows in fp16 only: the template declares the row's length as
+    its 16-bit sum (`half_sum_length`, which the GPU checks widen their bound by), the F32_TAPS twins and every
+    bf16 or fp32 schedule declare none, and bf16 is offered no twins (its direct schedules are fp32 already)."""
+    p = ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 32)
+    for dtype, row in ((torch.float16, 7), (torch.bfloat16, 0), (torch.float32, 0)):
+        x = torch.randn(2, 32, 9, 9, dtype=dtype).to(memory_format=torch.channels_last)
+        w = torch.randn(32, 1, 7, 7, dtype=dtype)
+        problem = ConvProblem.from_tensors(x, w, None, p, allow_tf32=False)
+        space = DW.schedules(problem)
+        twins = [s for s in space if dict(s.params).get("F32_TAPS")]
+        direct = [s for s in space if "TAP_ROWS" not in dict(s.params) and s not in twins]
+        assert direct and bool(twins) == (dtype == torch.float16)
+        assert {DW.half_sum_length(problem, s) for s in direct} == {row}
+        assert {DW.half_sum_length(problem, s) for s in twins} <= {0}
+        prepared = DW.prepare_weight(w, problem, direct[0])
+        assert prepared.dtype == (torch.float16 if row else torch.float32)
+
+
 _TAPS_CASES = [c for c in DW_CASES if c[10] == "cl"]
 _TAPS_PARAMS = [
     (c, d) for d in ("fp32", "fp16", "bf16") for c in _TAPS_CASES if d == "fp32" or c[0] in _DW_HALF

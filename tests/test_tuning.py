@@ -581,7 +581,7 @@ def test_compile_workers_specialise_as_the_tuner_runs(has_bias: bool, monkeypatc
         b = torch.randn(w_size[0], dtype=torch.float16) if has_bias else None
         problem = ConvProblem.from_tensors(x, w, b, p, True)
         out = torch.empty_strided(problem.output_size, problem.output_stride, dtype=torch.float16)
-        ops = Operands([x], [w], [b], [out], torch.empty(0), torch.empty(0))
+        ops = Operands([x], [w], [b], [out], torch.empty(0), torch.empty(0), torch.empty(0))
         for template in templates_mod.registered_templates():
             if not template.supports(problem):
                 continue

@@ -110,7 +110,12 @@ def reduction_length(case: Case) -> int:
 
 
 def tolerance(
-    case: Case, ref: torch.Tensor, x: torch.Tensor, w: torch.Tensor, allow_tf32: bool = True
+    case: Case,
+    ref: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    allow_tf32: bool = True,
+    half_sum: int = 0,
 ) -> torch.Tensor:
     """Per-element bound on |ours - ref| for a reference computed in fp32 without TF32 from the same inputs.
 
@@ -119,7 +124,9 @@ def tolerance(
     by < 2^-10 and each product by < 2^-9 - so at most 2^-9 times the convolution of |x| with |w| (computed
     exactly like the reference, elementwise; the H200 showed errors up to 1.75 x 2^-10 of it); and fp32
     accumulation-order differences (ours vs cuDNN's algorithm), a random walk of sqrt(reduction length) terms
-    of size rms(x) * rms(w).
+    of size rms(x) * rms(w). ``half_sum``: the candidate sums chains of that many products in the 16-bit type
+    (`ConvTemplate.half_sum_length`), each addition rounding by up to one unit roundoff of the partial sum, so
+    a fourth term of ``half_sum`` unit roundoffs times the convolution of |x| with |w|.
     """
     dtype = case["dtype"]
     out_eps = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-21}[dtype]
@@ -128,7 +135,30 @@ def tolerance(
     tol = out_eps * ref.float().abs() + 32.0 * 2.0**-24 * math.sqrt(k) * walk + 1e-7
     if dtype == "float32" and allow_tf32:
         tol = tol + 2.0**-9 * reference(case, x.abs(), w.abs(), None)
+    if half_sum and dtype != "float32":
+        tol = tol + half_sum * (out_eps / 2) * reference(case, x.abs(), w.abs(), None)
     return tol
+
+
+def problem_of(case: Case, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None):
+    """The `ConvProblem` of this case on these tensors."""
+    from cuda_triton.conv import ConvProblem
+
+    return ConvProblem.from_tensors(x, w, b, params_of(case))
+
+
+def half_sum_length(case: Case, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> int:
+    """`ConvTemplate.half_sum_length` of the candidate the op picks for this case (the forced one inside
+    ``force_conv_candidate``); 0 when no template runs it."""
+    from cuda_triton.conv.dispatch import tuning_lookup
+    from cuda_triton.conv.templates import NoTemplateError, select_candidate
+
+    problem = problem_of(case, x, w, b)
+    try:
+        cand = select_candidate(problem, tuning_lookup)
+    except NoTemplateError:
+        return 0
+    return cand.template.half_sum_length(problem, cand.schedule)
 
 
 def reference(case: Case, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -152,13 +182,14 @@ def compare(
     x: torch.Tensor,
     w: torch.Tensor,
     allow_tf32: bool = True,
+    half_sum: int = 0,
 ) -> dict[str, Any]:
-    """Every element checked (NaN fails); returns {ok, max_err, max_ratio, bad}."""
+    """Every element checked (NaN fails); returns {ok, max_err, max_ratio, bad}. ``half_sum``: see `tolerance`."""
     o = out.float()
     if o.shape != ref.shape:
         return {"ok": False, "error": f"shape {tuple(o.shape)} != {tuple(ref.shape)}"}
     err = (o - ref).abs()
-    tol = tolerance(case, ref, x, w, allow_tf32)
+    tol = tolerance(case, ref, x, w, allow_tf32, half_sum)
     bad = ~(err <= tol)  # NaN counts as bad
     ratio = float((err / tol).nan_to_num(float("inf")).max()) if err.numel() else 0.0
     return {

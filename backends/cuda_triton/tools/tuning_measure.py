@@ -92,6 +92,9 @@ class Operands:
     outputs: list[torch.Tensor]
     reference: torch.Tensor  # fp32, logical shape of the output
     bound: torch.Tensor  # allowed |error| per element
+    half_sum_unit: (
+        torch.Tensor
+    )  # what each product a candidate sums in 16 bits adds to the bound: u * sum|x||w|
 
 
 def unit_roundoff(problem) -> float:
@@ -143,7 +146,7 @@ def make_operands(problem, env: Env) -> Operands:
         outputs.append(
             torch.empty_strided(problem.output_size, problem.output_stride, dtype=dt, device=env.device)
         )
-    return Operands(inputs, weights, biases, outputs, ref, bound)
+    return Operands(inputs, weights, biases, outputs, ref, bound, u * absref)
 
 
 @contextlib.contextmanager
@@ -187,12 +190,14 @@ def schedule_runner(template, problem, schedule, ops: Operands) -> Callable[[int
     return run
 
 
-def check_output(out: torch.Tensor, ops: Operands) -> tuple[bool, float]:
-    """Every element finite and within its bound; returns (ok, max |err| / bound)."""
+def check_output(out: torch.Tensor, ops: Operands, half_sum: int = 0) -> tuple[bool, float]:
+    """Every element finite and within its bound, widened for a candidate that sums ``half_sum`` products in
+    the 16-bit type (`ConvTemplate.half_sum_length`); returns (ok, max |err| / bound)."""
     o = out.float()
     err = (o - ops.reference).abs()
     finite = bool(torch.isfinite(o).all())
-    ratio = float((err / ops.bound).max()) if o.numel() else 0.0
+    bound = ops.bound + half_sum * ops.half_sum_unit if half_sum else ops.bound
+    ratio = float((err / bound).max()) if o.numel() else 0.0
     return finite and ratio <= 1.0, (ratio if finite else math.inf)
 
 
@@ -329,7 +334,7 @@ def measure_problem(
                 run(0)  # compiles here unless the precompile workers filled Triton's cache
                 _sync(env)
                 cand.first_run_s = round(time.monotonic() - t_first, 3)
-                ok, ratio = check_output(ops.outputs[0], ops)
+                ok, ratio = check_output(ops.outputs[0], ops, template.half_sum_length(problem, schedule))
                 cand.max_err_ratio = round(ratio, 4) if math.isfinite(ratio) else None
                 if not ok:
                     cand.error = f"numerics: max |err|/bound = {ratio:.3g}"

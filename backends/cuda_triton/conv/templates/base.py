@@ -86,6 +86,12 @@ class ConvTemplate(ABC):
         nearest-signature fallback; it already checks that `schedules(problem)` offers it). Default: yes."""
         return True
 
+    def half_sum_length(self, problem: ConvProblem, schedule: Schedule) -> int:
+        """The most products the launches sum in the 16-bit input type before widening to fp32 (0: every sum in
+        fp32, the default). Part of the numerics contract: a chain of n such additions may be off by up to
+        n unit roundoffs of the type times the sum of |x||w| it covers, which the GPU checks allow for."""
+        return 0
+
     def prepare_weight(self, weight: torch.Tensor, problem: ConvProblem, schedule: Schedule) -> torch.Tensor:
         """The weight laid out the way the kernels read it, as a contiguous tensor of any shape.
 

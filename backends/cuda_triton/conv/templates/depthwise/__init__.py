@@ -21,15 +21,16 @@ kernel (general and 1-D), a schedule choice for contiguous half-precision inputs
 rows with 7+ taps):
 
 ``_depthwise_cl_kernel`` (channels-last input): a program computes a tile of ``BLOCK_H x BLOCK_W`` output
-positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C. With 16-bit inputs
-each filter row's products are summed in the input's type (packed HFMA2, half the instructions of an fp32 FMA and
-a convert per product) and the row sums in fp32; schedules with F32_TAPS=1 sum every product in fp32.
+positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C. With fp16 inputs
+each filter row's products are summed in fp16 (packed HFMA2, half the instructions of an fp32 FMA and a convert
+per product) and the row sums in fp32 (`template.sums_rows_in_16_bit`); schedules with F32_TAPS=1, and every bf16
+one, sum every product in fp32.
 
     args (PTX order): x, w, b, y (pointers; b is null when HAS_BIAS is False), ID, IH, IW, OD, OH, OW (i32)
     constexprs: C_IN, MULT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OUT_CL, HAS_BIAS,
                 BLOCK_H, BLOCK_W, BLOCK_C, F32_TAPS
     grid: (N * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), cdiv(C_out, BLOCK_C), 1)
-    weight: prepared (KD*KH*KW, C_out) contiguous (taps major, channels contiguous), in the input's 16-bit type
+    weight: prepared (KD*KH*KW, C_out) contiguous (taps major, channels contiguous), fp16 where rows sum in fp16
             where the kernel sums rows in it, else fp32.
 
 ``_depthwise_cl_taps_kernel`` (channels-last input; schedules carry TAP_ROWS): the channels-last kernel's tile,

@@ -113,7 +113,7 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
             for bh, bw, bc, warps in CL_SPACE
             if bh <= h_cap and bw <= w_cap and bc <= max(16, c_cap)
         ]
-        if problem.element_size == 2:  # each also with every product summed in fp32 (the kernels' F32_TAPS)
+        if problem.dtype == "float16":  # each also with every product summed in fp32 (the kernels' F32_TAPS)
             direct += [Schedule.make(s.num_warps, 1, **dict(s.params), F32_TAPS=1) for s in direct]
         found = direct + taps_schedules(problem)
         fallback = Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)

@@ -37,9 +37,12 @@ from .schedules import heuristic_schedule, schedules
 
 def sums_rows_in_16_bit(problem: ConvProblem, schedule: Schedule) -> bool:
     """Whether the launch is the direct channels-last kernel summing filter rows in the 16-bit input type
-    (kernels._interior_taps): a 16-bit channels-last problem on a direct schedule without F32_TAPS."""
+    (kernels._interior_taps): an fp16 channels-last problem on a direct schedule without F32_TAPS. Not bf16:
+    with 8 significand bits a row of 7 products summed in bf16 was off by a whole bf16 unit of the row sums
+    (0.03 on outputs of order 1, the public suite's 5x5 and 7x7 layers on the H100), where fp16's 11 bits keep
+    it near one unit of the output."""
     direct = not is_taps(schedule) and not is_band(schedule) and not dict(schedule.params).get("F32_TAPS", 0)
-    return direct and channels_last(problem) and problem.element_size == 2
+    return direct and channels_last(problem) and problem.dtype == "float16"
 
 
 class DepthwiseTemplate(ConvTemplate):
@@ -82,6 +85,9 @@ class DepthwiseTemplate(ConvTemplate):
         if channels_last(problem):
             return flat.t().contiguous()  # (taps, C_out)
         return flat.contiguous()  # (C_out, taps)
+
+    def half_sum_length(self, problem: ConvProblem, schedule: Schedule) -> int:
+        return problem.kernel[-1] if sums_rows_in_16_bit(problem, schedule) else 0  # one filter row
 
     def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
         return channels_last(problem) and not is_band(schedule)  # the channels-last tile kernel's
