@@ -2,7 +2,7 @@
 """Time every schedule of the GEMM op family against cuBLAS on the linear layers of torchvision models (GPU).
 
     PYTHONPATH=backends python scripts/tune_gemm.py --out OUT [--models convnext_tiny,efficientnet_b0] \\
-        [--batches 1,32] [--dtypes float16] [--workers 15] [--tma with|without|only]
+        [--batches 1,32] [--dtypes float16] [--workers 15] [--tma with|without|only] [--plain]
     PYTHONPATH=backends python scripts/tune_gemm.py --out OUT --dry-run     # anywhere: the layers and schedules
 
 The layers come from the models themselves: a forward pass on the meta device records every ``nn.Linear``'s
@@ -17,6 +17,7 @@ activation, eager: two kernels) are timed side by side from CUDA graphs (`tools.
 L2). Kernels are JIT-compiled by ``--workers`` processes first. The roofline floor is the larger of the bytes
 moved at the GPU's memory bandwidth and the flops at its dense 16-bit tensor rate (nominal figures by GPU name).
 
+``--plain`` adds each layer that has an activation once more without it: the epilogue's cost beside it.
 ``--tma`` picks the space: ``with`` (default) every schedule, ``without`` the pointer kernel's only, ``only`` the
 TMA variant's and the heuristic's pick (the baseline it would replace). ``--dry-run`` lists the space for
 ``--arch`` (default 90).
@@ -296,6 +297,11 @@ def main() -> int:
         default="with",
         help="the TMA variant's schedules: with the others, without them, or only them and the heuristic's pick",
     )
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="also time each layer with an activation without it (what its epilogue costs)",
+    )
     ap.add_argument("--dry-run", action="store_true", help="list the cases and their schedules only (no GPU)")
     ap.add_argument(
         "--arch", type=int, default=90, help="the arch --dry-run lists schedules for (default 90)"
@@ -308,6 +314,8 @@ def main() -> int:
     for model in args.models.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
             cases += linear_layers(model, batch)
+    if args.plain:
+        cases += [replace(c, activation="") for c in cases if c.activation]
     print(f"[tune_gemm] {len(cases)} cases x {len(dtypes)} dtypes", flush=True)
     if args.dry_run:
         for case in cases:
