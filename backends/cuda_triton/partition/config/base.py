@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -174,12 +174,24 @@ def first_output_readers(node: Node) -> list[Node]:
     return [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
 
 
+def first_output(node: Node, multi_output: Collection[torch._ops.OpOverload]) -> Node:
+    """The node that holds ``node``'s result: the one ``getitem(.., 0)`` of an op in ``multi_output``, else the
+    node itself. ValueError when such an op's result is read by more or fewer than one getitem."""
+    if aten_overload(node.target) not in multi_output:
+        return node
+    readers = [u for u in first_output_readers(node) if u.args[1] == 0]
+    if len(readers) != 1:
+        raise ValueError(f"its output is read by {len(readers)} getitem nodes (one is supported)")
+    return readers[0]
+
+
 __all__ = [
     "FLOAT_DTYPES",
     "bound_arguments",
     "OpConfig",
     "PartitionContext",
     "Verdict",
+    "first_output",
     "first_output_readers",
     "float_inputs",
     "only_first_output_used",

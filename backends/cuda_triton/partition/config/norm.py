@@ -30,7 +30,7 @@ from .base import (
     PartitionContext,
     Verdict,
     bound_arguments,
-    first_output_readers,
+    first_output,
     float_inputs,
     spec_verdict,
     static_meta,
@@ -52,12 +52,7 @@ ROLES = ("in0", "weight", "bias", "mean", "var")
 
 def norm_output(node: Node) -> Node:
     """The node that holds the op's result: a multi-output op's one ``getitem(.., 0)``, else the node itself."""
-    if aten_overload(node.target) not in MULTI_OUTPUT:
-        return node
-    readers = [u for u in first_output_readers(node) if u.args[1] == 0]
-    if len(readers) != 1:
-        raise ValueError(f"its output is read by {len(readers)} getitem nodes (one is supported)")
-    return readers[0]
+    return first_output(node, MULTI_OUTPUT)
 
 
 def norm_operands(node: Node) -> dict[str, Node | None]:

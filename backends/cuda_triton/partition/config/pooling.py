@@ -20,7 +20,7 @@ from .base import (
     PartitionContext,
     Verdict,
     bound_arguments,
-    first_output_readers,
+    first_output,
     float_inputs,
     static_meta,
     static_value,
@@ -35,12 +35,7 @@ ADAPTIVE_AVG_POOLS = {aten._adaptive_avg_pool2d.default: 2, aten._adaptive_avg_p
 
 def pool_output(node: Node) -> Node:
     """The node that holds the pooled values: a max pool's ``getitem(.., 0)``, else the node itself."""
-    if aten_overload(node.target) in MAX_POOLS:
-        readers = first_output_readers(node)
-        if len(readers) != 1:
-            raise ValueError(f"a max pool read by {len(readers)} getitem nodes")
-        return readers[0]
-    return node
+    return first_output(node, MAX_POOLS)
 
 
 def pool_spec(node: Node) -> PoolSpec:
