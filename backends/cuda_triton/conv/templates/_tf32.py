@@ -32,8 +32,7 @@ NO_ROUNDING, ROUND_BITS, ROUND_CVT = 0, 1, 2
 _MODES = {"0": NO_ROUNDING, "bits": ROUND_BITS, "1": ROUND_CVT, "cvt": ROUND_CVT}
 
 
-# The hardware rounding as inline PTX (one fp32 element in $1, its nearest TF32 value in $0, low bits cleared): the
-# Triton kernels here and the Gluon box kernel share it.
+# The hardware rounding as inline PTX (one fp32 element in $1, its nearest TF32 value in $0, low bits cleared).
 CVT_RNA_TF32_ASM = tl.constexpr("{ .reg .b32 t; cvt.rna.tf32.f32 t, $1; and.b32 $0, t, 0xFFFFE000; }")
 
 
@@ -62,7 +61,8 @@ def prepare_tf32_weight(weight: torch.Tensor, problem: ConvProblem) -> torch.Ten
 
 @triton.jit
 def round_to_tf32(x, MODE: tl.constexpr):
-    """fp32 -> nearest TF32 value (ties away from zero), still as fp32; MODE is a `tf32_rounding` value.
+    """fp32 -> nearest TF32 value (ties away from zero), still as fp32; MODE is a `tf32_rounding` value other than
+    NO_ROUNDING. The Triton kernels and the Gluon box kernel call it.
 
     ROUND_CVT: the hardware conversion; its result register is .b32 with the low 13 bits not guaranteed zero,
     so they are cleared (the tensor core ignores them, but the value must be an exact TF32 number).

@@ -13,8 +13,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from .._f16_mma import AMAX_PARTS, MAX_SHIFT, TOP_EXP
-from .._tf32 import CVT_RNA_TF32_ASM
+from .._f16_mma import AMAX_PARTS, MAX_SHIFT, TOP_EXP, pow2
+from .._tf32 import round_to_tf32
+from .portable_kernel import box_origin
+
+# Scalar and elementwise helpers are the Triton kernels' own @triton.jit functions (`box_origin`, `round_to_tf32`,
+# `pow2`): Gluon compiles a Triton function it calls with Gluon's semantics, and their code needs no layouts.
 
 # A barrier of all the CTA's threads: Triton 3.7 calls it gl.barrier, 3.6 (the GPU machine's) gl.thread_barrier.
 _cta_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
@@ -61,12 +65,6 @@ def _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0
 
 
 @gluon.jit
-def _pow2(k):
-    """2^k as fp32 for an int32 |k| <= 126, from its exponent bits (`_f16_mma.pow2`, in Gluon)."""
-    return ((k + 127) << 23).to(gl.float32, bitcast=True)
-
-
-@gluon.jit
 def _box_producer(x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co0,
                   STEPS: gl.constexpr, C_BLOCKS: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr,
                   PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr, SH: gl.constexpr, SW: gl.constexpr,
@@ -78,28 +76,6 @@ def _box_producer(x_desc, w_desc, a_ring, b_ring, ready, empty, n0, oh0, ow0, co
         mbarrier.wait(empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
         _issue_box_loads(x_desc, w_desc, a_ring, b_ring, ready, i, n0, oh0, ow0, co0,
                          C_BLOCKS, KW, PH, PW, DH, DW, SH, SW, C_IN, BLOCK_K, STAGES, NBYTES, TF32)  # fmt: skip
-
-
-@gluon.jit
-def _round_tf32(x, MODE: gl.constexpr):
-    """fp32 -> nearest TF32 value as fp32 (`_tf32.round_to_tf32`, in Gluon): MODE 2 the hardware conversion, 1
-    the integer rounding (inf and NaN kept), 0 none (the tensor core truncates; for timing only)."""
-    if MODE == 2:
-        return gl.inline_asm_elementwise(
-            CVT_RNA_TF32_ASM,
-            "=r,r",
-            [x],
-            dtype=gl.float32,
-            is_pure=True,
-            pack=1,
-        )
-    elif MODE == 1:
-        bits = x.to(gl.uint32, bitcast=True)
-        rounded = ((bits + 0x1000) >> 13) << 13
-        finite = (bits & 0x7F800000) != 0x7F800000
-        return gl.where(finite, rounded, bits).to(gl.float32, bitcast=True)
-    else:
-        return x
 
 
 @gluon.jit
@@ -120,7 +96,7 @@ def _mma_step(a_ring, b_ring, ready, acc, i, STAGES: gl.constexpr, BLOCK_M: gl.c
     if TF32:
         b = b_ring.index(slot).permute((1, 0))
         if ROUND_TF32:
-            a.store(_round_tf32(a.load(ROUND_LAYOUT), ROUND_TF32))
+            a.store(round_to_tf32(a.load(ROUND_LAYOUT), ROUND_TF32))
             fence_async_shared()  # the generic-proxy stores, before the async proxy (wgmma, TMA) touches the slot
             _cta_barrier()  # every thread's share, before any warpgroup's wgmma reads the tile
     else:
@@ -155,7 +131,7 @@ def _f16_unscale(amax_ptr, w_ptr, W_NUMEL: gl.constexpr, WARPS: gl.constexpr):
     exponent = ((amax.to(gl.int32, bitcast=True) >> 23) & 0xFF) - 127  # floor(log2(amax)); -127 for 0
     shift_x = gl.minimum(gl.maximum(0 - (exponent - TOP_EXP), 0 - MAX_SHIFT), MAX_SHIFT)
     shift_w = gl.load(w_ptr + W_NUMEL).to(gl.int32)
-    return _pow2(0 - shift_x - shift_w)
+    return pow2(0 - shift_x - shift_w)
 
 
 @gluon.jit
@@ -220,13 +196,7 @@ def conv_box_kernel(
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
 
-    tiles_h = (OH + BOX_H - 1) // BOX_H
-    tiles_w = (OW + BOX_W - 1) // BOX_W
-    pid = gl.program_id(0)
-    n0 = pid // (tiles_h * tiles_w) * BOX_N
-    oh0 = pid // tiles_w % tiles_h * BOX_H
-    ow0 = pid % tiles_w * BOX_W
-    co0 = gl.program_id(1) * BLOCK_N
+    n0, oh0, ow0, co0 = box_origin(OH, OW, BOX_N, BOX_H, BOX_W, BLOCK_N)
 
     mma: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 256 // EBITS]

@@ -12,6 +12,21 @@ from ..gemm_jit import store_output
 
 
 @triton.jit
+def box_origin(OH, OW, BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The program's first image, output row, output column and output channel: grid axis 0 walks the boxes
+    row-major over (images, rows, columns), axis 1 the channel blocks. The Gluon kernel calls it too."""
+    tiles_h = (OH + BOX_H - 1) // BOX_H
+    tiles_w = (OW + BOX_W - 1) // BOX_W
+    pid = tl.program_id(0)
+    return (
+        pid // (tiles_h * tiles_w) * BOX_N,
+        pid // tiles_w % tiles_h * BOX_H,
+        pid % tiles_w * BOX_W,
+        tl.program_id(1) * BLOCK_N,
+    )
+
+
+@triton.jit
 def conv_box_portable_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, amax_ptr,
     BATCH, H, W, OH, OW,
@@ -27,13 +42,7 @@ def conv_box_portable_kernel(
     """`conv_box_kernel` with masked loads: same tiles, same K steps, same epilogue (swizzles unused)."""
     BLOCK_M: tl.constexpr = BOX_N * BOX_H * BOX_W
     C_BLOCKS: tl.constexpr = CIN_P // BLOCK_K
-    tiles_h = (OH + BOX_H - 1) // BOX_H
-    tiles_w = (OW + BOX_W - 1) // BOX_W
-    pid = tl.program_id(0)
-    n0 = pid // (tiles_h * tiles_w) * BOX_N
-    oh0 = pid // tiles_w % tiles_h * BOX_H
-    ow0 = pid % tiles_w * BOX_W
-    co0 = tl.program_id(1) * BLOCK_N
+    n0, oh0, ow0, co0 = box_origin(OH, OW, BOX_N, BOX_H, BOX_W, BLOCK_N)
 
     r = tl.arange(0, BLOCK_M)  # the box's pixels in row-major order: the Gluon kernel's A rows
     n = n0 + r // (BOX_H * BOX_W)
