@@ -9,7 +9,9 @@ import random
 
 import pytest
 import torch
+from cuda_triton.conv.epilogue import ConvEpilogue
 from cuda_triton.kernel.launch import allocate_scratch  # noqa: E402
+from cuda_triton.ops.elementwise.program import instruction
 from cuda_triton.ops.gemm import (
     COLSUM_ROLE,
     GemmSpec,
@@ -219,6 +221,21 @@ def test_heuristic_follows_the_measured_rules() -> None:
         "num_warps": 4,
     }
     assert pick(100352, 384, 96)["BLOCK_K"] == 64
+    # an expanding layer with a fused chain and at least 16 waves of 64 x 128 tiles: 64 x 64
+    gelu = ConvEpilogue((instruction("gelu", 0),), ())
+
+    def pick_chained(m: int, k: int, n: int) -> tuple[int, int]:
+        x, w = TensorMeta.contiguous((m, k), "float16"), TensorMeta((k, n), (1, k), "float16")
+        spec = GemmSpec.addmm(TensorMeta.contiguous((n,), "float16"), x, w).with_epilogue(gelu)
+        s = heuristic_schedule(spec)
+        assert s in schedules(spec, 90) and s == schedules(spec, 90)[0]
+        return s["BLOCK_N"], s["BLOCK_K"]
+
+    assert [pick_chained(m, k, n) for m, k, n in ((100352, 96, 384), (25088, 192, 768))] == [(64, 32)] * 2
+    assert [pick_chained(m, k, n) for m, k, n in ((6272, 384, 1536), (100352, 384, 96))] == [
+        (128, 32),
+        (128, 64),
+    ]
     # few tiles: split K only for at most 16 tiles with K >= 1024, at most 4 ways
     assert "SPLIT_K" not in pick(784, 768, 192)  # 39 tiles
     assert "SPLIT_K" not in pick(1, 768, 1000)  # K too short

@@ -242,6 +242,12 @@ def split_k_options(
 # schedules"): a split pays for its reduce launch only when few tiles each run a long K loop. fp32 tiles take
 # twice the K steps (BLOCK_K halved) and each step rounds both tiles to TF32 in registers, so fp32 splits up to
 # twice the tiles (ConvNeXt-T's 24-tile K = 1536 layer at batch 1 ran 38 us unsplit on the H100).
+# An expanding layer with a fused chain and this many waves of 64 x 128 tiles or more runs 64 x 64 tiles:
+# ConvNeXt-T's GELU layers at batch 32 on the H100 (scripts/tune_gemm.py, fp16, us, 64 x 128 -> 64 x 64):
+# (M, K, N) = (100352, 96, 384), 35 waves: 87.6 -> 75.6; (25088, 192, 768), 18 waves: 53.7 -> 48.8; but
+# (6272, 384, 1536), 9 waves, stays on 64 x 128 (37.1 against 38.7), as does every layer without a chain
+# ((100352, 96, 384): 54.2 against 59.3).
+CHAINED_SMALL_TILE_WAVES = 16
 SPLIT_MAX_TILES = 16
 SPLIT_MAX_TILES_FP32 = 32
 SPLIT_MIN_K = 1024
@@ -253,19 +259,25 @@ SPLIT_MAX = 4
 # more rows keeps 64: (196, 1536, 384) 11.6 -> 12.3.
 
 
-def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool, split_ok: bool = True) -> Schedule:
+def heuristic_schedule_for(
+    batch: int, m: int, n: int, k: int, fp32: bool, split_ok: bool = True, chained: bool = False
+) -> Schedule:
     """Big tiles when there are many; small row tiles for small M (a batch-1 classifier has M = 1), split along
     K when few tiles each run a long K loop.
 
     With tiles to fill the GPU, 64 x 128 tiles on 4 warps beat 128 x 128 on 8 (more programs resident per SM
     overlap one tile's epilogue with another's loads); a layer whose output is wider than its reduction (an
-    expanding MLP layer, store-bound) takes BLOCK_K 32 for the same reason."""
+    expanding MLP layer, store-bound) takes BLOCK_K 32 for the same reason, and with a fused chain
+    (``chained``: a GELU costs about 22 instructions an element) 64 x 64 tiles once there are
+    `CHAINED_SMALL_TILE_WAVES` waves of 64 x 128 ones."""
     bk = 64
     if m <= 64:
         bm, bn, warps, stages = (16 if m <= 32 else 64), 64, 4, 4
     elif cdiv(m, 128) * cdiv(n, 128) * batch >= NUM_SMS:
         bm, bn, warps, stages = 64, 128, 4, 4
         bk = 32 if n > k else 64
+        if chained and n > k and cdiv(m, 64) * cdiv(n, 128) * batch >= CHAINED_SMALL_TILE_WAVES * NUM_SMS:
+            bn = 64
     else:
         bm, bn, warps, stages = 64, 64, 4, 4
     base = _schedule(m, n, k, fp32, bm, bn, bk, warps, stages)
@@ -281,9 +293,9 @@ def heuristic_schedule_for(batch: int, m: int, n: int, k: int, fp32: bool, split
     return base
 
 
-def schedule_space(batch: int, m: int, n: int, k: int, fp32: bool) -> list[Schedule]:
+def schedule_space(batch: int, m: int, n: int, k: int, fp32: bool, chained: bool = False) -> list[Schedule]:
     """The tuning space (the heuristic's pick first), split-K variants of the small tiles included."""
-    out = [heuristic_schedule_for(batch, m, n, k, fp32)]
+    out = [heuristic_schedule_for(batch, m, n, k, fp32, chained=chained)]
     for bm, bn, bk, warps, stages in _CONFIGS:
         s = _schedule(m, n, k, fp32, bm, bn, bk, warps, stages)
         variants = [s] + [

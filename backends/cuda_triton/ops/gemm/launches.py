@@ -34,14 +34,18 @@ from .tma_kernel import gemm_tma_kernel
 
 def heuristic_schedule(spec: GemmSpec) -> Schedule:
     fp32, split_ok = spec.dtype == "float32", spec.row_norm_eps is None
-    return heuristic_schedule_for(spec.batch, spec.m, spec.n, spec.k, fp32, split_ok)
+    return heuristic_schedule_for(
+        spec.batch, spec.m, spec.n, spec.k, fp32, split_ok, spec.epilogue is not None
+    )
 
 
 def schedules(spec: GemmSpec, arch: int | None = None) -> list[Schedule]:
     """The tuning space (the heuristic's pick first); for ``arch`` sm_90 or later the TMA variant's schedules
     follow where TMA can read the operands (None: an arch unknown, so none). A row norm needs the whole K in
     one program: no split-K, no TMA."""
-    space = schedule_space(spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32")
+    space = schedule_space(
+        spec.batch, spec.m, spec.n, spec.k, spec.dtype == "float32", spec.epilogue is not None
+    )
     if spec.row_norm_eps is not None:
         return [s for s in space if split_k_of(s) == 1]
     if arch is not None and arch >= TMA_ARCH:
