@@ -15,6 +15,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .._f16_mma import AMAX_PARTS, MAX_SHIFT, TOP_EXP, pow2
 from .._tf32 import round_to_tf32
+from ..epilogue_jit import apply_epilogue
 from .portable_kernel import box_origin
 
 # Scalar and elementwise helpers are the Triton kernels' own @triton.jit functions (`box_origin`, `round_to_tf32`,
@@ -138,6 +139,7 @@ def _f16_unscale(amax_ptr, w_ptr, W_NUMEL: gl.constexpr, WARPS: gl.constexpr):
 def conv_box_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, amax_ptr,
     BATCH, H, W, OH, OW,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     C_IN: gl.constexpr, C_OUT: gl.constexpr, CIN_P: gl.constexpr, COUT_P: gl.constexpr,
     KH: gl.constexpr, KW: gl.constexpr, PH: gl.constexpr, PW: gl.constexpr, DH: gl.constexpr, DW: gl.constexpr,
     SH: gl.constexpr, SW: gl.constexpr,
@@ -145,7 +147,7 @@ def conv_box_kernel(
     TF32: gl.constexpr, ROUND_TF32: gl.constexpr,
     BOX_N: gl.constexpr, BOX_H: gl.constexpr, BOX_W: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_SWIZZLE: gl.constexpr, B_SWIZZLE: gl.constexpr,
-    STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr,
+    STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr, PROGRAM: gl.constexpr, E_KINDS: gl.constexpr,
 ):  # fmt: skip
     BLOCK_M: gl.constexpr = BOX_N * BOX_H * BOX_W
     C_BLOCKS: gl.constexpr = CIN_P // BLOCK_K
@@ -249,7 +251,6 @@ def conv_box_kernel(
         out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
     else:
         out_layout: gl.constexpr = gl.BlockedLayout([4, 1], [32, 1], [1, WARPS], [0, 1])
-    out = gl.convert_layout(acc.to(y_ptr.dtype.element_ty), out_layout)
     r = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
     co = co0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, out_layout))
     n = n0 + r // (BOX_H * BOX_W)
@@ -261,4 +262,12 @@ def conv_box_kernel(
         offs = gl.expand_dims((n * (OH * OW) + pixel) * C_OUT, 1) + gl.expand_dims(co, 0)
     else:
         offs = gl.expand_dims(n * (C_OUT * OH * OW) + pixel, 1) + gl.expand_dims(co * (OH * OW), 0)
+    if len(PROGRAM) > 0:  # the chain in the store's layout, where its operands like the output load coalesced
+        y = apply_epilogue(
+            gl.convert_layout(acc, out_layout), offs, n, co, ok,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, PROGRAM, E_KINDS,
+        )  # fmt: skip
+        out = y.to(y_ptr.dtype.element_ty)
+    else:
+        out = gl.convert_layout(acc.to(y_ptr.dtype.element_ty), out_layout)
     gl.store(y_ptr + offs, out, mask=ok)

@@ -8,7 +8,7 @@ import triton.language as tl
 
 from .._f16_mma import input_scales, weight_unscale
 from .._tf32 import round_to_tf32
-from ..gemm_jit import store_output
+from ..gemm_jit import store_output, store_output_with_epilogue
 
 
 @triton.jit
@@ -30,6 +30,7 @@ def box_origin(OH, OW, BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.const
 def conv_box_portable_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, amax_ptr,
     BATCH, H, W, OH, OW,
+    e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     C_IN: tl.constexpr, C_OUT: tl.constexpr, CIN_P: tl.constexpr, COUT_P: tl.constexpr,
     KH: tl.constexpr, KW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
     SH: tl.constexpr, SW: tl.constexpr,
@@ -37,7 +38,7 @@ def conv_box_portable_kernel(
     TF32: tl.constexpr, ROUND_TF32: tl.constexpr,
     BOX_N: tl.constexpr, BOX_H: tl.constexpr, BOX_W: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, A_SWIZZLE: tl.constexpr, B_SWIZZLE: tl.constexpr,
-    STAGES: tl.constexpr, WARPS: tl.constexpr, WS: tl.constexpr,
+    STAGES: tl.constexpr, WARPS: tl.constexpr, WS: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
     """`conv_box_kernel` with masked loads: same tiles, same K steps, same epilogue (swizzles unused)."""
     BLOCK_M: tl.constexpr = BOX_N * BOX_H * BOX_W
@@ -77,4 +78,12 @@ def conv_box_portable_kernel(
         _, x_unscale = input_scales(amax_ptr)
         acc = acc * (x_unscale * weight_unscale(w_ptr, W_NUMEL))
     m_ok = (n < BATCH) & (oh < OH) & (ow < OW)
-    store_output(y_ptr, b_ptr, acc, n, oh * OW + ow, m_ok, offs_n, 0, C_OUT, C_OUT, OH * OW, HAS_BIAS, OUT_CL)
+    if len(PROGRAM) > 0:
+        store_output_with_epilogue(
+            y_ptr, b_ptr, acc, n, oh * OW + ow, m_ok, offs_n, C_OUT, OH * OW,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc, HAS_BIAS, OUT_CL, PROGRAM, E_KINDS,
+        )  # fmt: skip
+    else:
+        store_output(
+            y_ptr, b_ptr, acc, n, oh * OW + ow, m_ok, offs_n, 0, C_OUT, C_OUT, OH * OW, HAS_BIAS, OUT_CL
+        )

@@ -12,6 +12,7 @@ from .._cl_copy import copy_launch, input_cl
 from .._f16_mma import amax_launch, f16_mma_allowed, f16_scratch, scale_launch, uses_f16_mma
 from .._interpreter import dot_needs_fp32
 from .._tf32 import tf32_rounding
+from ..epilogue_args import epilogue_args, epilogue_constexprs
 from ..gemm_common import tma_tap_problems
 from ..geometry import INT32_MAX, NUM_SMS, Geometry, fit_block
 from ..implicit_gemm import TapMajorWeightTemplate
@@ -162,6 +163,9 @@ class ImplicitGemmBoxTemplate(TapMajorWeightTemplate):
         programs = box_count(g, box) * cdiv(g.cout, schedule["BLOCK_N"])
         return box == box_shapes(g, math.prod(box))[0] and programs >= NUM_SMS
 
+    def takes_epilogue(self, problem: ConvProblem, schedule: Schedule) -> bool:
+        return True  # one program stores each output element, once (no split, one group)
+
     # -- weight and launches -------------------------------------------------------------------------------
     def scratch(self, problem: ConvProblem, schedule: Schedule) -> list[ScratchTensor]:
         if uses_f16_mma(schedule):  # the scaled fp16 copy (channels-last whatever the input's layout)
@@ -185,6 +189,7 @@ class ImplicitGemmBoxTemplate(TapMajorWeightTemplate):
             TensorArg("output", dt),
             TensorArg("amax", "fp32") if f16 else TensorArg("input", dt),  # unused without F16_MMA
             *size_args(BATCH=g.batch, H=h, W=w, OH=oh, OW=ow),
+            *epilogue_args(problem),
         )
         box = box_of(schedule)
         bn, bk = schedule["BLOCK_N"], schedule["BLOCK_K"]
@@ -211,6 +216,7 @@ class ImplicitGemmBoxTemplate(TapMajorWeightTemplate):
             ("STAGES", schedule.num_stages),
             ("WARPS", schedule.num_warps),
             ("WS", dict(schedule.params).get("WS", 0)),
+            *epilogue_constexprs(problem),
         )
         grid = (box_count(g, box), cdiv(g.cout, bn), 1)
         main = KernelLaunch(
