@@ -56,6 +56,7 @@ LAYERS = [
     ("effnet.project.672-112.14", 672, 112, 1, 14, 1),
     ("effnet.head.320-1280.7", 320, 1280, 1, 7, 1),
     ("r18.l1.3x3.64", 64, 64, 3, 56, 1),
+    ("r18.l2.3x3.128", 128, 128, 3, 28, 1),  # 16-bit: the box template's (its Gluon kernel's epilogue)
     ("r18.l3.3x3.256", 256, 256, 3, 14, 1),
 ]
 # (name, chain builder: (builder, conv value, residual value or None) -> result, needs a residual)
