@@ -4,8 +4,9 @@ Everything that does not depend on the data is worked out on the first call of a
 `ConvPlan`: the output layout, the problem, the candidate, its scratch tensors, and each launch's grid and argument
 list. The signature is what that work reads: sizes, strides, dtypes and devices of input, weight and bias; the
 convolution's arguments; whether TF32 is allowed (``torch.backends.cudnn.allow_tf32``); a candidate forced with
-``force_conv_candidate``. A repeat call is a dict lookup, the output and scratch allocations, the prepared weight's
-validity check and the launches.
+``force_conv_candidate``. A repeat call is a dict lookup, the output and scratch allocations (scratch that must be
+zero, split-K tile counters, is kept per stream instead: `ConvPlan`), the prepared weight's validity check and the
+launches.
 
 On a GPU a plan binds each launch to the kernel Triton's JIT compiled for it on the first call, and later calls
 launch that kernel directly with the argument list the JIT would bind (`_Launch`): the JIT's per-call binding,
