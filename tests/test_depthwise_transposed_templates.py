@@ -188,7 +188,7 @@ def test_depthwise_unbatched_and_module():
 
 
 def test_depthwise_every_schedule():
-    """Each schedule of both kernels, on one shape where the whole space is valid."""
+    """Each schedule of every kernel but the band's, on one shape where the whole space is valid."""
     torch.manual_seed(2)
     # channels-last kernel: C_out = 80 (so BLOCK_C up to 128), output 8x8 or wider
     x = _channels_last(torch.randn(1, 40, 8, 17))
@@ -197,7 +197,8 @@ def test_depthwise_every_schedule():
     p = ConvParams((1, 1), (1, 0), (0, 1), (1, 1), False, (0, 0), 40)
     problem = ConvProblem.from_tensors(x, w, b, p)
     schedules = DW.schedules(problem)
-    assert len(schedules) == len(depthwise_schedules.CL_SPACE) + len(depthwise_schedules.TAPS_SPACE)
+    assert len(schedules) == sum(map(len, (depthwise_schedules.CL_SPACE, depthwise_schedules.TAPS_SPACE,
+                                           depthwise_schedules.COLS_SPACE)))  # fmt: skip
     for s in schedules:
         check(DW, x, w, b, p, 4, schedule=s)
     # contiguous kernel: a 1-D row of 600 and a 2-D 9 x 33 plane between them make every
@@ -372,7 +373,7 @@ def test_depthwise_16_bit_row_sums_are_fp16_only():
         problem = ConvProblem.from_tensors(x, w, None, p, allow_tf32=False)
         space = DW.schedules(problem)
         twins = [s for s in space if dict(s.params).get("F32_TAPS")]
-        direct = [s for s in space if "TAP_ROWS" not in dict(s.params) and s not in twins]
+        direct = [s for s in space if not {"TAP_ROWS", "COLS"} & set(dict(s.params)) and s not in twins]
         assert direct and bool(twins) == (dtype == torch.float16)
         assert {DW.half_sum_length(problem, s) for s in direct} == {row}
         assert {DW.half_sum_length(problem, s) for s in twins} <= {0}
@@ -402,6 +403,38 @@ def test_depthwise_taps_kernel(case, dtype):
             continue
         rows_seen.add(effective)
         check(DW, x, w, b, p, taps, schedule=s)
+
+
+@pytest.mark.parametrize(("case", "dtype"), _TAPS_PARAMS, ids=[f"{c[0]}-{d}" for c, d in _TAPS_PARAMS])
+def test_depthwise_columns_kernel(case, dtype):
+    """The channels-last columns kernel (each input column of a filter row loaded once, its output columns
+    unrolled) on every channels-last case: strides, dilations, asymmetric padding, channel multipliers, 1-D to
+    3-D, a partial channel block, a column tile wider than the map."""
+    torch.manual_seed(hash((case[0], dtype, "columns")) % 2**31)
+    x, w, b, p, taps = _dw_inputs(case, DTYPES[dtype])
+    for bw in (4, 8):
+        check(DW, x, w, b, p, taps, schedule=Schedule.make(1, 1, BLOCK_H=2, BLOCK_W=bw, BLOCK_C=16, COLS=1))
+
+
+def test_depthwise_columns_schedules_are_tuner_only():
+    """Columns schedules are offered for channels-last inputs only, sum in fp32 (no 16-bit row sums, weights
+    prepared in fp32) and never come from the heuristic until a GPU run has timed them."""
+    p = ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 32)
+    w = torch.randn(32, 1, 7, 7, dtype=torch.float16)
+    for layout, want in (("cl", True), ("nc", False)):
+        x = torch.randn(2, 32, 14, 14, dtype=torch.float16)
+        if layout == "cl":
+            x = x.to(memory_format=torch.channels_last)
+        problem = ConvProblem.from_tensors(x, w, None, p, allow_tf32=False)
+        columns = [s for s in DW.schedules(problem) if "COLS" in dict(s.params)]
+        assert bool(columns) == want
+        assert "COLS" not in dict(DW.heuristic_schedule(problem).params)
+        for s in columns:
+            assert (
+                DW.half_sum_length(problem, s) == 0
+                and DW.prepare_weight(w, problem, s).dtype == torch.float32
+            )
+            assert DW.takes_epilogue(problem, s)
 
 
 def test_depthwise_taps_schedules_fit_registers():

@@ -15,10 +15,11 @@ output read inside the input? Such interior programs (most of them, with tiles s
 loop with no bounds math: a load at a compile-time offset from its row's pointer, a convert, an FMA. The rest
 (tiles touching the padding or the edge, partial channel blocks) run the masked loop.
 
-Five kernels: the two direct ones, chosen by the input layout (the read-heavy side); the taps kernel, a schedule
-choice for channels-last inputs (the heuristic picks it for small layers: `heuristic_schedule`); and the band
-kernel (general and 1-D), a schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D
-rows with 7+ taps):
+Six kernels: the two direct ones, chosen by the input layout (the read-heavy side); the taps kernel, a schedule
+choice for channels-last inputs (the heuristic picks it for small layers: `heuristic_schedule`); the columns
+kernel, a schedule choice for channels-last inputs that only the tuner offers so far; and the band kernel
+(general and 1-D), a schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D rows
+with 7+ taps):
 
 ``_depthwise_cl_kernel`` (channels-last input): a program computes a tile of ``BLOCK_H x BLOCK_W`` output
 positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C. With fp16 inputs
@@ -30,8 +31,8 @@ one, sum every product in fp32.
     constexprs: C_IN, MULT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OUT_CL, HAS_BIAS,
                 BLOCK_H, BLOCK_W, BLOCK_C, F32_TAPS
     grid: (N * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), cdiv(C_out, BLOCK_C), 1)
-    weight: prepared (KD*KH*KW, C_out) contiguous (taps major, channels contiguous), fp16 where rows sum in fp16
-            where the kernel sums rows in it, else fp32.
+    weight: prepared (KD*KH*KW, C_out) contiguous (taps major, channels contiguous), fp16 where rows sum in fp16,
+            else fp32.
 
 ``_depthwise_cl_taps_kernel`` (channels-last input; schedules carry TAP_ROWS): the channels-last kernel's tile,
 but each load fetches TAP_ROWS filter rows of taps at once, a [TAP_SLOTS, positions, channels] tile reduced over
@@ -44,6 +45,15 @@ an H100). One masked path, no interior split; fused epilogues as the channels-la
                 power of two covering TAP_ROWS * KW taps) after BLOCK_C
     grid: as ``_depthwise_cl_kernel``
     weight: as ``_depthwise_cl_kernel``.
+
+``_depthwise_cl_columns_kernel`` (channels-last input; schedules carry COLS, `columns_kernel.py`): the
+channels-last kernel's tile with its BLOCK_W output columns unrolled, one [BLOCK_H, BLOCK_C] accumulator each;
+per filter row it loads the input columns those outputs read once and every tap of the row reuses them, so the
+L1 serves (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. Products summed in fp32; one masked
+path; fused epilogues as the channels-last kernel.
+
+    args (PTX order), grid and weight: as ``_depthwise_cl_kernel`` (weight fp32)
+    constexprs: as ``_depthwise_cl_kernel`` without F32_TAPS, with PROGRAM and E_KINDS
 
 ``_depthwise_nc_kernel`` (contiguous input): a program computes ``BLOCK_C`` consecutive output channels times
 a ``BLOCK_H x BLOCK_W`` tile of their (n, co, od) planes (tile rows are (channel, row) pairs, so a 1-D conv

@@ -36,6 +36,11 @@ def is_taps(schedule: Schedule) -> bool:
     return "TAP_ROWS" in dict(schedule.params)
 
 
+def is_columns(schedule: Schedule) -> bool:
+    """Whether the schedule runs `_depthwise_cl_columns_kernel` (its schedules carry COLS)."""
+    return "COLS" in dict(schedule.params)
+
+
 def tap_rows_and_slots(problem: ConvProblem, schedule: Schedule) -> tuple[int, int]:
     """(TAP_ROWS, TAP_SLOTS) of a taps schedule on ``problem``: filter rows per load (the schedule's, at most the
     filter's), and the power-of-two slot count covering that many rows of taps."""
@@ -85,9 +90,9 @@ def _interior_share(out: int, inp: int, block: int, k: int, s: int, p: int, d: i
 
 
 def interior_fraction(problem: ConvProblem, schedule: Schedule) -> float:
-    """Share of a launch's programs that take the unmasked interior path (none for the band and taps kernels,
-    whose single path masks every load)."""
-    if is_band(schedule) or is_taps(schedule):
+    """Share of a launch's programs that take the unmasked interior path (none for the band, taps and columns
+    kernels, whose single path masks every load)."""
+    if is_band(schedule) or is_taps(schedule) or is_columns(schedule):
         return 0.0
     p = problem.params
     ins, outs = pad3(problem.in_spatial, 1), pad3(problem.out_spatial, 1)

@@ -1,5 +1,5 @@
-"""The depthwise tuning space (five schedule families: channels-last, channels-last taps, contiguous one channel,
-contiguous several channels, band) and the heuristic that picks one schedule of it."""
+"""The depthwise tuning space (six schedule families: channels-last, channels-last taps, channels-last columns,
+contiguous one channel, contiguous several channels, band) and the heuristic that picks one schedule of it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from .geometry import (
     grid,
     interior_fraction,
     is_band,
+    is_columns,
     is_taps,
     tap_rows_and_slots,
 )
@@ -38,6 +39,10 @@ CL_SPACE = load_rows(__file__, "CL_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "nu
 # sweep over ConvNeXt's 7x7 and EfficientNet's 5x5 layers at batch 1 (small tiles, 1-2 warps: ~4 programs per
 # SM), one or two filter rows per load, all rows for the smallest maps.
 TAPS_SPACE = load_rows(__file__, "TAPS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "TAP_ROWS", "num_warps"))
+# (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the channels-last columns kernel (columns_kernel.py): BLOCK_W output
+# columns unrolled, each a [BLOCK_H, BLOCK_C] accumulator, 1-4 elements a thread. Offered to the tuner only: the
+# heuristic keeps to the kernels it was fitted on until a GPU run has timed these.
+COLS_SPACE = load_rows(__file__, "COLS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "num_warps"))
 # Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load, by element
 # size. ptxas -v for sm_90 on every taps schedule of a 5x5 and a 7x7 layer: no 16-bit schedule up to 256 spilled
 # (at most 243 registers); in fp32 every schedule of 128 but one spilled (8-344 bytes), of 64 one (32 bytes).
@@ -115,7 +120,12 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
         ]
         if problem.dtype == "float16":  # each also with every product summed in fp32 (the kernels' F32_TAPS)
             direct += [Schedule.make(s.num_warps, 1, **dict(s.params), F32_TAPS=1) for s in direct]
-        found = direct + taps_schedules(problem)
+        columns = [
+            Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, COLS=1)
+            for bh, bw, bc, warps in COLS_SPACE
+            if bh <= h_cap and bw <= w_cap and bc <= max(32, c_cap)
+        ]
+        found = direct + taps_schedules(problem) + columns
         fallback = Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)
     else:
         w_cap = max(16, next_pow2(out_w))
@@ -170,7 +180,7 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= taps_max_outputs(kh, kw):
         if problem.out_channels >= TAPS_MIN_CHANNELS or min(kh, kw) > 3:
             return min(taps, key=lambda sch: taps_cost(problem, sch))
-    space = [sch for sch in space if not is_band(sch) and not is_taps(sch)] or space
+    space = [sch for sch in space if not (is_band(sch) or is_taps(sch) or is_columns(sch))] or space
     if not cl and out_h > 1:
         # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
         space = [s for s in space if block_c(s) == 1] or space

@@ -14,6 +14,7 @@ from ..base import ConvTemplate
 from ..epilogue_args import epilogue_args, epilogue_constexprs
 from ..geometry import INT32_MAX, Geometry, dense_sample_problems, pad3
 from ..launch_args import dim_constexprs, size_args
+from .columns_kernel import _depthwise_cl_columns_kernel
 from .geometry import (
     band_geometry,
     band_is_1d,
@@ -21,6 +22,7 @@ from .geometry import (
     channels_last,
     grid,
     is_band,
+    is_columns,
     is_taps,
     output_channels_last,
     tap_rows_and_slots,
@@ -41,7 +43,8 @@ def sums_rows_in_16_bit(problem: ConvProblem, schedule: Schedule) -> bool:
     with 8 significand bits a row of 7 products summed in bf16 was off by a whole bf16 unit of the row sums
     (0.03 on outputs of order 1, the public suite's 5x5 and 7x7 layers on the H100), where fp16's 11 bits keep
     it near one unit of the output."""
-    direct = not is_taps(schedule) and not is_band(schedule) and not dict(schedule.params).get("F32_TAPS", 0)
+    kernel = is_taps(schedule) or is_band(schedule) or is_columns(schedule)
+    direct = not kernel and not dict(schedule.params).get("F32_TAPS", 0)
     return direct and channels_last(problem) and problem.dtype == "float16"
 
 
@@ -134,6 +137,8 @@ class DepthwiseTemplate(ConvTemplate):
                 fn = _depthwise_cl_taps_kernel
                 rows, slots = tap_rows_and_slots(problem, schedule)
                 constexprs += [("TAP_ROWS", rows), ("TAP_SLOTS", slots)]
+            elif is_columns(schedule):
+                fn = _depthwise_cl_columns_kernel
             else:
                 constexprs.append(("F32_TAPS", not sums_rows_in_16_bit(problem, schedule)))
             constexprs += epilogue_constexprs(problem)

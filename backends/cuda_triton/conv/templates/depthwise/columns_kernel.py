@@ -1,0 +1,69 @@
+"""The channels-last depthwise kernel that loads each input column of a filter row once (schedule key `COLS`).
+
+The direct kernel loads a shifted [positions, channels] tile per tap, so the L1 serves KH * KW loads per output:
+on a 7x7 layer at batch 32 that traffic, not DRAM, bounds it (docs/performance.md, "Known gaps"). Here a program
+owns BLOCK_H output rows x BLOCK_W output columns x BLOCK_C channels with the columns unrolled: one [rows,
+channels] accumulator per output column. For each filter row it loads the (BLOCK_W - 1) * SW + (KW - 1) * DW + 1
+input columns those outputs read, one [rows, channels] tensor each, and every tap of the row reuses them from
+registers: (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. Products are summed in fp32 (each
+input converted once per load, not per tap); weights are the direct kernel's fp32 (taps, C_out) matrix.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .kernels import _spatial_tile, _store_cl_tile
+
+
+@triton.jit
+def _depthwise_cl_columns_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, ID, IH, IW, OD, OH, OW, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr,
+    e3_sn, e3_sc,
+    C_IN: tl.constexpr, MULT: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
+    PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, OUT_CL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
+    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+):  # fmt: skip
+    C_OUT: tl.constexpr = C_IN * MULT
+    SPAN: tl.constexpr = (BLOCK_W - 1) * SW + (KW - 1) * DW + 1  # input columns one filter row reads
+    wt, ht, od, n = _spatial_tile(tl.program_id(0), OD, OH, OW, BLOCK_H, BLOCK_W)
+    oh = ht * BLOCK_H + tl.arange(0, BLOCK_H)
+    ow0 = wt * BLOCK_W
+    co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_ok = co < C_OUT
+    ci = co // MULT
+    x_base = x_ptr + n.to(tl.int64) * (ID * IH * IW * C_IN)
+
+    acc = ()
+    for _ in tl.static_range(BLOCK_W):
+        acc = acc + (tl.zeros((BLOCK_H, BLOCK_C), dtype=tl.float32),)
+    for kd in tl.static_range(KD):
+        idd = od * SD - PD + kd * DD
+        d_ok = (idd >= 0) & (idd < ID)
+        for kh in tl.static_range(KH):
+            ih = oh * SH - PH + kh * DH
+            rows_ok = ((ih.to(tl.uint32) < IH) & d_ok)[:, None] & c_ok[None, :]
+            row_ptrs = x_base + ((idd * IH + ih) * IW * C_IN)[:, None] + ci[None, :]
+            cols = ()
+            for j in tl.static_range(SPAN):
+                iw = ow0 * SW - PW + j
+                col = tl.load(row_ptrs + iw * C_IN, mask=rows_ok & (iw >= 0) & (iw < IW), other=0.0)
+                cols = cols + (col.to(tl.float32),)
+            for kw in tl.static_range(KW):
+                tap = (kd * KH + kh) * KW + kw
+                wv = tl.load(w_ptr + tap * C_OUT + co, mask=c_ok, other=0.0)[None, :]
+                summed = ()
+                for w in tl.static_range(BLOCK_W):
+                    summed = summed + (acc[w] + cols[w * SW + kw * DW] * wv,)
+                acc = summed
+    for w in tl.static_range(BLOCK_W):
+        ow = ow0 + w + tl.zeros_like(oh)
+        p_ok = (oh < OH) & (ow < OW)
+        _store_cl_tile(
+            acc[w], b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+            C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
+        )  # fmt: skip
