@@ -197,6 +197,7 @@ def test_depthwise_every_schedule():
     p = ConvParams((1, 1), (1, 0), (0, 1), (1, 1), False, (0, 0), 40)
     problem = ConvProblem.from_tensors(x, w, b, p)
     schedules = DW.schedules(problem)
+    # fp32: no F32_TAPS twins
     assert len(schedules) == sum(map(len, (depthwise_schedules.CL_SPACE, depthwise_schedules.TAPS_SPACE,
                                            depthwise_schedules.COLS_SPACE)))  # fmt: skip
     for s in schedules:
@@ -417,8 +418,9 @@ def test_depthwise_columns_kernel(case, dtype):
 
 
 def test_depthwise_columns_schedules_are_tuner_only():
-    """Columns schedules are offered for channels-last inputs only, sum in fp32 (no 16-bit row sums, weights
-    prepared in fp32) and never come from the heuristic until a GPU run has timed them."""
+    """Columns schedules are offered for channels-last inputs only and never come from the heuristic until a GPU
+    run has timed them; in fp16 they sum filter rows in fp16 (weights prepared in fp16, one row's length declared
+    as their 16-bit sum) except their F32_TAPS twins."""
     p = ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 32)
     w = torch.randn(32, 1, 7, 7, dtype=torch.float16)
     for layout, want in (("cl", True), ("nc", False)):
@@ -430,11 +432,11 @@ def test_depthwise_columns_schedules_are_tuner_only():
         assert bool(columns) == want
         assert "COLS" not in dict(DW.heuristic_schedule(problem).params)
         for s in columns:
-            assert (
-                DW.half_sum_length(problem, s) == 0
-                and DW.prepare_weight(w, problem, s).dtype == torch.float32
-            )
+            row_sums = not dict(s.params).get("F32_TAPS")
+            assert DW.half_sum_length(problem, s) == (7 if row_sums else 0)
+            assert DW.prepare_weight(w, problem, s).dtype == (torch.float16 if row_sums else torch.float32)
             assert DW.takes_epilogue(problem, s)
+        assert 2 * sum(bool(dict(s.params).get("F32_TAPS")) for s in columns) == len(columns)  # a twin each
 
 
 def test_depthwise_taps_schedules_fit_registers():

@@ -5,8 +5,10 @@ on a 7x7 layer at batch 32 that traffic, not DRAM, bounds it (docs/performance.m
 owns BLOCK_H output rows x BLOCK_W output columns x BLOCK_C channels with the columns unrolled: one [rows,
 channels] accumulator per output column. For each filter row it loads the (BLOCK_W - 1) * SW + (KW - 1) * DW + 1
 input columns those outputs read, one [rows, channels] tensor each, and every tap of the row reuses them from
-registers: (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. Products are summed in fp32 (each
-input converted once per load, not per tap); weights are the direct kernel's fp32 (taps, C_out) matrix.
+registers: (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. With ROW_SUMS_16 (fp16 inputs, as
+the direct kernel's `_interior_taps`) each output's filter row is summed in fp16 (HFMA2, no convert per load) and
+only the row sums are widened and added in fp32; otherwise every product is summed in fp32, each input converted
+once per load. Weights are the direct kernel's (taps, C_out) matrix, fp16 where rows sum in fp16, else fp32.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def _depthwise_cl_columns_kernel(
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
     PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, OUT_CL: tl.constexpr,
     HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
-    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+    ROW_SUMS_16: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
     C_OUT: tl.constexpr = C_IN * MULT
     SPAN: tl.constexpr = (BLOCK_W - 1) * SW + (KW - 1) * DW + 1  # input columns one filter row reads
@@ -51,14 +53,18 @@ def _depthwise_cl_columns_kernel(
             for j in tl.static_range(SPAN):
                 iw = ow0 * SW - PW + j
                 col = tl.load(row_ptrs + iw * C_IN, mask=rows_ok & (iw >= 0) & (iw < IW), other=0.0)
-                cols = cols + (col.to(tl.float32),)
+                cols = cols + ((col if ROW_SUMS_16 else col.to(tl.float32)),)
+            taps = ()
             for kw in tl.static_range(KW):
                 tap = (kd * KH + kh) * KW + kw
-                wv = tl.load(w_ptr + tap * C_OUT + co, mask=c_ok, other=0.0)[None, :]
-                summed = ()
-                for w in tl.static_range(BLOCK_W):
-                    summed = summed + (acc[w] + cols[w * SW + kw * DW] * wv,)
-                acc = summed
+                taps = taps + (tl.load(w_ptr + tap * C_OUT + co, mask=c_ok, other=0.0)[None, :],)
+            summed = ()
+            for w in tl.static_range(BLOCK_W):
+                row = cols[w * SW] * taps[0]
+                for kw in tl.static_range(1, KW):
+                    row += cols[w * SW + kw * DW] * taps[kw]
+                summed = summed + (acc[w] + row.to(tl.float32),)
+            acc = summed
     for w in tl.static_range(BLOCK_W):
         ow = ow0 + w + tl.zeros_like(oh)
         p_ok = (oh < OH) & (ow < OW)

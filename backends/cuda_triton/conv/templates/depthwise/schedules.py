@@ -125,6 +125,8 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
             for bh, bw, bc, warps in COLS_SPACE
             if bh <= h_cap and bw <= w_cap and bc <= max(32, c_cap)
         ]
+        if problem.dtype == "float16":
+            columns += [Schedule.make(s.num_warps, 1, **dict(s.params), F32_TAPS=1) for s in columns]
         found = direct + taps_schedules(problem) + columns
         fallback = Schedule.make(4, 1, BLOCK_H=1, BLOCK_W=4, BLOCK_C=16)
     else:

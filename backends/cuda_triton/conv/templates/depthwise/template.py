@@ -38,13 +38,12 @@ from .schedules import heuristic_schedule, schedules
 
 
 def sums_rows_in_16_bit(problem: ConvProblem, schedule: Schedule) -> bool:
-    """Whether the launch is the direct channels-last kernel summing filter rows in the 16-bit input type
-    (kernels._interior_taps): an fp16 channels-last problem on a direct schedule without F32_TAPS. Not bf16:
+    """Whether the launch sums filter rows in the 16-bit input type (kernels._interior_taps, the columns
+    kernel's ROW_SUMS_16): an fp16 channels-last problem on a direct or columns schedule without F32_TAPS. Not bf16:
     with 8 significand bits a row of 7 products summed in bf16 was off by a whole bf16 unit of the row sums
     (0.03 on outputs of order 1, the public suite's 5x5 and 7x7 layers on the H100), where fp16's 11 bits keep
     it near one unit of the output."""
-    kernel = is_taps(schedule) or is_band(schedule) or is_columns(schedule)
-    direct = not kernel and not dict(schedule.params).get("F32_TAPS", 0)
+    direct = not is_taps(schedule) and not is_band(schedule) and not dict(schedule.params).get("F32_TAPS", 0)
     return direct and channels_last(problem) and problem.dtype == "float16"
 
 
@@ -139,6 +138,7 @@ class DepthwiseTemplate(ConvTemplate):
                 constexprs += [("TAP_ROWS", rows), ("TAP_SLOTS", slots)]
             elif is_columns(schedule):
                 fn = _depthwise_cl_columns_kernel
+                constexprs.append(("ROW_SUMS_16", sums_rows_in_16_bit(problem, schedule)))
             else:
                 constexprs.append(("F32_TAPS", not sums_rows_in_16_bit(problem, schedule)))
             constexprs += epilogue_constexprs(problem)
