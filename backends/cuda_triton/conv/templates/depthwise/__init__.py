@@ -49,11 +49,12 @@ an H100). One masked path, no interior split; fused epilogues as the channels-la
 ``_depthwise_cl_columns_kernel`` (channels-last input; schedules carry COLS, `columns_kernel.py`): the
 channels-last kernel's tile with its BLOCK_W output columns unrolled, one [BLOCK_H, BLOCK_C] accumulator each;
 per filter row it loads the input columns those outputs read once and every tap of the row reuses them, so the
-L1 serves (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. Products summed in fp32; one masked
-path; fused epilogues as the channels-last kernel.
+L1 serves (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. fp16 rows summed in fp16 as the
+direct kernel's (ROW_SUMS_16, F32_TAPS twins offered), else every product in fp32; one masked path; fused
+epilogues as the channels-last kernel.
 
-    args (PTX order), grid and weight: as ``_depthwise_cl_kernel`` (weight fp32)
-    constexprs: as ``_depthwise_cl_kernel`` without F32_TAPS, with PROGRAM and E_KINDS
+    args (PTX order), grid and weight: as ``_depthwise_cl_kernel``
+    constexprs: as ``_depthwise_cl_kernel`` with ROW_SUMS_16 in place of F32_TAPS
 
 ``_depthwise_nc_kernel`` (contiguous input): a program computes ``BLOCK_C`` consecutive output channels times
 a ``BLOCK_H x BLOCK_W`` tile of their (n, co, od) planes (tile rows are (channel, row) pairs, so a 1-D conv
