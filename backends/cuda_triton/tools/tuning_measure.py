@@ -92,9 +92,8 @@ class Operands:
     outputs: list[torch.Tensor]
     reference: torch.Tensor  # fp32, logical shape of the output
     bound: torch.Tensor  # allowed |error| per element
-    half_sum_unit: (
-        torch.Tensor
-    )  # what each product a candidate sums in 16 bits adds to the bound: u * sum|x||w|
+    # What each product a candidate sums in 16 bits adds to the bound: the unit roundoff times sum |x||w|.
+    half_sum_unit: torch.Tensor
 
 
 def unit_roundoff(problem) -> float:
