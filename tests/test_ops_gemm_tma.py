@@ -22,6 +22,7 @@ from cuda_triton.kernel.launch import Schedule  # noqa: E402
 from cuda_triton.ops.gemm import (  # noqa: E402
     GemmSpec,
     heuristic_schedule,
+    is_persistent,
     is_tma,
     launches,
     schedules,
@@ -188,13 +189,14 @@ def test_tma_kernel_compiles_for_sm90_and_sm80() -> None:
         TensorMeta((4, 197, 64), (12800, 1, 200), "bfloat16"), TensorMeta.contiguous((4, 64, 96), "bfloat16")
     )
     chain, _ = _case("bf16", "gelu_scale_residual", *EPILOGUE_SHAPES["linear"])
-    todo = [launches(linear, s)[0] for s in tma_schedules(linear)[:3]]
+    persistent = [s for s in tma_schedules(linear) if is_persistent(s)]
+    todo = [launches(linear, s)[0] for s in tma_schedules(linear)[:3] + persistent[:2]]
     todo += [
         launches(transposed, tma_schedules(transposed)[0])[0],
         launches(chain, tma_schedules(chain)[0])[0],
     ]
     kernels = distinct_kernels(todo)
-    assert len(kernels) == 5 and {la.name for la in kernels} == {"gemm_tma_kernel"}
+    assert len(kernels) == 7 and {la.name for la in kernels} == {"gemm_tma_kernel"}
     assert_compiles_for_sm80_and_sm90(kernels)
     for arch, compiled in ((90, compile_launches(kernels[:1], 90)), (80, compile_launches(kernels[:1], 80))):
         (ck,) = compiled

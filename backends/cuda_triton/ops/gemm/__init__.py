@@ -13,7 +13,7 @@ from .reference import reference_gemm
 from .row_norm import COLSUM_ROLE, column_sums
 from .shape import linear_out_shape_and_stride, matmul_out_shape_and_stride
 from .spec import GemmSpec, Operand
-from .tma import TMA_ARCH, is_tma, tma_problem, tma_schedules
+from .tma import TMA_ARCH, is_persistent, is_tma, tma_problem, tma_schedules
 from .tma_kernel import gemm_tma_kernel
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "gemm_kernel",
     "gemm_tma_kernel",
     "heuristic_schedule",
+    "is_persistent",
     "is_tma",
     "column_sums",
     "launches",

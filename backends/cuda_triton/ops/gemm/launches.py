@@ -28,7 +28,7 @@ from ...kernel.launch import (
 from .kernels import gemm_kernel, heuristic_schedule_for, schedule_space
 from .row_norm import COLSUM_ROLE
 from .spec import GemmSpec
-from .tma import TMA_ARCH, is_tma, tma_grid_x, tma_problem, tma_schedules
+from .tma import TMA_ARCH, is_persistent, is_tma, tma_grid_x, tma_problem, tma_schedules
 from .tma_kernel import gemm_tma_kernel
 
 
@@ -117,6 +117,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
             ("HAS_BIAS", has_bias),
             *((name, schedule[name]) for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")),
             *epilogue_constexprs(spec),
+            ("PERSISTENT", is_persistent(schedule)),
         )
         tma_grid = (tma_grid_x(spec, schedule), spec.batch, 1)
         return [

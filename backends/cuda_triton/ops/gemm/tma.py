@@ -38,6 +38,11 @@ def is_tma(schedule: Schedule) -> bool:
     return dict(schedule.params).get(TMA_KEY, 0) == 1
 
 
+def is_persistent(schedule: Schedule) -> bool:
+    """Whether ``schedule`` launches a persistent grid (PERSIST programs per SM)."""
+    return dict(schedule.params).get(PERSIST_KEY, 0) > 0
+
+
 def tma_grid_x(spec: GemmSpec, schedule: Schedule) -> int:
     """The grid's x extent of a TMA schedule: one program per tile, or PERSIST per SM but not beyond the tiles."""
     tiles = cdiv(spec.m, schedule["BLOCK_M"]) * cdiv(spec.n, schedule["BLOCK_N"])

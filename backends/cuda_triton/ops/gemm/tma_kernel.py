@@ -61,14 +61,16 @@ def gemm_tma_kernel(
     e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
     A_K_UNIT: tl.constexpr, W_K_UNIT: tl.constexpr, C_N_UNIT: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr, PERSISTENT: tl.constexpr,
 ):  # fmt: skip
     """Grid: (programs, B, 1); program p computes tiles p, p + programs, ... of batch B's [M, N]."""
     batch = tl.program_id(1).to(tl.int64)
     a_desc = _descriptor(a_ptr + batch * SAB, M, K, SAM, SAK, A_K_UNIT, BLOCK_M, BLOCK_K)
     w_desc = _descriptor(w_ptr + batch * SWB, N, K, SWN, SWK, W_K_UNIT, BLOCK_N, BLOCK_K)
     tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    for tile in range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0)):
+    # A persistent program's tile and K loops are flattened into one, so the software pipeline issues the next
+    # tile's copies while this tile's epilogue runs instead of draining at every tile.
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, tl.num_programs(0), flatten=PERSISTENT):
         pid_m, pid_n = grouped_tile_ids(tile, tiles_m, tiles_n, GROUP_M)
         m0 = pid_m * BLOCK_M
         n0 = pid_n * BLOCK_N
