@@ -13,6 +13,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import dataclasses  # noqa: E402
 import math  # noqa: E402
 
 import pytest  # noqa: E402
@@ -28,6 +29,7 @@ from cuda_triton.conv.templates.depthwise import DepthwiseTemplate  # noqa: E402
 from cuda_triton.conv.templates.depthwise import schedules as depthwise_schedules  # noqa: E402
 from cuda_triton.conv.templates.depthwise.geometry import (  # noqa: E402
     interior_fraction,
+    is_columns,
     is_taps,
     tap_rows_and_slots,
 )
@@ -417,10 +419,10 @@ def test_depthwise_columns_kernel(case, dtype):
         check(DW, x, w, b, p, taps, schedule=Schedule.make(1, 1, BLOCK_H=2, BLOCK_W=bw, BLOCK_C=16, COLS=1))
 
 
-def test_depthwise_columns_schedules_are_tuner_only():
-    """Columns schedules are offered for channels-last inputs only and never come from the heuristic until a GPU
-    run has timed them; in fp16 they sum filter rows in fp16 (weights prepared in fp16, one row's length declared
-    as their 16-bit sum) except their F32_TAPS twins."""
+def test_depthwise_columns_schedules():
+    """Columns schedules are offered for channels-last inputs only (a layer this small goes to the taps kernel);
+    in fp16 they sum filter rows in fp16 (weights prepared in fp16, one row's length declared as their 16-bit
+    sum) except their F32_TAPS twins."""
     p = ConvParams((1, 1), (3, 3), (3, 3), (1, 1), False, (0, 0), 32)
     w = torch.randn(32, 1, 7, 7, dtype=torch.float16)
     for layout, want in (("cl", True), ("nc", False)):
@@ -474,8 +476,41 @@ _TAPS_CHOICES = [
     (1, 384, 14, 3, True, 2),  # a small 3x3 layer
     (1, 96, 56, 3, False, None),  # a 3x3 layer of more than 2^18 outputs
     (1, 16, 28, 3, False, None),  # a 3x3 layer of 16 channels: half of a 32-channel block would be idle
-    (32, 96, 56, 7, False, None),  # batch 32: the direct kernel has the warps to hide its latency
+    (32, 96, 56, 7, False, None),  # batch 32: the columns kernel (below)
 ]
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "hw", "side", "stride", "want_columns"),
+    [
+        (32, 96, 56, 7, 1, True),  # ConvNeXt-T's batch-32 7x7 layers
+        (32, 384, 14, 7, 1, True),
+        (1, 96, 56, 7, 1, False),  # few outputs: the taps kernel
+        (32, 240, 28, 5, 1, False),  # a 5x5 filter: the direct kernel
+        (32, 96, 56, 7, 2, False),  # strided: the direct kernel
+    ],
+)
+def test_depthwise_heuristic_columns_choice(n, c, hw, side, stride, want_columns):
+    """The heuristic gives the columns kernel's `COLS_TILE` to large channels-last layers of 7x7 filters at unit
+    stride, and no other."""
+    problem = _dw_cl_problem(n, c, hw, side)
+    if stride > 1:
+        params = dataclasses.replace(problem.params, stride=(stride, stride))
+        problem = ConvProblem.from_shapes(
+            (n, c, hw, hw),
+            problem.input_stride,
+            (c, 1, side, side),
+            problem.weight_stride,
+            True,
+            params,
+            "float16",
+        )
+    s = DW.heuristic_schedule(problem)
+    assert s in DW.schedules(problem)
+    assert is_columns(s) == want_columns
+    if want_columns:
+        bh, bw, bc, warps = depthwise_schedules.COLS_TILE
+        assert (s["BLOCK_H"], s["BLOCK_W"], s["BLOCK_C"], s.num_warps) == (bh, bw, bc, warps)
 
 
 @pytest.mark.parametrize(("n", "c", "hw", "side", "want_taps", "rows"), _TAPS_CHOICES)

@@ -40,9 +40,16 @@ CL_SPACE = load_rows(__file__, "CL_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "nu
 # SM), one or two filter rows per load, all rows for the smallest maps.
 TAPS_SPACE = load_rows(__file__, "TAPS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "TAP_ROWS", "num_warps"))
 # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the channels-last columns kernel (columns_kernel.py): BLOCK_W output
-# columns unrolled, each a [BLOCK_H, BLOCK_C] accumulator, 1-4 elements a thread. Offered to the tuner only: the
-# heuristic keeps to the kernels it was fitted on until a GPU run has timed these.
+# columns unrolled, each a [BLOCK_H, BLOCK_C] accumulator, 1-4 elements a thread.
 COLS_SPACE = load_rows(__file__, "COLS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "num_warps"))
+# When the heuristic picks the columns kernel: a channels-last filter of unit stride and dilation, at least COLS_MIN_SIDE wide that
+# the taps kernel does not take, on the tile `COLS_TILE` (BLOCK_H, BLOCK_W, BLOCK_C, num_warps). The H100 tuner
+# on ConvNeXt-T's batch-32 7x7 layers (56x56x96 and 28x28x192, fp16): the columns kernel 43.3 and 25.7 us against
+# the direct kernel's best 64.5 and 38.1 (cuDNN 92.7 and 54.1); this tile came second on both (44.3, 26.9), and
+# its fp32-sum twin beat the direct kernel too (50.6, 33.9 with the 8x8 tile). 5x5 and 3x3 filters reuse a
+# loaded column for fewer taps and are not timed.
+COLS_MIN_SIDE = 7
+COLS_TILE = (4, 8, 32, 2)
 # Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load, by element
 # size. ptxas -v for sm_90 on every taps schedule of a 5x5 and a 7x7 layer: no 16-bit schedule up to 256 spilled
 # (at most 243 registers); in fp32 every schedule of 128 but one spilled (8-344 bytes), of 64 one (32 bytes).
@@ -149,7 +156,8 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
 
 def heuristic_schedule(problem: ConvProblem) -> Schedule:
     """The band kernel for 1-D rows of 7+ taps (`band_cost`), the taps kernel for small channels-last layers
-    (`taps_cost`), else the direct kernel: least estimated work first (padding waste, edge programs' masked taps),
+    (`taps_cost`), the columns kernel for larger channels-last layers of 7x7+ filters (`COLS_TILE`), else the
+    direct kernel: least estimated work first (padding waste, edge programs' masked taps),
     then a tile near the size that keeps the memory system busy."""
     _, out_h, out_w = pad3(problem.out_spatial, 1)
     cl = channels_last(problem)
@@ -182,6 +190,12 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= taps_max_outputs(kh, kw):
         if problem.out_channels >= TAPS_MIN_CHANNELS or min(kh, kw) > 3:
             return min(taps, key=lambda sch: taps_cost(problem, sch))
+    unit_steps = max(problem.params.stride) == 1 and max(problem.params.dilation) == 1
+    if cl and min(kh, kw) >= COLS_MIN_SIDE and unit_steps:
+        bh, bw, bc, warps = COLS_TILE
+        wanted = Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, COLS=1)
+        if wanted in space:
+            return wanted
     space = [sch for sch in space if not (is_band(sch) or is_taps(sch) or is_columns(sch))] or space
     if not cl and out_h > 1:
         # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
