@@ -485,14 +485,18 @@ _TAPS_CHOICES = [
     [
         (32, 96, 56, 7, 1, True),  # ConvNeXt-T's batch-32 7x7 layers
         (32, 384, 14, 7, 1, True),
+        (32, 768, 7, 7, 1, False),  # a 7x7 map
         (1, 96, 56, 7, 1, False),  # few outputs: the taps kernel
-        (32, 240, 28, 5, 1, False),  # a 5x5 filter: the direct kernel
-        (32, 96, 56, 7, 2, False),  # strided: the direct kernel
+        (32, 240, 28, 5, 1, True),  # EfficientNet-B0's batch-32 5x5 layers on 28x28 maps
+        (32, 144, 56, 5, 2, True),
+        (32, 672, 14, 5, 1, False),  # a 5x5 filter on a 14x14 map: the direct kernel
+        (32, 144, 56, 3, 1, False),  # a 3x3 filter
+        (32, 96, 56, 7, 3, False),  # stride 3
     ],
 )
 def test_depthwise_heuristic_columns_choice(n, c, hw, side, stride, want_columns):
-    """The heuristic gives the columns kernel's `COLS_TILE` to large channels-last layers of 7x7 filters at unit
-    stride, and no other."""
+    """The heuristic gives the columns kernel's `COLS_TILE` to the large channels-last layers of 5x5 and 7x7
+    filters that `wants_columns` names, and no other."""
     problem = _dw_cl_problem(n, c, hw, side)
     if stride > 1:
         params = dataclasses.replace(problem.params, stride=(stride, stride))

@@ -42,13 +42,16 @@ TAPS_SPACE = load_rows(__file__, "TAPS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C",
 # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the channels-last columns kernel (columns_kernel.py): BLOCK_W output
 # columns unrolled, each a [BLOCK_H, BLOCK_C] accumulator, 1-4 elements a thread.
 COLS_SPACE = load_rows(__file__, "COLS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "num_warps"))
-# When the heuristic picks the columns kernel: a channels-last filter of unit stride and dilation, at least COLS_MIN_SIDE wide that
-# the taps kernel does not take, on the tile `COLS_TILE` (BLOCK_H, BLOCK_W, BLOCK_C, num_warps). The H100 tuner
-# on ConvNeXt-T's batch-32 7x7 layers (56x56x96 and 28x28x192, fp16): the columns kernel 43.3 and 25.7 us against
-# the direct kernel's best 64.5 and 38.1 (cuDNN 92.7 and 54.1); this tile came second on both (44.3, 26.9), and
-# its fp32-sum twin beat the direct kernel too (50.6, 33.9 with the 8x8 tile). 5x5 and 3x3 filters reuse a
-# loaded column for fewer taps and are not timed.
-COLS_MIN_SIDE = 7
+# When the heuristic picks the columns kernel: a channels-last layer the taps kernel does not take, of unit
+# dilation and stride at most 2, with a filter at least 5 wide on an output map at least `COLS_MIN_OUT_W` wide,
+# on the tile `COLS_TILE` (BLOCK_H, BLOCK_W, BLOCK_C, num_warps). The H100 tuner at batch 32 (fp16, us, best
+# columns / best direct / cuDNN): ConvNeXt-T's 7x7 layers 56x56x96 43.3 / 64.5 / 92.7, 28x28x192 25.7 / 38.1 /
+# 54.1, 14x14x384 15.4 / 25.2 / 30.0; EfficientNet-B0's 5x5 layers 28x28x240 22.3 / 32.0 / 37.0 and stride 2
+# from 56x56x144 24.6 / 28.6 / 33.8. On 14x14 maps a 5x5 filter ran 2.2x slower on the columns kernel (46.0 /
+# 21.1), and on 7x7 maps neither filter size was timed on it; 3x3 filters gained at most 8% (56x56 and 112x112
+# maps). This tile won or came second on every layer above.
+COLS_MIN_SIDE = 5
+COLS_MIN_OUT_W = {5: 28, 7: 14}
 COLS_TILE = (4, 8, 32, 2)
 # Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load, by element
 # size. ptxas -v for sm_90 on every taps schedule of a 5x5 and a 7x7 layer: no 16-bit schedule up to 256 spilled
@@ -156,7 +159,7 @@ def schedules(problem: ConvProblem) -> list[Schedule]:
 
 def heuristic_schedule(problem: ConvProblem) -> Schedule:
     """The band kernel for 1-D rows of 7+ taps (`band_cost`), the taps kernel for small channels-last layers
-    (`taps_cost`), the columns kernel for larger channels-last layers of 7x7+ filters (`COLS_TILE`), else the
+    (`taps_cost`), the columns kernel for larger channels-last layers of 5x5+ filters (`wants_columns`), else the
     direct kernel: least estimated work first (padding waste, edge programs' masked taps),
     then a tile near the size that keeps the memory system busy."""
     _, out_h, out_w = pad3(problem.out_spatial, 1)
@@ -190,8 +193,7 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= taps_max_outputs(kh, kw):
         if problem.out_channels >= TAPS_MIN_CHANNELS or min(kh, kw) > 3:
             return min(taps, key=lambda sch: taps_cost(problem, sch))
-    unit_steps = max(problem.params.stride) == 1 and max(problem.params.dilation) == 1
-    if cl and min(kh, kw) >= COLS_MIN_SIDE and unit_steps:
+    if cl and wants_columns(problem):
         bh, bw, bc, warps = COLS_TILE
         wanted = Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, COLS=1)
         if wanted in space:
@@ -201,6 +203,16 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
         # Several channels per program were measured on 1-D rows only; 2-D/3-D planes keep one channel.
         space = [s for s in space if block_c(s) == 1] or space
     return min(space, key=cost)
+
+
+def wants_columns(problem: ConvProblem) -> bool:
+    """Whether the heuristic gives a channels-last layer the taps kernel does not take the columns kernel (see
+    `COLS_MIN_OUT_W`)."""
+    side = min(pad3(problem.kernel, 1)[1:])
+    if side < COLS_MIN_SIDE or max(problem.params.dilation) > 1 or max(problem.params.stride) > 2:
+        return False
+    min_width = COLS_MIN_OUT_W[min(side, max(COLS_MIN_OUT_W))]
+    return pad3(problem.out_spatial, 1)[2] >= min_width
 
 
 def taps_max_outputs(kh: int, kw: int) -> int:
