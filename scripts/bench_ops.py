@@ -91,6 +91,11 @@ def cases(
             out.append(
                 (f"global avg pool {tag}", reduction, spec, {"in0": g}, lambda g=g: g.mean((2, 3), True))
             )
+            # EfficientNet-B0's first squeeze-excitation mean at batch 32: few rows over a long reduction (split)
+            se = _tensor((32, 32, 112, 112), dtype, cl, device)
+            spec = reduction.reduction_spec("mean", TensorMeta.of(se), [2, 3], True)
+            out.append((f"SE mean 32x32x112x112 {tag}", reduction, spec, {"in0": se},
+                        lambda se=se: se.mean((2, 3), True)))  # fmt: skip
             c = [_tensor((96,), dtype, False, device, positive=k == 3) for k in range(4)]
             spec = norm.batch_norm_spec(TensorMeta.of(x), *(TensorMeta.of(t) for t in c), 1e-5)
             bn = dict(zip(("weight", "bias", "mean", "var"), c, strict=True))

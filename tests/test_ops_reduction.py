@@ -9,17 +9,23 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from cuda_triton.conv.templates.geometry import NUM_SMS
 from cuda_triton.kernel.aot import check_entry, compile_launches
+from cuda_triton.kernel.launch import Schedule, allocate_scratch
 from cuda_triton.ops.reduction import (
     REDUCTIONS,
     ReductionSpec,
+    heuristic_schedule,
     launches,
     out_shape_and_stride,
     reduction_spec,
     reference,
+    scratch,
     supports,
 )
+from cuda_triton.ops.reduction.schedules import split_of
 from cuda_triton.ops.tensor_meta import TensorMeta
+from op_tensors import assert_left_zero
 from ops_helpers import DEVICE, DTYPES, LAYOUTS, cpu, make_tensor, meta, poisoned, random_shape, tolerance
 
 A = torch.ops.aten
@@ -30,16 +36,21 @@ def rng_for(*key) -> tuple[random.Random, torch.Generator]:
     return random.Random(seed), torch.Generator().manual_seed(seed)
 
 
-def run(spec: ReductionSpec, x: torch.Tensor) -> torch.Tensor:
+def run(spec: ReductionSpec, x: torch.Tensor, schedule: Schedule | None = None) -> torch.Tensor:
+    """``spec``'s launches with ``schedule`` (None: the heuristic's) on ``x``, with their scratch tensors (the
+    workspace NaN-poisoned); the zeroed ones must be left zero."""
     assert supports(spec), supports(spec).reason
     out = poisoned(spec.out.sizes, spec.out.strides, spec.out.dtype)
-    for launch in launches(spec):
-        launch.run({"in0": x, "out": out})
+    scratch_tensors = scratch(spec, schedule or heuristic_schedule(spec))
+    tensors = {"in0": x, "out": out, **allocate_scratch(scratch_tensors, x.device, poison=True)}
+    for launch in launches(spec, schedule):
+        launch.run(tensors)
+    assert_left_zero(scratch_tensors, tensors)
     return out
 
 
-def check(spec: ReductionSpec, x: torch.Tensor) -> torch.Tensor:
-    out = run(spec, x)
+def check(spec: ReductionSpec, x: torch.Tensor, schedule: Schedule | None = None) -> torch.Tensor:
+    out = run(spec, x, schedule)
     ref = reference(spec, cpu({"in0": x}))
     assert out.shape == ref.shape and out.stride() == ref.stride()
     torch.testing.assert_close(out.cpu(), ref, **tolerance(spec.out.dtype, spec.length))
@@ -88,6 +99,39 @@ def test_global_average_pooling(dtype: str, layout: str) -> None:
                 x.cpu().float().mean(dims, keepdim),
                 **tolerance(dtype, spec.length),
             )
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_split_reduction(op: str, dtype: str) -> None:
+    """SPLIT programs share each row block's reduction (a share count that does not divide the chunks, rows
+    spanning two images, channels-last and contiguous inputs); the last share combines the partials."""
+    rng, gen = rng_for("split", op, dtype)
+    for layout, shape, dims in (("channels_last", (3, 12, 9, 7), [2, 3]), ("contiguous", (5, 3, 70), [2])):
+        x = make_tensor(shape, dtype, layout, gen, rng)
+        spec = reduction_spec(op, meta(x), dims, keepdim=rng.random() < 0.5)
+        for split in (2, 3):
+            schedule = Schedule.make(2, 1, BLOCK_K=8, BLOCK_R=8, SPLIT=split)
+            (launch,) = launches(spec, schedule)
+            assert launch.grid[2] == split and len(scratch(spec, schedule)) == 2
+            check(spec, x, schedule)
+
+
+def test_heuristic_splits_long_reductions_of_few_rows() -> None:
+    """Channels-last global average pooling spans up to 64 adjacent channels a tile and, with few row blocks,
+    splits the positions across programs towards four per SM; many rows or a short reduction do not split."""
+    se_mean = reduction_spec("mean", TensorMeta.channels_last((32, 32, 112, 112), "float16"), [2, 3], True)
+    s = heuristic_schedule(se_mean)
+    assert s["BLOCK_K"] == 32 and s["BLOCK_K"] * s["BLOCK_R"] <= 4096
+    programs = launches(se_mean)[0].grid
+    assert split_of(s) > 1 and 2 * NUM_SMS <= programs[0] * programs[2] <= 5 * NUM_SMS
+    wide = reduction_spec("mean", TensorMeta.channels_last((32, 672, 14, 14), "float16"), [2, 3], True)
+    assert heuristic_schedule(wide)["BLOCK_K"] == 64 and split_of(heuristic_schedule(wide)) == 1
+    head = reduction_spec("mean", TensorMeta.channels_last((1, 960, 7, 7), "float16"), [2, 3], True)
+    assert split_of(heuristic_schedule(head)) == 1  # 49 positions: too short to share
+    rows = reduction_spec("sum", TensorMeta.contiguous((4, 100000), "float32"), [1])
+    assert heuristic_schedule(rows)["BLOCK_R"] == 1024 and split_of(heuristic_schedule(rows)) > 1
 
 
 def test_long_reduction_and_sum_dtype() -> None:
@@ -156,7 +200,10 @@ def test_every_kernel_compiles_for_sm80_and_sm90() -> None:
         reduction_spec("amax", TensorMeta.contiguous((16, 128, 50), "float16"), [1], True),
         reduction_spec("amin", TensorMeta.channels_last((2, 32, 8, 8, 8), "float32"), [0, 2]),
         reduction_spec("mean", TensorMeta.channels_last((64, 256, 512, 512), "float16"), [2, 3], True),
+        reduction_spec("mean", TensorMeta.channels_last((32, 32, 112, 112), "float16"), [2, 3], True),
+        reduction_spec("amax", TensorMeta.contiguous((4, 100000), "bfloat16"), [1]),
     ]
+    assert sum(split_of(heuristic_schedule(spec)) > 1 for spec in specs) >= 2
     items = [launch for spec in specs for launch in launches(spec)]
     with ThreadPoolExecutor(2) as pool:
         by_arch = dict(

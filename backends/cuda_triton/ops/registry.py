@@ -41,12 +41,13 @@ def _families() -> dict[str, KernelFamily]:
     from .norm.launches import scratch as norm_scratch
     from .pooling.kernels import heuristic_schedule as pool_heuristic
     from .pooling.launches import launches as pool_launches
-    from .reduction.kernels import heuristic_schedule as red_heuristic
     from .reduction.launches import launches as red_launches
+    from .reduction.schedules import heuristic_schedule as red_heuristic
+    from .reduction.schedules import scratch as red_scratch
 
     families = (
         KernelFamily("elementwise", ew_launches, lambda spec: ew_heuristic(spec.out.numel)),
-        KernelFamily("reduction", red_launches, lambda spec: red_heuristic(spec.out.numel, spec.length)),
+        KernelFamily("reduction", red_launches, red_heuristic, red_scratch),
         KernelFamily("norm", norm_launches, norm_heuristic, norm_scratch),
         KernelFamily("pooling", pool_launches, pool_heuristic),
         KernelFamily("gemm", gemm_launches, gemm_heuristic, gemm_scratch),

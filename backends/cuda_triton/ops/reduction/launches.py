@@ -1,7 +1,8 @@
 """The kernel call of a reduction: `launches(spec, schedule)` -> [KernelLaunch] (kernels.py).
 
-Tensor roles: "in0" (the input) and "out". Sizes and strides are runtime scalars over the merged kept and reduced
-dims, so one compiled kernel serves every shape with the same op, dtypes and stride pattern.
+Tensor roles: "in0" (the input) and "out", and with a split schedule the scratch tensors "workspace" and
+"tile_counters" (schedules.scratch). Sizes and strides are runtime scalars over the merged kept and reduced dims,
+so one compiled kernel serves every shape with the same op, dtypes, stride pattern and split.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
 from ..indexing import pad_dims, stride_pattern
 from ..tensor_meta import max_offset, needs_int64
-from .kernels import OP_CODES, heuristic_schedule, reduce_kernel
+from .kernels import OP_CODES, reduce_kernel
+from .schedules import heuristic_schedule, split_of
 from .spec import ReductionSpec, merged_dims, supports
 
 
@@ -21,7 +23,8 @@ def launches(spec: ReductionSpec, schedule: Schedule | None = None) -> list[Kern
     m, length = spec.out.numel, spec.length
     if m == 0:
         return []
-    schedule = schedule or heuristic_schedule(m, length)
+    schedule = schedule or heuristic_schedule(spec)
+    split = split_of(schedule)
     kept, kept_strides, red, red_strides = merged_dims(spec)
     k_sizes, (x_k, out_k) = pad_dims(kept, kept_strides)
     r_sizes, (x_r,) = pad_dims(red, [red_strides])
@@ -33,9 +36,12 @@ def launches(spec: ReductionSpec, schedule: Schedule | None = None) -> list[Kern
     def ints(prefix: str, values: tuple[int, ...], first: int = 0) -> list[ScalarArg]:
         return [ScalarArg(f"{prefix}{d}", itype, v) for d, v in enumerate(values) if d >= first]
 
+    out_dtype = TRITON_PTR_DTYPE[spec.out.dtype]
     args = [
         TensorArg("in0", TRITON_PTR_DTYPE[spec.x.dtype]),
-        TensorArg("out", TRITON_PTR_DTYPE[spec.out.dtype]),
+        TensorArg("out", out_dtype),
+        TensorArg("workspace", "fp32") if split > 1 else TensorArg("out", out_dtype),
+        TensorArg("tile_counters", "i32") if split > 1 else TensorArg("out", out_dtype),
     ]
     args += [ScalarArg("M", itype, m), ScalarArg("L", itype, length)]
     args += ints("ksize", k_sizes, 1) + ints("x_k", x_k) + ints("out_k", out_k)
@@ -51,9 +57,10 @@ def launches(spec: ReductionSpec, schedule: Schedule | None = None) -> list[Kern
         ("X_R_KINDS", stride_pattern(0, x_r)),
         ("BLOCK_K", schedule["BLOCK_K"]),
         ("BLOCK_R", schedule["BLOCK_R"]),
+        ("SPLIT", split),
         ("INDEX_64", int64),
     )
-    grid = (cdiv(m, schedule["BLOCK_K"]), 1, 1)
+    grid = (cdiv(m, schedule["BLOCK_K"]), 1, split)
     return [
         KernelLaunch(reduce_kernel, tuple(args), constexprs, grid, schedule.num_warps, schedule.num_stages)
     ]
