@@ -492,6 +492,9 @@ _TAPS_CHOICES = [
         (32, 672, 14, 5, 1, False),  # a 5x5 filter on a 14x14 map: the direct kernel
         (32, 144, 56, 3, 1, False),  # a 3x3 filter
         (32, 96, 56, 7, 3, False),  # stride 3
+        (32, 96, 56, 6, 1, False),  # a 6x6 filter: not timed
+        (32, 96, 56, 9, 1, False),  # a 9x9 filter: not timed
+        (32, 16, 112, 7, 1, False),  # 16 channels: half of the tile's channel block idle
     ],
 )
 def test_depthwise_heuristic_columns_choice(n, c, hw, side, stride, want_columns):

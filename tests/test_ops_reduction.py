@@ -111,11 +111,16 @@ def test_split_reduction(op: str, dtype: str) -> None:
     for layout, shape, dims in (("channels_last", (3, 12, 9, 7), [2, 3]), ("contiguous", (5, 3, 70), [2])):
         x = make_tensor(shape, dtype, layout, gen, rng)
         spec = reduction_spec(op, meta(x), dims, keepdim=rng.random() < 0.5)
-        for split in (2, 3):
+        for split in (2, 3, 4):  # 8 or 9 chunks: uneven shares, and with 4 over 9 one share of none
             schedule = Schedule.make(2, 1, BLOCK_K=8, BLOCK_R=8, SPLIT=split)
             (launch,) = launches(spec, schedule)
             assert launch.grid[2] == split and len(scratch(spec, schedule)) == 2
             check(spec, x, schedule)
+    if op in ("amax", "amin", "sum"):  # a NaN in one share reaches the combined result
+        x = make_tensor((4, 70), dtype, "contiguous", gen, rng)
+        x[1, 50] = float("nan")
+        out = run(reduction_spec(op, meta(x), [1]), x, Schedule.make(1, 1, BLOCK_K=2, BLOCK_R=8, SPLIT=3))
+        assert out[1].isnan() and not out[[0, 2, 3]].isnan().any()
 
 
 def test_heuristic_splits_long_reductions_of_few_rows() -> None:
@@ -130,8 +135,20 @@ def test_heuristic_splits_long_reductions_of_few_rows() -> None:
     assert heuristic_schedule(wide)["BLOCK_K"] == 64 and split_of(heuristic_schedule(wide)) == 1
     head = reduction_spec("mean", TensorMeta.channels_last((1, 960, 7, 7), "float16"), [2, 3], True)
     assert split_of(heuristic_schedule(head)) == 1  # 49 positions: too short to share
+    assert heuristic_schedule(head)["BLOCK_K"] == 16  # too short to split: narrower tiles, 60 programs
     rows = reduction_spec("sum", TensorMeta.contiguous((4, 100000), "float32"), [1])
     assert heuristic_schedule(rows)["BLOCK_R"] == 1024 and split_of(heuristic_schedule(rows)) > 1
+    for empty in ((0, 3), (0, 32, 7, 7)):  # no output: no split, no scratch, no launch
+        spec = reduction_spec("mean", TensorMeta.contiguous(empty, "float32"), [1])
+        assert split_of(heuristic_schedule(spec)) == 1 and scratch(spec, heuristic_schedule(spec)) == []
+        assert launches(spec) == []
+
+
+def test_mean_of_nothing_is_nan() -> None:
+    """A mean over a dim of size 0 is 0 / 0 (ATen's NaN); the sum is 0."""
+    x = torch.randn(3, 0, 4, device=DEVICE)
+    assert run(reduction_spec("mean", meta(x), [1]), x).isnan().all()
+    assert (run(reduction_spec("sum", meta(x), [1]), x) == 0).all()
 
 
 def test_long_reduction_and_sum_dtype() -> None:

@@ -29,7 +29,10 @@ def launches(spec: ReductionSpec, schedule: Schedule | None = None) -> list[Kern
     k_sizes, (x_k, out_k) = pad_dims(kept, kept_strides)
     r_sizes, (x_r,) = pad_dims(red, [red_strides])
     int64 = needs_int64(
-        m + schedule["BLOCK_K"], length + schedule["BLOCK_R"], max_offset(spec.x.sizes, spec.x.strides)
+        m + schedule["BLOCK_K"],
+        length + schedule["BLOCK_R"],
+        max_offset(spec.x.sizes, spec.x.strides),
+        split * m,  # the workspace's [SPLIT, M] offsets
     )
     itype = "i64" if int64 else "i32"
 
@@ -46,7 +49,9 @@ def launches(spec: ReductionSpec, schedule: Schedule | None = None) -> list[Kern
     args += [ScalarArg("M", itype, m), ScalarArg("L", itype, length)]
     args += ints("ksize", k_sizes, 1) + ints("x_k", x_k) + ints("out_k", out_k)
     args += (
-        ints("rsize", r_sizes, 1) + ints("x_r", x_r) + [ScalarArg("divisor", "fp32", float(max(length, 1)))]
+        ints("rsize", r_sizes, 1)
+        + ints("x_r", x_r)
+        + [ScalarArg("divisor", "fp32", float(length))]  # a mean of nothing is 0 / 0: NaN, as ATen's
     )
     constexprs = (
         ("OP", OP_CODES[spec.op]),

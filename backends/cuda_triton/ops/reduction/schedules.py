@@ -3,8 +3,9 @@
 A tile is [BLOCK_K rows, BLOCK_R reduced elements] of at most 4096 elements. Where the input's rows are
 adjacent in memory (the innermost kept dim has unit stride: channels-last global average pooling, whose rows
 are the channels of one image), BLOCK_K spans up to 64 of them, so a load reads whole 128-byte lines of 16-bit
-channels; else BLOCK_R covers the reduction (up to 1024 a step) and BLOCK_K fills the tile. Where that leaves
-fewer than two programs per SM over a long reduction, SPLIT programs share each row block's L (kernels.py).
+channels (narrower where the reduction is too short to split and the tiles would leave SMs idle); else BLOCK_R
+covers the reduction (up to 1024 a step) and BLOCK_K fills the tile. Where that leaves fewer than two programs
+per SM over a long reduction, SPLIT programs share each row block's L (kernels.py).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from ...conv.templates.geometry import NUM_SMS
 from ...kernel.launch import Schedule, ScratchTensor, cdiv
 from .spec import ReductionSpec, merged_dims
 
-# Most rows a channels-last tile spans: 64 16-bit channels are one 128-byte line.
+# Most and fewest rows a channels-last tile spans: 64 16-bit channels are one 128-byte line, 16 one sector.
 ADJACENT_ROWS = 64
+MIN_ADJACENT_ROWS = 16
 # The programs a split aims for (about four per SM), the most shares, and the fewest BLOCK_R chunks a share takes.
 SPLIT_TARGET_PROGRAMS = 4 * NUM_SMS
 MAX_SPLIT = 32
@@ -35,6 +37,14 @@ def heuristic_schedule(spec: ReductionSpec) -> Schedule:
     if rows_adjacent:
         block_k = min(ADJACENT_ROWS, triton.next_power_of_2(kept[-1]))
         block_r = max(2, min(triton.next_power_of_2(max(length, 1)), 4096 // block_k))
+        # A reduction too short to split (a batch-1 classifier's pooling: 960 channels of 49 positions) fills
+        # the GPU with narrower row tiles instead, down to 16 rows (32 bytes of a 16-bit input).
+        while (
+            block_k > MIN_ADJACENT_ROWS
+            and cdiv(m, block_k) < 2 * NUM_SMS
+            and cdiv(length, block_r) < 2 * MIN_CHUNKS_PER_SHARE
+        ):
+            block_k //= 2
     else:
         block_r = max(2, min(1024, triton.next_power_of_2(max(length, 1))))
         block_k = max(1, min(triton.next_power_of_2(max(m, 1)), 4096 // block_r))
@@ -42,7 +52,7 @@ def heuristic_schedule(spec: ReductionSpec) -> Schedule:
             block_k //= 2
     programs, chunks = cdiv(m, block_k), cdiv(length, block_r)
     split = 1
-    if programs < 2 * NUM_SMS:
+    if 0 < programs < 2 * NUM_SMS:
         split = max(1, min(MAX_SPLIT, cdiv(SPLIT_TARGET_PROGRAMS, programs), chunks // MIN_CHUNKS_PER_SHARE))
     tile = block_k * block_r
     params = {"BLOCK_K": block_k, "BLOCK_R": block_r}

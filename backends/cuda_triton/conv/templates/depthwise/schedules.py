@@ -42,16 +42,17 @@ TAPS_SPACE = load_rows(__file__, "TAPS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C",
 # (BLOCK_H, BLOCK_W, BLOCK_C, num_warps) of the channels-last columns kernel (columns_kernel.py): BLOCK_W output
 # columns unrolled, each a [BLOCK_H, BLOCK_C] accumulator, 1-4 elements a thread.
 COLS_SPACE = load_rows(__file__, "COLS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "num_warps"))
-# When the heuristic picks the columns kernel: a channels-last layer the taps kernel does not take, of unit
-# dilation and stride at most 2, with a filter at least 5 wide on an output map at least `COLS_MIN_OUT_W` wide,
-# on the tile `COLS_TILE` (BLOCK_H, BLOCK_W, BLOCK_C, num_warps). The H100 tuner at batch 32 (fp16, us, best
+# When the heuristic picks the columns kernel: a 2-D channels-last layer of at least 32 channels (the tile's
+# channel block) that the taps kernel does not take, of unit dilation and stride at most 2, with a 5x5 or 7x7
+# filter on an output map at least `COLS_MIN_OUT_W` wide, on the tile `COLS_TILE` (BLOCK_H, BLOCK_W, BLOCK_C, num_warps). The H100 tuner at batch 32 (fp16, us, best
 # columns / best direct / cuDNN): ConvNeXt-T's 7x7 layers 56x56x96 43.3 / 64.5 / 92.7, 28x28x192 25.7 / 38.1 /
 # 54.1, 14x14x384 15.4 / 25.2 / 30.0; EfficientNet-B0's 5x5 layers 28x28x240 22.3 / 32.0 / 37.0 and stride 2
 # from 56x56x144 24.6 / 28.6 / 33.8. On 14x14 maps a 5x5 filter ran 2.2x slower on the columns kernel (46.0 /
 # 21.1), and on 7x7 maps neither filter size was timed on it; 3x3 filters gained at most 8% (56x56 and 112x112
-# maps). This tile won or came second on every layer above.
-COLS_MIN_SIDE = 5
+# maps). This tile won or came second on every layer above. Other filter sizes, 3-D filters and narrower
+# layers are not timed, so they keep the direct kernel.
 COLS_MIN_OUT_W = {5: 28, 7: 14}
+COLS_MIN_CHANNELS = 32
 COLS_TILE = (4, 8, 32, 2)
 # Most tap-slot elements (positions x slots x channels) a thread of a taps schedule holds per load, by element
 # size. ptxas -v for sm_90 on every taps schedule of a 5x5 and a 7x7 layer: no 16-bit schedule up to 256 spilled
@@ -208,11 +209,12 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
 def wants_columns(problem: ConvProblem) -> bool:
     """Whether the heuristic gives a channels-last layer the taps kernel does not take the columns kernel (see
     `COLS_MIN_OUT_W`)."""
-    side = min(pad3(problem.kernel, 1)[1:])
-    if side < COLS_MIN_SIDE or max(problem.params.dilation) > 1 or max(problem.params.stride) > 2:
+    if len(problem.kernel) != 2 or problem.out_channels < COLS_MIN_CHANNELS:
         return False
-    min_width = COLS_MIN_OUT_W[min(side, max(COLS_MIN_OUT_W))]
-    return pad3(problem.out_spatial, 1)[2] >= min_width
+    side = min(problem.kernel)
+    if side not in COLS_MIN_OUT_W or max(problem.params.dilation) > 1 or max(problem.params.stride) > 2:
+        return False
+    return problem.out_spatial[1] >= COLS_MIN_OUT_W[side]
 
 
 def taps_max_outputs(kh: int, kw: int) -> int:
