@@ -90,6 +90,24 @@ class ScratchTensor:
     zeroed: bool = False
 
 
+def split_k_scratch(workspace_sizes: tuple[int, ...], counters: int) -> list[ScratchTensor]:
+    """The scratch of a reduction split across programs and finished in the same launch by the last share to
+    arrive (conv/templates/gemm_jit.py, `is_last_split_k_share`): fp32 partials of ``workspace_sizes`` (role
+    "workspace") and ``counters`` zeroed int32 counters (role "tile_counters"), as `split_k_args` passes them."""
+    return [
+        ScratchTensor("workspace", "float32", workspace_sizes),
+        ScratchTensor("tile_counters", "int32", (counters,), zeroed=True),
+    ]
+
+
+def split_k_args(split: int, unused: TensorArg) -> tuple[TensorArg, TensorArg]:
+    """The workspace and counter pointer arguments of a kernel that may split its reduction (`split_k_scratch`):
+    with ``split`` == 1 both are ``unused``, a pointer the kernel never reads."""
+    if split > 1:
+        return TensorArg("workspace", "fp32"), TensorArg("tile_counters", "i32")
+    return unused, unused
+
+
 def allocate_scratch(
     scratch: list[ScratchTensor], device: torch.device | str, poison: bool = False
 ) -> dict[str, torch.Tensor]:

@@ -28,7 +28,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernel.launch import KernelLaunch, ScalarArg, Schedule, ScratchTensor, TensorArg, cdiv
+from ...kernel.launch import (
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    ScratchTensor,
+    TensorArg,
+    cdiv,
+    split_k_scratch,
+)
 from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
 from .geometry import NUM_SMS, Geometry
@@ -135,10 +143,7 @@ def split_scratch(problem: ConvProblem, schedule: Schedule, tiles: int) -> list[
     split = split_k_of(schedule)
     g = Geometry.of(problem)
     if split > 1:
-        return [
-            ScratchTensor("workspace", "float32", (split, g.m, g.cout)),
-            ScratchTensor("tile_counters", "int32", (tiles,), zeroed=True),
-        ]
+        return split_k_scratch((split, g.m, g.cout), tiles)
     tail = tail_split_of(schedule)
     if tail > 1:
         _, rows = tail_rows(g, schedule["BLOCK_M"], schedule["TAIL_M_TILES"])

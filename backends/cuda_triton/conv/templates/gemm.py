@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv
+from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, Support, TensorArg, cdiv, split_k_args
 from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
 from ._splitk import SPLIT_CONFIGS, split_k_of, split_options, split_scratch
@@ -238,9 +238,7 @@ class GemmTemplate(GemmShapedTemplate):
             TensorArg("weight", dt),
             TensorArg("bias", dt),
             TensorArg("output", dt),
-            # a split's partial sums and tile counters; otherwise unused pointers
-            TensorArg("workspace", "fp32") if split > 1 else TensorArg("output", dt),
-            TensorArg("tile_counters", "i32") if split > 1 else TensorArg("output", dt),
+            *split_k_args(split, TensorArg("output", dt)),
             *size_args(BATCH=g.batch, D=d, H=h, W=w, OD=od, OH=oh, OW=ow),
             *epilogue_args(problem),
             *prologue_args(problem),

@@ -24,6 +24,8 @@ from ...kernel.launch import (
     ScratchTensor,
     TensorArg,
     cdiv,
+    split_k_args,
+    split_k_scratch,
 )
 from .kernels import gemm_kernel, heuristic_schedule_for, schedule_space
 from .row_norm import COLSUM_ROLE
@@ -60,10 +62,7 @@ def scratch(spec: GemmSpec, schedule: Schedule) -> list[ScratchTensor]:
     if split == 1:
         return []
     tiles = cdiv(spec.m, schedule["BLOCK_M"]) * cdiv(spec.n, schedule["BLOCK_N"]) * spec.batch
-    return [
-        ScratchTensor("workspace", "float32", (split, spec.batch, spec.m, spec.n)),
-        ScratchTensor("tile_counters", "int32", (tiles,), zeroed=True),
-    ]
+    return split_k_scratch((split, spec.batch, spec.m, spec.n), tiles)
 
 
 def dot_precision(spec: GemmSpec) -> str:
@@ -97,8 +96,7 @@ def launches(spec: GemmSpec, schedule: Schedule) -> list[KernelLaunch]:
         TensorArg(spec.w.role, dt),
         TensorArg(bias_role, dt),
         TensorArg("out", dt),
-        TensorArg("workspace", "fp32") if split > 1 else TensorArg("out", dt),
-        TensorArg("tile_counters", "i32") if split > 1 else TensorArg("out", dt),
+        *split_k_args(split, TensorArg("out", dt)),
         TensorArg(COLSUM_ROLE if spec.row_norm_eps is not None else spec.a.role, "fp32"),
         *(ScalarArg(name, index, v) for name, v in (("M", spec.m), ("N", spec.n), ("K", spec.k))),
         *(ScalarArg(name, index, v) for name, v in zip(("SAB", "SAM", "SAK"), spec.a.strides, strict=True)),

@@ -7,7 +7,15 @@ so one compiled kernel serves every shape with the same op, dtypes, stride patte
 
 from __future__ import annotations
 
-from ...kernel.launch import TRITON_PTR_DTYPE, KernelLaunch, ScalarArg, Schedule, TensorArg, cdiv
+from ...kernel.launch import (
+    TRITON_PTR_DTYPE,
+    KernelLaunch,
+    ScalarArg,
+    Schedule,
+    TensorArg,
+    cdiv,
+    split_k_args,
+)
 from ..indexing import pad_dims, stride_pattern
 from ..tensor_meta import max_offset, needs_int64
 from .kernels import OP_CODES, reduce_kernel
@@ -43,8 +51,7 @@ def launches(spec: ReductionSpec, schedule: Schedule | None = None) -> list[Kern
     args = [
         TensorArg("in0", TRITON_PTR_DTYPE[spec.x.dtype]),
         TensorArg("out", out_dtype),
-        TensorArg("workspace", "fp32") if split > 1 else TensorArg("out", out_dtype),
-        TensorArg("tile_counters", "i32") if split > 1 else TensorArg("out", out_dtype),
+        *split_k_args(split, TensorArg("out", out_dtype)),
     ]
     args += [ScalarArg("M", itype, m), ScalarArg("L", itype, length)]
     args += ints("ksize", k_sizes, 1) + ints("x_k", x_k) + ints("out_k", out_k)

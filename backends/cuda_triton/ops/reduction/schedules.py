@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 
 from ...conv.templates.geometry import NUM_SMS
-from ...kernel.launch import Schedule, ScratchTensor, cdiv
+from ...kernel.launch import Schedule, ScratchTensor, cdiv, split_k_scratch
 from .spec import ReductionSpec, merged_dims
 
 # Most and fewest rows a channels-last tile spans: 64 16-bit channels are one 128-byte line, 16 one sector.
@@ -68,7 +68,4 @@ def scratch(spec: ReductionSpec, schedule: Schedule) -> list[ScratchTensor]:
     if split == 1:
         return []
     m = spec.out.numel
-    return [
-        ScratchTensor("workspace", "float32", (split, m)),
-        ScratchTensor("tile_counters", "int32", (cdiv(m, schedule["BLOCK_K"]),), zeroed=True),
-    ]
+    return split_k_scratch((split, m), cdiv(m, schedule["BLOCK_K"]))
