@@ -124,8 +124,9 @@ def test_split_reduction(op: str, dtype: str) -> None:
 
 
 def test_heuristic_splits_long_reductions_of_few_rows() -> None:
-    """Channels-last global average pooling spans up to 64 adjacent channels a tile and, with few row blocks,
-    splits the positions across programs towards four per SM; many rows or a short reduction do not split."""
+    """Large channels-last global average pooling spans up to 64 adjacent channels a tile and, with few row blocks,
+    splits the positions across programs towards four per SM; many rows do not split, and small inputs (a
+    batch-1 mean) take one-row tiles and no split."""
     se_mean = reduction_spec("mean", TensorMeta.channels_last((32, 32, 112, 112), "float16"), [2, 3], True)
     s = heuristic_schedule(se_mean)
     assert s["BLOCK_K"] == 32 and s["BLOCK_K"] * s["BLOCK_R"] <= 4096
@@ -133,9 +134,10 @@ def test_heuristic_splits_long_reductions_of_few_rows() -> None:
     assert split_of(s) > 1 and 2 * NUM_SMS <= programs[0] * programs[2] <= 5 * NUM_SMS
     wide = reduction_spec("mean", TensorMeta.channels_last((32, 672, 14, 14), "float16"), [2, 3], True)
     assert heuristic_schedule(wide)["BLOCK_K"] == 64 and split_of(heuristic_schedule(wide)) == 1
-    head = reduction_spec("mean", TensorMeta.channels_last((1, 960, 7, 7), "float16"), [2, 3], True)
-    assert split_of(heuristic_schedule(head)) == 1  # 49 positions: too short to share
-    assert heuristic_schedule(head)["BLOCK_K"] == 16  # too short to split: narrower tiles, 60 programs
+    for small in ((1, 960, 7, 7), (1, 32, 112, 112), (32, 480, 14, 14)):  # below WIDE_TILES_MIN_ELEMENTS
+        spec = reduction_spec("mean", TensorMeta.channels_last(small, "float16"), [2, 3], True)
+        s = heuristic_schedule(spec)
+        assert split_of(s) == 1 and launches(spec)[0].grid[0] >= min(small[1], 2 * NUM_SMS)
     rows = reduction_spec("sum", TensorMeta.contiguous((4, 100000), "float32"), [1])
     assert heuristic_schedule(rows)["BLOCK_R"] == 1024 and split_of(heuristic_schedule(rows)) > 1
     for empty in ((0, 3), (0, 32, 7, 7)):  # no output: no split, no scratch, no launch
