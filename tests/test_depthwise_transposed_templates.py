@@ -489,6 +489,8 @@ _TAPS_CHOICES = [
         (1, 96, 56, 7, 1, False),  # few outputs: the taps kernel
         (32, 240, 28, 5, 1, True),  # EfficientNet-B0's batch-32 5x5 layers on 28x28 maps
         (32, 144, 56, 5, 2, True),
+        (8, 240, 28, 5, 1, True),  # the public suite's batch-8 5x5 layer: 1.5M outputs, columns before taps
+        (32, 72, 56, 5, 2, True),  # MobileNetV3's batch-32 5x5 stride-2 layer, 1.8M outputs
         (32, 672, 14, 5, 1, False),  # a 5x5 filter on a 14x14 map: the direct kernel
         (32, 144, 56, 3, 1, False),  # a 3x3 filter
         (32, 96, 56, 7, 3, False),  # stride 3
@@ -545,8 +547,8 @@ def test_depthwise_heuristic_in_space():
         s = DW.heuristic_schedule(problem)
         assert s in DW.schedules(problem)
         # The conformer's fp16 1-D rows take the band kernel (one masked path, tests/test_depthwise_band.py),
-        # EfficientNet's 5x5 the taps kernel.
-        assert "SEG" in s.as_dict() if problem is conformer else is_taps(s)
+        # EfficientNet's 5x5 at batch 8 (1.5M outputs) the columns kernel.
+        assert "SEG" in s.as_dict() if problem is conformer else is_columns(s)
 
 
 def test_depthwise_supports():

@@ -68,6 +68,10 @@ TAPS_MIN_SIDE = 3
 TAPS_MIN_CHANNELS = 32
 TAPS_MAX_OUTPUTS_3X3 = 2**18
 TAPS_MAX_OUTPUTS = 2**21
+# From 2^20 outputs a layer the columns kernel takes (`wants_columns`) goes to it rather than the taps kernel (H100
+# tuner: 5x5 on 28x28x240 at batch 8, 1.5M outputs, columns 7.2 us against taps 18.7; 5x5 stride 2 on 56x56x72 at
+# batch 32, 1.8M, 15.1 against 27.4). The batch-1 layers of the models hold at most 301K outputs.
+COLS_OVER_TAPS_OUTPUTS = 2**20
 # Programs the taps heuristic aims for: about four per SM, the H100 sweep's winners on every batch-1 layer.
 TAPS_TARGET_PROGRAMS = 4 * NUM_SMS
 
@@ -191,7 +195,8 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     taps = [sch for sch in space if is_taps(sch)]
     _, kh, kw = pad3(problem.kernel, 1)
     outputs = problem.batch * prod(pad3(problem.out_spatial, 1)) * problem.out_channels
-    if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= taps_max_outputs(kh, kw):
+    columns_first = outputs >= COLS_OVER_TAPS_OUTPUTS and wants_columns(problem)
+    if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= taps_max_outputs(kh, kw) and not columns_first:
         if problem.out_channels >= TAPS_MIN_CHANNELS or min(kh, kw) > 3:
             return min(taps, key=lambda sch: taps_cost(problem, sch))
     if wants_columns(problem):
