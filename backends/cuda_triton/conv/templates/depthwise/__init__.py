@@ -15,46 +15,38 @@ output read inside the input? Such interior programs (most of them, with tiles s
 loop with no bounds math: a load at a compile-time offset from its row's pointer, a convert, an FMA. The rest
 (tiles touching the padding or the edge, partial channel blocks) run the masked loop.
 
-Six kernels: the two direct ones, chosen by the input layout (the read-heavy side); the taps kernel, a schedule
-choice for channels-last inputs (the heuristic picks it for small layers: `heuristic_schedule`); the columns
-kernel, a schedule choice for channels-last inputs that only the tuner offers so far; and the band kernel
-(general and 1-D), a schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D rows
-with 7+ taps):
+Four kernels: the two direct ones, chosen by the input layout (the read-heavy side), and the band kernel (general
+and 1-D), a schedule choice for contiguous half-precision inputs (the heuristic picks it for 1-D rows with 7+
+taps). The channels-last kernel runs one of three loops (constexpr LOOP), each a schedule choice: the direct loop;
+the taps loop (the "taps kernel" of the tuning notes; the heuristic picks it for small layers:
+`heuristic_schedule`); the columns loop (the "columns kernel", `columns_kernel.py`; the heuristic picks it for
+larger 5x5 and 7x7 layers). All three share its arguments, grid, prepared weight and fused epilogue:
 
 ``_depthwise_cl_kernel`` (channels-last input): a program computes a tile of ``BLOCK_H x BLOCK_W`` output
-positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C. With fp16 inputs
-each filter row's products are summed in fp16 (packed HFMA2, half the instructions of an fp32 FMA and a convert
-per product) and the row sums in fp32 (`template.sums_rows_in_16_bit`); schedules with F32_TAPS=1, and every bf16
-one, sum every product in fp32.
+positions of one (n, od) slice times ``BLOCK_C`` output channels; loads are vectors along C.
 
-    args (PTX order): x, w, b, y (pointers; b is null when HAS_BIAS is False), ID, IH, IW, OD, OH, OW (i32)
+- LOOP = DIRECT_LOOP: a tap at a time, interior tiles without bounds checks. With fp16 inputs each filter row's
+  products are summed in fp16 (packed HFMA2, half the instructions of an fp32 FMA and a convert per product) and
+  the row sums in fp32 (ROW_SUMS_16, `template.sums_rows_in_16_bit`); schedules with F32_TAPS=1, and every bf16
+  one, sum every product in fp32.
+- LOOP = TAPS_LOOP (schedules carry TAP_ROWS): each load fetches TAP_ROWS filter rows of taps at once, a
+  [TAP_SLOTS, positions, channels] tile reduced over its slots in registers. A load per tap leaves a warp waiting
+  out one memory latency per tap, which dominates when the SMs hold few warps (small maps at batch 1: ConvNeXt's
+  7x7 layers ran 1.8-2.9x faster on an H100). One masked path, no interior split; every product in fp32.
+- LOOP = COLUMNS_LOOP (schedules carry COLS): the tile's BLOCK_W output columns unrolled, one [BLOCK_H, BLOCK_C]
+  accumulator each; per filter row it loads the input columns those outputs read once and every tap of the row
+  reuses them, so the L1 serves (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. fp16 rows summed
+  in fp16 as the direct loop's (ROW_SUMS_16, F32_TAPS twins offered), else every product in fp32; one masked path.
+
+    args (PTX order): x, w, b, y (pointers; b is null when HAS_BIAS is False), ID, IH, IW, OD, OH, OW (i32), then
+                      the epilogue's three operand slots
     constexprs: C_IN, MULT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OUT_CL, HAS_BIAS,
-                BLOCK_H, BLOCK_W, BLOCK_C, F32_TAPS
+                BLOCK_H, BLOCK_W, BLOCK_C, LOOP, ROW_SUMS_16, TAP_ROWS (filter rows per load, at most KH; 0 off
+                the taps loop), TAP_SLOTS (the power of two covering TAP_ROWS * KW taps; 0 likewise), PROGRAM,
+                E_KINDS
     grid: (N * OD * cdiv(OH, BLOCK_H) * cdiv(OW, BLOCK_W), cdiv(C_out, BLOCK_C), 1)
     weight: prepared (KD*KH*KW, C_out) contiguous (taps major, channels contiguous), fp16 where rows sum in fp16,
             else fp32.
-
-``_depthwise_cl_taps_kernel`` (channels-last input; schedules carry TAP_ROWS): the channels-last kernel's tile,
-but each load fetches TAP_ROWS filter rows of taps at once, a [TAP_SLOTS, positions, channels] tile reduced over
-its slots in registers. A direct kernel's load per tap leaves a warp waiting out one memory latency per tap,
-which dominates when the SMs hold few warps (small maps at batch 1: ConvNeXt's 7x7 layers ran 1.8-2.9x faster on
-an H100). One masked path, no interior split; fused epilogues as the channels-last kernel.
-
-    args (PTX order): as ``_depthwise_cl_kernel``
-    constexprs: as ``_depthwise_cl_kernel`` with TAP_ROWS (filter rows per load, at most KH) and TAP_SLOTS (the
-                power of two covering TAP_ROWS * KW taps) after BLOCK_C
-    grid: as ``_depthwise_cl_kernel``
-    weight: as ``_depthwise_cl_kernel``.
-
-``_depthwise_cl_columns_kernel`` (channels-last input; schedules carry COLS, `columns_kernel.py`): the
-channels-last kernel's tile with its BLOCK_W output columns unrolled, one [BLOCK_H, BLOCK_C] accumulator each;
-per filter row it loads the input columns those outputs read once and every tap of the row reuses them, so the
-L1 serves (BLOCK_W + KW - 1) loads per filter row instead of BLOCK_W * KW. fp16 rows summed in fp16 as the
-direct kernel's (ROW_SUMS_16, F32_TAPS twins offered), else every product in fp32; one masked path; fused
-epilogues as the channels-last kernel.
-
-    args (PTX order), grid and weight: as ``_depthwise_cl_kernel``
-    constexprs: as ``_depthwise_cl_kernel`` with ROW_SUMS_16 in place of F32_TAPS
 
 ``_depthwise_nc_kernel`` (contiguous input): a program computes ``BLOCK_C`` consecutive output channels times
 a ``BLOCK_H x BLOCK_W`` tile of their (n, co, od) planes (tile rows are (channel, row) pairs, so a 1-D conv

@@ -1,4 +1,4 @@
-"""The channels-last depthwise kernel that loads each input column of a filter row once (schedule key `COLS`).
+"""The channels-last depthwise kernel's columns loop: each input column of a filter row loaded once (key `COLS`).
 
 The direct kernel loads a shifted [positions, channels] tile per tap, so the L1 serves KH * KW loads per output:
 on a 7x7 layer at batch 32 that traffic, not DRAM, bounds it (docs/performance.md, "Known gaps"). Here a program
@@ -16,26 +16,18 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .kernels import _spatial_tile, _store_cl_tile
-
 
 @triton.jit
-def _depthwise_cl_columns_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, ID, IH, IW, OD, OH, OW, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr,
-    e3_sn, e3_sc,
-    C_IN: tl.constexpr, MULT: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
-    PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, OUT_CL: tl.constexpr,
-    HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
-    ROW_SUMS_16: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+def _column_sums(
+    x_ptr, w_ptr, n, od, oh, ow0, co, c_ok, ID, IH, IW, C_IN: tl.constexpr, MULT: tl.constexpr, KD: tl.constexpr,
+    KH: tl.constexpr, KW: tl.constexpr, SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr,
+    PH: tl.constexpr, PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr, ROW_SUMS_16: tl.constexpr,
 ):  # fmt: skip
-    C_OUT: tl.constexpr = C_IN * MULT
+    """The columns loop of `kernels._depthwise_cl_kernel`: the BLOCK_W [rows, channels] sums (a tuple) of output
+    columns ow0 .. ow0 + BLOCK_W - 1 at rows oh and channels co of image n, depth od."""
     SPAN: tl.constexpr = (BLOCK_W - 1) * SW + (KW - 1) * DW + 1  # input columns one filter row reads
-    wt, ht, od, n = _spatial_tile(tl.program_id(0), OD, OH, OW, BLOCK_H, BLOCK_W)
-    oh = ht * BLOCK_H + tl.arange(0, BLOCK_H)
-    ow0 = wt * BLOCK_W
-    co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    c_ok = co < C_OUT
+    C_OUT: tl.constexpr = C_IN * MULT
     ci = co // MULT
     x_base = x_ptr + n.to(tl.int64) * (ID * IH * IW * C_IN)
 
@@ -65,11 +57,4 @@ def _depthwise_cl_columns_kernel(
                     row += cols[w * SW + kw * DW] * taps[kw]
                 summed = summed + (acc[w] + row.to(tl.float32),)
             acc = summed
-    for w in tl.static_range(BLOCK_W):
-        ow = ow0 + w + tl.zeros_like(oh)
-        p_ok = (oh < OH) & (ow < OW)
-        _store_cl_tile(
-            acc[w], b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
-            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
-            C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
-        )  # fmt: skip
+    return acc

@@ -32,12 +32,12 @@ def is_band(schedule: Schedule) -> bool:
 
 
 def is_taps(schedule: Schedule) -> bool:
-    """Whether the schedule runs `_depthwise_cl_taps_kernel` (its schedules carry TAP_ROWS)."""
+    """Whether the schedule runs the channels-last kernel's taps loop (its schedules carry TAP_ROWS)."""
     return "TAP_ROWS" in dict(schedule.params)
 
 
 def is_columns(schedule: Schedule) -> bool:
-    """Whether the schedule runs `_depthwise_cl_columns_kernel` (its schedules carry COLS)."""
+    """Whether the schedule runs the channels-last kernel's columns loop (its schedules carry COLS)."""
     return "COLS" in dict(schedule.params)
 
 

@@ -8,6 +8,7 @@ import triton.language as tl
 
 from ..epilogue_jit import apply_epilogue
 from ..gemm_jit import add_bias
+from .columns_kernel import _column_sums
 
 
 @triton.jit
@@ -102,6 +103,14 @@ def _interior_taps(acc, x_tile, w_tile, IH, IW, X_COL: tl.constexpr, W_TAP: tl.c
     return acc
 
 
+# The channels-last kernel's LOOP: how a program accumulates its tile (the package docstring has each one).
+DIRECT_LOOP = tl.constexpr(0)  # a tap at a time, interior tiles without bounds checks (`_direct_sums`)
+TAPS_LOOP = tl.constexpr(1)  # TAP_ROWS filter rows of taps per load (`_tap_rows_sums`)
+COLUMNS_LOOP = tl.constexpr(
+    2
+)  # each input column of a filter row loaded once (`columns_kernel._column_sums`)
+
+
 @triton.jit
 def _depthwise_cl_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ID, IH, IW, OD, OH, OW, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr,
@@ -110,15 +119,64 @@ def _depthwise_cl_kernel(
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
     PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, OUT_CL: tl.constexpr,
     HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
-    F32_TAPS: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+    LOOP: tl.constexpr, ROW_SUMS_16: tl.constexpr, TAP_ROWS: tl.constexpr, TAP_SLOTS: tl.constexpr,
+    PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
 ):  # fmt: skip
+    """Every channels-last schedule's kernel: LOOP picks how a program accumulates its tile; bias, fused epilogue
+    and store are the same for all (`_store_cl_tile`). ROW_SUMS_16 (direct and columns loops): 16-bit inputs sum
+    each filter row in their own type; TAP_ROWS, TAP_SLOTS: the taps loop's load shape (0 for the others)."""
     C_OUT: tl.constexpr = C_IN * MULT
-    EVEN_C: tl.constexpr = C_OUT % BLOCK_C == 0
-    # 16-bit inputs sum each filter row in their own type unless F32_TAPS (`_interior_taps`)
-    ROW_SUMS_16: tl.constexpr = not F32_TAPS and x_ptr.dtype.element_ty != tl.float32
-    wt, ht, od, n, oh, ow, p_ok, co, c_ok = _cl_tile(OD, OH, OW, C_OUT, BLOCK_H, BLOCK_W, BLOCK_C)
-    ci = co // MULT
+    if LOOP == COLUMNS_LOOP:
+        # BLOCK_H rows x BLOCK_W columns unrolled: one [rows, channels] accumulator and store per output column
+        wt, ht, od, n = _spatial_tile(tl.program_id(0), OD, OH, OW, BLOCK_H, BLOCK_W)
+        oh = ht * BLOCK_H + tl.arange(0, BLOCK_H)
+        ow0 = wt * BLOCK_W
+        co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        c_ok = co < C_OUT
+        acc = _column_sums(
+            x_ptr, w_ptr, n, od, oh, ow0, co, c_ok, ID, IH, IW,
+            C_IN, MULT, KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C, ROW_SUMS_16,
+        )  # fmt: skip
+        for w in tl.static_range(BLOCK_W):
+            ow = ow0 + w + tl.zeros_like(oh)
+            p_ok = (oh < OH) & (ow < OW)
+            _store_cl_tile(
+                acc[w], b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
+                e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+                C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
+            )  # fmt: skip
+    else:
+        wt, ht, od, n, oh, ow, p_ok, co, c_ok = _cl_tile(OD, OH, OW, C_OUT, BLOCK_H, BLOCK_W, BLOCK_C)
+        ci = co // MULT
+        if LOOP == TAPS_LOOP:
+            acc = _tap_rows_sums(
+                x_ptr, w_ptr, n, od, oh, ow, p_ok, co, c_ok, ci, ID, IH, IW, C_IN, C_OUT,
+                KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C, TAP_ROWS, TAP_SLOTS,
+            )  # fmt: skip
+        else:
+            tl.static_assert(LOOP == DIRECT_LOOP, "unknown depthwise loop")
+            acc = _direct_sums(
+                x_ptr, w_ptr, n, od, ht, wt, oh, ow, p_ok, co, c_ok, ci, ID, IH, IW, OH, OW, C_IN, C_OUT,
+                KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, BLOCK_H, BLOCK_W, BLOCK_C, ROW_SUMS_16,
+            )  # fmt: skip
+        _store_cl_tile(
+            acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
+            e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
+            C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
+        )  # fmt: skip
 
+
+@triton.jit
+def _direct_sums(
+    x_ptr, w_ptr, n, od, ht, wt, oh, ow, p_ok, co, c_ok, ci, ID, IH, IW, OH, OW, C_IN: tl.constexpr,
+    C_OUT: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, SD: tl.constexpr,
+    SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DD: tl.constexpr,
+    DH: tl.constexpr, DW: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
+    ROW_SUMS_16: tl.constexpr,
+):  # fmt: skip
+    """The direct loop's [positions, channels] sums of the `_cl_tile` tile (positions oh, ow; channels co read
+    from input channels ci): a tap at a time, interior tiles without bounds checks."""
+    EVEN_C: tl.constexpr = C_OUT % BLOCK_C == 0
     # Pointers of tap (0, 0, 0); every other tap adds a scalar (the kw part a compile-time constant, which
     # the compiler folds into the load's address), so the per-element work of a tap is a load and an FMA.
     id0 = od * SD - PD
@@ -165,11 +223,7 @@ def _depthwise_cl_kernel(
                         acc += xv.to(tl.float32) * wv[None, :]
                 if ROW_SUMS_16:
                     acc += row.to(tl.float32)
-    _store_cl_tile(
-        acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
-        e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
-        C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
-    )  # fmt: skip
+    return acc
 
 
 @triton.jit
@@ -195,22 +249,17 @@ def _store_cl_tile(acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
 
 
 @triton.jit
-def _depthwise_cl_taps_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, ID, IH, IW, OD, OH, OW, e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr,
-    e3_sn, e3_sc,
-    C_IN: tl.constexpr, MULT: tl.constexpr, KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
-    PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, OUT_CL: tl.constexpr,
-    HAS_BIAS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr,
-    TAP_ROWS: tl.constexpr, TAP_SLOTS: tl.constexpr, PROGRAM: tl.constexpr, E_KINDS: tl.constexpr,
+def _tap_rows_sums(
+    x_ptr, w_ptr, n, od, oh, ow, p_ok, co, c_ok, ci, ID, IH, IW, C_IN: tl.constexpr, C_OUT: tl.constexpr,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr, TAP_ROWS: tl.constexpr,
+    TAP_SLOTS: tl.constexpr,
 ):  # fmt: skip
-    # One load per TAP_ROWS filter rows instead of one per tap: a [positions, taps, channels] tile, so the
-    # loads of every tap of those rows are in flight together. Small maps at batch 1 give each SM a few warps
-    # only, and a tap at a time leaves each warp waiting out a memory latency per tap.
-    C_OUT: tl.constexpr = C_IN * MULT
-    _, _, od, n, oh, ow, p_ok, co, c_ok = _cl_tile(OD, OH, OW, C_OUT, BLOCK_H, BLOCK_W, BLOCK_C)
-    ci = co // MULT
-
+    """The taps loop's [positions, channels] sums of the `_cl_tile` tile (as `_direct_sums`). One load per TAP_ROWS
+    filter rows instead of one per tap: a [positions, taps, channels] tile, so the loads of every tap of those rows
+    are in flight together. Small maps at batch 1 give each SM a few warps only, and a tap at a time leaves each
+    warp waiting out a memory latency per tap."""
     # Tap slot s of a load is filter row (first row + s // KW), column s % KW; slots past the rows are masked.
     # The loaded tile is [slots, positions, channels]: the lanes of a warp spread over channels, then positions,
     # so each thread holds every slot of its elements and the reduction over slots needs no shuffles.
@@ -242,11 +291,7 @@ def _depthwise_cl_taps_kernel(
                 w_ptr + taps[:, None] * C_OUT + co[None, :], mask=slot_ok[:, None] & c_ok[None, :], other=0.0
             )
             acc += tl.sum(xv.to(tl.float32) * wv[:, None, :], axis=0)
-    _store_cl_tile(
-        acc, b_ptr, y_ptr, n, od, oh, ow, p_ok, co, c_ok, OD, OH, OW,
-        e1_ptr, e1_sn, e1_sc, e2_ptr, e2_sn, e2_sc, e3_ptr, e3_sn, e3_sc,
-        C_OUT, OUT_CL, HAS_BIAS, PROGRAM, E_KINDS,
-    )  # fmt: skip
+    return acc
 
 
 @triton.jit

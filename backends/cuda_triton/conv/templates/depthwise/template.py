@@ -14,7 +14,6 @@ from ..base import ConvTemplate
 from ..epilogue_args import epilogue_args, epilogue_constexprs
 from ..geometry import INT32_MAX, Geometry, dense_sample_problems, pad3
 from ..launch_args import dim_constexprs, size_args
-from .columns_kernel import _depthwise_cl_columns_kernel
 from .geometry import (
     band_geometry,
     band_is_1d,
@@ -28,10 +27,12 @@ from .geometry import (
     tap_rows_and_slots,
 )
 from .kernels import (
+    COLUMNS_LOOP,
+    DIRECT_LOOP,
+    TAPS_LOOP,
     _depthwise_band1d_kernel,
     _depthwise_band_kernel,
     _depthwise_cl_kernel,
-    _depthwise_cl_taps_kernel,
     _depthwise_nc_kernel,
 )
 from .schedules import heuristic_schedule, schedules
@@ -132,16 +133,15 @@ class DepthwiseTemplate(ConvTemplate):
         ]
         if channels_last(problem):
             fn, args = _depthwise_cl_kernel, (*args, *epilogue_args(problem))
-            if is_taps(schedule):
-                fn = _depthwise_cl_taps_kernel
-                rows, slots = tap_rows_and_slots(problem, schedule)
-                constexprs += [("TAP_ROWS", rows), ("TAP_SLOTS", slots)]
-            elif is_columns(schedule):
-                fn = _depthwise_cl_columns_kernel
-                constexprs.append(("ROW_SUMS_16", sums_rows_in_16_bit(problem, schedule)))
-            else:
-                constexprs.append(("F32_TAPS", not sums_rows_in_16_bit(problem, schedule)))
-            constexprs += epilogue_constexprs(problem)
+            loop = TAPS_LOOP if is_taps(schedule) else COLUMNS_LOOP if is_columns(schedule) else DIRECT_LOOP
+            rows, slots = tap_rows_and_slots(problem, schedule) if is_taps(schedule) else (0, 0)
+            constexprs += [
+                ("LOOP", loop.value),
+                ("ROW_SUMS_16", sums_rows_in_16_bit(problem, schedule)),
+                ("TAP_ROWS", rows),
+                ("TAP_SLOTS", slots),
+                *epilogue_constexprs(problem),
+            ]
         else:
             fn = _depthwise_nc_kernel
         return [
