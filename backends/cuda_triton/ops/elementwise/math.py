@@ -62,12 +62,18 @@ MUFU_PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
 
 
 @triton.jit
+def mufu_ftz(x, INSTRUCTION: tl.constexpr):
+    """The one-operand fp32 PTX ``INSTRUCTION`` (its mnemonic) on every element of ``x``."""
+    return tl.inline_asm_elementwise(
+        INSTRUCTION + " $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
 def exp2_approx(x):
     """2^x in fp32 (``ex2.approx.ftz.f32``)."""
     if MUFU_PTX:
-        return tl.inline_asm_elementwise(
-            "ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-        )
+        return mufu_ftz(x, "ex2.approx.ftz.f32")
     else:
         return tl.exp2(x)
 
@@ -76,9 +82,7 @@ def exp2_approx(x):
 def reciprocal_approx(x):
     """1 / x in fp32 (``rcp.approx.ftz.f32``)."""
     if MUFU_PTX:
-        return tl.inline_asm_elementwise(
-            "rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-        )
+        return mufu_ftz(x, "rcp.approx.ftz.f32")
     else:
         return 1.0 / x
 
