@@ -3,9 +3,8 @@
 A tile is [BLOCK_K rows, BLOCK_R reduced elements] of at most 4096 elements. Where the input's rows are
 adjacent in memory (the innermost kept dim has unit stride: channels-last global average pooling, whose rows
 are the channels of one image), BLOCK_K spans up to 64 of them, so a load reads whole 128-byte lines of 16-bit
-channels; else BLOCK_R
-covers the reduction (up to 1024 a step) and BLOCK_K fills the tile. Where that leaves fewer than two programs
-per SM over a long reduction, SPLIT programs share each row block's L (kernels.py).
+channels; else BLOCK_R covers the reduction (up to 1024 a step) and BLOCK_K fills the tile. Where that leaves fewer
+than two programs per SM over a long reduction, SPLIT programs share each row block's L (kernels.py).
 
 Both pay on large inputs (`WIDE_TILES_MIN_ELEMENTS`); a small one, such as a batch-1 squeeze-excitation mean,
 takes one row per program over as many programs as it has rows, split only where a program would otherwise walk

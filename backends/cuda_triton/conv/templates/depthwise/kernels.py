@@ -103,12 +103,12 @@ def _interior_taps(acc, x_tile, w_tile, IH, IW, X_COL: tl.constexpr, W_TAP: tl.c
     return acc
 
 
-# The channels-last kernel's LOOP: how a program accumulates its tile (the package docstring has each one).
-DIRECT_LOOP = tl.constexpr(0)  # a tap at a time, interior tiles without bounds checks (`_direct_sums`)
-TAPS_LOOP = tl.constexpr(1)  # TAP_ROWS filter rows of taps per load (`_tap_rows_sums`)
-COLUMNS_LOOP = tl.constexpr(
-    2
-)  # each input column of a filter row loaded once (`columns_kernel._column_sums`)
+# The channels-last kernel's LOOP: how a program accumulates its tile (the package docstring has each one):
+# a tap at a time, interior tiles without bounds checks (`_direct_sums`); TAP_ROWS filter rows of taps per load
+# (`_tap_rows_sums`); each input column of a filter row loaded once (`columns_kernel._column_sums`).
+DIRECT_LOOP = tl.constexpr(0)
+TAPS_LOOP = tl.constexpr(1)
+COLUMNS_LOOP = tl.constexpr(2)
 
 
 @triton.jit

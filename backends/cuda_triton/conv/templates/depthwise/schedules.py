@@ -43,11 +43,12 @@ TAPS_SPACE = load_rows(__file__, "TAPS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C",
 # columns unrolled, each a [BLOCK_H, BLOCK_C] accumulator, 1-4 elements a thread.
 COLS_SPACE = load_rows(__file__, "COLS_SPACE", ("BLOCK_H", "BLOCK_W", "BLOCK_C", "num_warps"))
 # When the heuristic picks the columns kernel: a 2-D channels-last layer of at least 32 channels (the tile's
-# channel block) that the taps kernel does not take, of unit dilation and stride at most 2, with a 5x5 or 7x7
-# filter on an output map at least `COLS_MIN_OUT_W` wide, on the tile `COLS_TILE` (BLOCK_H, BLOCK_W, BLOCK_C,
-# num_warps). The H100 tuner at batch 32 (fp16, us, best columns / best direct / cuDNN): ConvNeXt-T's 7x7 layers 56x56x96 43.3 / 64.5 / 92.7, 28x28x192 25.7 / 38.1 /
-# 54.1, 14x14x384 15.4 / 25.2 / 30.0; EfficientNet-B0's 5x5 layers 28x28x240 22.3 / 32.0 / 37.0 and stride 2
-# from 56x56x144 24.6 / 28.6 / 33.8. On 14x14 maps a 5x5 filter ran 2.2x slower on the columns kernel (46.0 /
+# channel block) that the taps kernel does not take or that has `COLS_OVER_TAPS_OUTPUTS` outputs, of unit dilation
+# and stride at most 2, with a 5x5 or 7x7 filter on an output map at least `COLS_MIN_OUT_W` wide, on the tile
+# `COLS_TILE` (BLOCK_H, BLOCK_W, BLOCK_C, num_warps). The H100 tuner at batch 32 (fp16, us, best columns / best
+# direct / cuDNN): ConvNeXt-T's 7x7 layers 56x56x96 43.3 / 64.5 / 92.7, 28x28x192 25.7 / 38.1 / 54.1, 14x14x384
+# 15.4 / 25.2 / 30.0; EfficientNet-B0's 5x5 layers 28x28x240 22.3 / 32.0 / 37.0 and stride 2 from 56x56x144
+# 24.6 / 28.6 / 33.8. On 14x14 maps a 5x5 filter ran 2.2x slower on the columns kernel (46.0 /
 # 21.1), and on 7x7 maps neither filter size was timed on it; 3x3 filters gained at most 8% (56x56 and 112x112
 # maps). This tile won or came second on every layer above. Other filter sizes, 3-D filters and narrower
 # layers are not timed, so they keep the direct kernel.
@@ -195,11 +196,12 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
     taps = [sch for sch in space if is_taps(sch)]
     _, kh, kw = pad3(problem.kernel, 1)
     outputs = problem.batch * prod(pad3(problem.out_spatial, 1)) * problem.out_channels
-    columns_first = outputs >= COLS_OVER_TAPS_OUTPUTS and wants_columns(problem)
+    columns = wants_columns(problem)
+    columns_first = columns and outputs >= COLS_OVER_TAPS_OUTPUTS
     if taps and min(kh, kw) >= TAPS_MIN_SIDE and outputs <= taps_max_outputs(kh, kw) and not columns_first:
         if problem.out_channels >= TAPS_MIN_CHANNELS or min(kh, kw) > 3:
             return min(taps, key=lambda sch: taps_cost(problem, sch))
-    if wants_columns(problem):
+    if columns:
         bh, bw, bc, warps = COLS_TILE
         wanted = Schedule.make(warps, 1, BLOCK_H=bh, BLOCK_W=bw, BLOCK_C=bc, COLS=1)
         if wanted in space:
@@ -212,8 +214,8 @@ def heuristic_schedule(problem: ConvProblem) -> Schedule:
 
 
 def wants_columns(problem: ConvProblem) -> bool:
-    """Whether the heuristic gives a layer the taps kernel does not take the columns kernel (see
-    `COLS_MIN_OUT_W`)."""
+    """Whether the columns kernel suits a layer (see `COLS_MIN_OUT_W`): the heuristic gives it those the taps
+    kernel does not take, and those of `COLS_OVER_TAPS_OUTPUTS` outputs or more."""
     if not channels_last(problem) or len(problem.kernel) != 2 or problem.out_channels < COLS_MIN_CHANNELS:
         return False
     side = min(problem.kernel)
