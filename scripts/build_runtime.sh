@@ -18,6 +18,11 @@ if [[ -x .venv/bin/cmake ]]; then cmake_bin=.venv/bin/cmake; fi
 if [[ -x .venv/bin/ninja ]]; then export PATH="$root/.venv/bin:$PATH"; fi
 
 mkdir -p "$build"
+# One build at a time per build folder: the test suite's workers (pytest-xdist) may each call this script.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$build/.build_runtime.lock"
+  flock 9
+fi
 log="$(cd "$build" && pwd)/build_runtime.log"
 : >"$log"
 
