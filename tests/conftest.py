@@ -18,10 +18,15 @@ if not _HAS_GPU:
 import pytest  # noqa: E402
 
 if os.environ.get("TRITON_INTERPRET") == "1":
-    # The interpreter computes bf16 dots and arithmetic on raw bits otherwise (conv/templates/_interpreter.py).
-    from cuda_triton.conv.templates._interpreter import patch_interpreter_bf16_dot
+    # The interpreter computes bf16 dots and arithmetic on raw bits otherwise, and spends a third of its time on
+    # overflow checks whose result it discards (conv/templates/_interpreter.py).
+    from cuda_triton.conv.templates._interpreter import (
+        drop_discarded_overflow_checks,
+        patch_interpreter_bf16_dot,
+    )
 
     patch_interpreter_bf16_dot()
+    drop_discarded_overflow_checks()
 
 
 def pytest_collection_modifyitems(config, items):

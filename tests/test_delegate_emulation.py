@@ -237,3 +237,30 @@ def test_emulator_checks_that_launches_leave_state_zero() -> None:
     delegate = EB.EmulatedDelegate(data, named)
     for _ in range(2):
         assert torch.equal(delegate.execute([x]).outputs[0], x)
+
+
+def test_the_interpreters_discarded_overflow_checks_are_dropped() -> None:
+    """With Triton's debug option off the interpreter discards its int32 overflow checks (an overflowing product
+    wraps either way), so conftest and the emulator stop it computing them."""
+    import dataclasses
+
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    assert not builder.options.debug and not builder.options.sanitize_overflow
+
+    @triton.jit
+    def product_kernel(out_ptr, a, b):
+        tl.store(out_ptr, a * b)
+
+    dropped = builder.options
+    for options in (dataclasses.replace(dropped, sanitize_overflow=True), dropped):
+        builder.options = options
+        out = torch.full((1,), -1, dtype=torch.int32)
+        try:
+            product_kernel[(1,)](out, 65536, 65537)
+        finally:
+            builder.options = dropped
+        assert out.item() == 65536  # 2**32 + 65536, wrapped to int32 with or without the check

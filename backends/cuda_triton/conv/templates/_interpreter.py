@@ -5,12 +5,15 @@ fma) work on those raw bits as integers, so every bf16 matmul or bf16 sum it run
 ~1e10; Triton 3.7.1). `patch_interpreter_bf16_dot` widens bf16 operands to fp32 (exact: bf16 is the top half of
 an fp32) before the interpreter's dot, and computes bf16 arithmetic in fp32 rounded once to nearest-even bf16, as
 the GPU's bf16x2 instructions do. The tests and `cuda_triton.tools.emulate_blob` call it; kernels compiled for a
-GPU are unaffected. The kernels that
-take bf16 dot operands also widen them themselves under the interpreter (their DOT_FP32 constexpr,
-`dot_needs_fp32`), so they run right there with or without the patch.
+GPU are unaffected. The kernels that take bf16 dot operands also widen them themselves under the interpreter
+(their DOT_FP32 constexpr, `dot_needs_fp32`), so they run right there with or without the patch.
+
+`drop_discarded_overflow_checks` saves the interpreter the int32 overflow checks whose result it discards.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -73,3 +76,18 @@ def dot_needs_fp32(dtype: str) -> bool:
     interpreter runs them (kernels then widen bf16 operands to fp32 themselves), so compiled kernels always get
     False. Looked up per launch, so tests that build launches as an export does can patch ``interpreting``."""
     return dtype == "bfloat16" and interpreting()
+
+
+def drop_discarded_overflow_checks() -> None:
+    """Stop the interpreter computing int32 overflow checks that it then throws away (idempotent; a no-op without
+    the interpreter or with Triton's debug option on). For every int32 add, sub and mul the interpreter redoes the
+    operation in int64 and compares it with the int32 range to feed an assert, but its builder's options have debug
+    off, and with debug off `tl.device_assert` does nothing: the work changes no result and takes a third of the
+    time of an emulated network."""
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if options is None or getattr(options, "debug", True) or not getattr(options, "sanitize_overflow", False):
+        return
+    builder.options = dataclasses.replace(options, sanitize_overflow=False)
