@@ -20,13 +20,9 @@ import pytest  # noqa: E402
 if os.environ.get("TRITON_INTERPRET") == "1":
     # The interpreter computes bf16 dots and arithmetic on raw bits otherwise, and spends a third of its time on
     # overflow checks whose result it discards (conv/templates/_interpreter.py).
-    from cuda_triton.conv.templates._interpreter import (
-        drop_discarded_overflow_checks,
-        patch_interpreter_bf16_dot,
-    )
+    from cuda_triton.conv.templates._interpreter import patch_interpreter
 
-    patch_interpreter_bf16_dot()
-    drop_discarded_overflow_checks()
+    patch_interpreter()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -26,10 +26,7 @@ from cuda_triton.conv.epilogue import ConvEpilogue, ConvPrologue, epilogue_opera
 from cuda_triton.conv.params import ConvParams  # noqa: E402
 from cuda_triton.conv.problem import ConvProblem  # noqa: E402
 from cuda_triton.conv.templates import get_template  # noqa: E402
-from cuda_triton.conv.templates._interpreter import (  # noqa: E402
-    drop_discarded_overflow_checks,
-    patch_interpreter_bf16_dot,
-)
+from cuda_triton.conv.templates._interpreter import patch_interpreter  # noqa: E402
 from cuda_triton.conv.templates.base import SCRATCH_ROLES  # noqa: E402
 from cuda_triton.conv.templates.epilogue_args import EPILOGUE_ROLES, PROLOGUE_ROLES  # noqa: E402
 from cuda_triton.kernel.launch import KernelLaunch, ScalarArg, Schedule, TensorArg, running_arch  # noqa: E402
@@ -45,9 +42,8 @@ from cuda_triton.serialization.blob import (  # noqa: E402
     deserialize,
 )
 
-if os.environ.get("TRITON_INTERPRET") == "1":  # bf16 kernels are emulated too (see _interpreter.py)
-    patch_interpreter_bf16_dot()
-    drop_discarded_overflow_checks()
+if os.environ.get("TRITON_INTERPRET") == "1":  # bf16 kernels run right, and faster (see _interpreter.py)
+    patch_interpreter()
 
 TORCH_DTYPES = {
     "fp16": torch.float16,

@@ -9,6 +9,7 @@ GPU are unaffected. The kernels that take bf16 dot operands also widen them them
 (their DOT_FP32 constexpr, `dot_needs_fp32`), so they run right there with or without the patch.
 
 `drop_discarded_overflow_checks` saves the interpreter the int32 overflow checks whose result it discards.
+`patch_interpreter` applies both; the tests and the emulator call it.
 """
 
 from __future__ import annotations
@@ -91,3 +92,9 @@ def drop_discarded_overflow_checks() -> None:
     if options is None or getattr(options, "debug", True) or not getattr(options, "sanitize_overflow", False):
         return
     builder.options = dataclasses.replace(options, sanitize_overflow=False)
+
+
+def patch_interpreter() -> None:
+    """Every fix of this module (idempotent): bf16 dots and arithmetic as numbers, no discarded overflow checks."""
+    patch_interpreter_bf16_dot()
+    drop_discarded_overflow_checks()
