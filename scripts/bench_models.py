@@ -14,12 +14,15 @@ Three steps, two machines:
     python scripts/bench_models.py report $OUT/bench_models.json [more runs ...] --out docs/bench/models
 
 Models are names of `cuda_triton.models.zoo.build` (the in-tree zoo, or ``tv:<name>`` for torchvision's
-classification models), with random weights from seed 0 on both machines. Programs are exported device-planned
-(``export_pte.py --device-memory``: intermediates, inputs and outputs of the delegate live on the GPU); the
-runner's latency still includes ExecuTorch's copy of the program's input from host memory (page-locked by the
-runner), which the eager and compiled models, given an input already on the GPU, do not pay. ``--variant
-NAME:FLAGS`` exports each program once more with extra export_pte.py flags, named ``..._NAME`` (e.g.
-``pdl:--programmatic-launch``, ``unfused:--no-fuse-prologues``), so one run times both sides of a change.
+classification models), with random weights from seed 0 on both machines. ``--io`` picks how programs meet their
+inputs and outputs: ``device`` (default; ``export_pte.py --device-io``) keeps them in device memory, as the eager
+and compiled models get an input already on the GPU, so nothing is copied per execution and the runner times each
+execution to the end of its GPU work; ``boundary`` (``--device-memory``) plans the delegate's I/O on the GPU with
+ExecuTorch's host<->device copies at the program boundary, which the runner's latency then includes (from
+page-locked host memory); ``host`` plans it in host memory (the delegate stages it). ``--variant NAME:FLAGS``
+exports each program once more with extra export_pte.py flags, named ``..._NAME`` (e.g.
+``pdl:--programmatic-launch``, ``unfused:--no-fuse-prologues``, or an I/O mode as ``copy:--io=boundary``), so one
+run times both sides of a change.
 
 `run`, for every program: the runner's median over ``--num-executions`` (its outputs checked against the CPU
 reference with scripts/gpu_validate.py's thresholds), PyTorch eager's and torch.compile's (``mode=
@@ -35,6 +38,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +47,13 @@ import gpu_validate as gv  # noqa: E402  (the carry, the runner build, the outpu
 
 SET = "bench_models"
 DEVICE_COMMAND = "PYTHONPATH=backends python scripts/bench_models.py run --out $OUT"
-HOST_IO = "--host-io"
+# --io: the export_pte.py flags of each way a program meets its inputs and outputs
+IO_FLAGS = {"device": ("--device-io",), "boundary": ("--device-memory",), "host": ()}
+IO_NOTE = {
+    "device": "keep their inputs and outputs in device memory: no copy per execution",
+    "boundary": "device-planned, with the input's host-to-device copy in the runner's latency",
+    "host": "host-planned: the delegate stages its I/O",
+}
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -69,6 +79,9 @@ def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
         raise argparse.ArgumentTypeError(
             f"--variant takes NAME:FLAGS, e.g. pdl:--programmatic-launch, not {text!r}"
         )
+    for flag in flags.split():
+        if flag.startswith("--io=") and flag[len("--io=") :] not in IO_FLAGS:
+            raise argparse.ArgumentTypeError(f"{flag}: the I/O modes are {', '.join(IO_FLAGS)}")
     return name, tuple(flags.split())
 
 
@@ -76,7 +89,7 @@ def entries(
     models: list[str],
     dtypes: list[str],
     batches: list[int],
-    host_io: bool,
+    io: str,
     variants: Sequence[tuple[str, tuple[str, ...]]] = (),
 ) -> list[gv.Entry]:
     out: list[gv.Entry] = []
@@ -84,21 +97,20 @@ def entries(
         shape = default_shape(model)
         for dtype in dtypes:
             for batch in batches:
-                flags = ("--input-shape", ",".join(map(str, (batch, *shape[1:]))))
-                if not host_io:
-                    flags += ("--device-memory",)
+                base = ("--input-shape", ",".join(map(str, (batch, *shape[1:]))))
                 name = entry_name(model, dtype, batch)
-                out.append((name, model, dtype, flags, "pass"))
+                out.append((name, model, dtype, (*base, *IO_FLAGS[io]), "pass"))
                 for variant, extra in variants:
-                    # `--host-io` is this script's flag, not export_pte.py's: that variant is host-planned.
-                    base = tuple(f for f in flags if f != "--device-memory") if HOST_IO in extra else flags
-                    rest = tuple(f for f in extra if f != HOST_IO)
-                    out.append((f"{name}_{variant}", model, dtype, (*base, *rest), "pass"))
+                    # `--io=MODE` is this script's flag, not export_pte.py's: it replaces the I/O flags.
+                    modes = [f[len("--io=") :] for f in extra if f.startswith("--io=")]
+                    rest = tuple(f for f in extra if not f.startswith("--io="))
+                    io_flags = IO_FLAGS[modes[-1] if modes else io]
+                    out.append((f"{name}_{variant}", model, dtype, (*base, *io_flags, *rest), "pass"))
     return out
 
 
 def prepare(args: argparse.Namespace) -> int:
-    gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.host_io, args.variant)
+    gv.SETS[SET] = entries(args.models, args.dtypes, args.batches, args.io, args.variant)
     gv.DEVICE_COMMAND = DEVICE_COMMAND
     rc = gv.prepare(
         argparse.Namespace(set=SET, archs=args.archs, only=args.only, fresh=args.fresh), finish=False
@@ -141,6 +153,11 @@ def materialize(io: dict[str, Any]) -> None:
         target = gv.EXPORTS / mine["file"]
         if not target.exists():
             target.write_bytes((gv.EXPORTS / theirs["file"]).read_bytes() * tiled["times"])
+
+
+def io_mode(flags: Sequence[str]) -> str:
+    """The ``--io`` mode of a program exported with these export_pte.py flags."""
+    return next((mode for mode, f in IO_FLAGS.items() if f and f[0] in flags), "host")
 
 
 # ---- run (GPU machine) --------------------------------------------------------------------------------------
@@ -203,7 +220,11 @@ def run(args: argparse.Namespace) -> int:
     runner = gv.build_runner(log)
     rows: list[dict[str, Any]] = []
     torch_rows: dict[tuple, dict[str, Any]] = {}
-    for entry in manifest["entries"]:
+    chosen = [e for e in manifest["entries"] if not args.only or any(fnmatch(e["name"], p) for p in args.only)]
+    if not chosen:
+        print(f"no program of {gv.MANIFEST} matches --only {' '.join(args.only)}", file=sys.stderr)
+        return 2
+    for entry in chosen:
         io = json.loads((gv.EXPORTS / entry["io"]).read_text())
         materialize(io)
         lat, out_file, info = gv.run_runner(runner, entry, io, out_dir, args.num_executions, args.warmup)
@@ -211,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         row: dict[str, Any] = {
             "name": entry["name"], "model": entry["model"], "dtype": entry["dtype"],
             "batch": io["inputs"][0]["shape"][0], "ok": bool(check["ok"]), "check": check,
-            "runner_ms": lat["median_ms"] if lat else None, "runner": info,
+            "runner_ms": lat["median_ms"] if lat else None, "runner": info, "io": io_mode(entry.get("flags", [])),
         }  # fmt: skip
         if args.etdump and info.get("rc") == 0:
             row["etdump"] = profile_run(runner, entry, io, out_dir)
@@ -236,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         "date": gv._now(), "gpu": gpu, "torch": torch.__version__,
         "command": DEVICE_COMMAND + (" --etdump" if args.etdump else ""),
         "exported": manifest.get("created"), "num_executions": args.num_executions, "rows": rows,
+        "io": ",".join(sorted({r["io"] for r in rows})),
     }  # fmt: skip
     (out_dir / "bench_models.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out_dir / "bench_models.md").write_text(markdown(summary))
@@ -294,7 +316,7 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
         f"# Whole models: runner vs PyTorch eager vs torch.compile ({s['gpu']})",
         "",
         f"{s['date']}, torch {s['torch']}, medians of {s['num_executions']} forwards (CUDA events; input on the "
-        f"GPU; device-planned programs). Command: `{s['command']}` (programs exported {s.get('exported')}).",
+        f"GPU; the runner's programs {IO_NOTE.get(s.get('io', 'boundary'), 'in the I/O mode their names say')}). Command: `{s['command']}` (programs exported {s.get('exported')}).",
         "",
         "| model | dtype | batch | runner ms | eager ms | compiled ms | vs eager | vs compiled | delegate GPU ms | "
         "input copy ms | execute host us | err/max |",
@@ -407,12 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtypes", type=lambda s: s.split(","), default=["fp16"])
     p.add_argument("--batches", type=lambda s: [int(b) for b in s.split(",")], default=[1])
     p.add_argument("--archs", default="90")
-    p.add_argument("--host-io", action="store_true", help="host-planned programs (the runner copies I/O)")
+    p.add_argument(
+        "--io", choices=list(IO_FLAGS), default="device",
+        help="device: inputs and outputs stay in device memory (default; no copy per execution); boundary: "
+        "ExecuTorch copies them at the program boundary; host: host-planned (the delegate stages them)",
+    )  # fmt: skip
     p.add_argument(
         "--variant", action="append", type=parse_variant, default=[], metavar="NAME:FLAGS",
         help="also export each program with these export_pte.py flags, named <entry>_NAME (repeatable), e.g. "
-        "pdl:--programmatic-launch, unfused:--no-fuse-prologues, or host:--host-io (host-planned I/O): an A/B in "
-        "one device call",
+        "pdl:--programmatic-launch, unfused:--no-fuse-prologues, or copy:--io=boundary (another I/O mode): an "
+        "A/B in one device call",
     )  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="re-export programs the export cache has")
     p.add_argument("--only", nargs="*", help="only these entry names (<model>_<dtype>_b<batch>, tv: as tv_)")
@@ -420,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True)
     r.add_argument("--num-executions", type=int, default=100)
     r.add_argument("--warmup", type=int, default=10)
+    r.add_argument(
+        "--only", nargs="*", help="only the carried programs whose names match these patterns (fnmatch: tv_*_b32)"
+    )
     r.add_argument(
         "--etdump", action="store_true", help="also a profiled run per program, its ETDump written to --out"
     )

@@ -245,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         "the CUDA DeviceAllocator)",
     )  # fmt: skip
     ap.add_argument(
+        "--device-io", action="store_true",
+        help="with --device-memory implied: the program's inputs and outputs stay in device memory too (no copy at "
+        "the program boundary; the caller hands over and receives CUDA tensors, cuda_triton.device_io)",
+    )  # fmt: skip
+    ap.add_argument(
         "--no-reference", action="store_true", help="do not write the reference input/output pair"
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the random weights and inputs")
@@ -280,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         archs=args.archs,
         **option_flags(args),
         tuning_table=args.tuning_table,
-        target_device="cuda:0" if args.device_memory else None,
+        target_device="cuda:0" if args.device_memory or args.device_io else None,
     )
     t_start = time.perf_counter()
     name, model, example = build_model(args, dtype)
@@ -309,7 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         edge = to_edge(ep).to_backend(partitioner)
     t2 = time.perf_counter()
-    program = edge.to_executorch()
+    if args.device_io:
+        from cuda_triton.device_io import device_io_backend_config
+
+        program = edge.to_executorch(device_io_backend_config())
+    else:
+        program = edge.to_executorch()
     t3 = time.perf_counter()
     program.save(str(out))
     written = [out]

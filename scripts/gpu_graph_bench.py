@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for p in programs:
         io = json.loads((gpu_validate.EXPORTS / entries[p.name]["io"]).read_text())
-        device_planned = "--device-memory" in entries[p.name].get("flags", [])
+        device_planned = bool({"--device-memory", "--device-io"} & set(entries[p.name].get("flags", [])))
         base = ["--model_path", str(p.pte), "--inputs", ",".join(map(str, p.inputs))]
         for f in p.data_files:
             base += ["--data_path", str(f)]

@@ -20,8 +20,10 @@ carry=.carry/gpu_validate
 pack() { (cd "$o" && find . -type f -size -2M -print0 | tar czf "$OUT/whole_models.tgz" --null -T -); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+# ONLY="tv_*_b32 demo_*": a part of the carried programs (one call's time limit may not fit them all)
+read -ra only <<< "${ONLY:-}"
 gpu_step models "${T_MODELS:-300}" python3 scripts/bench_models.py run --out "$o/models" --etdump \
-  --num-executions "${EXECUTIONS:-100}"
+  --num-executions "${EXECUTIONS:-100}" ${ONLY:+--only "${only[@]}"}
 pack
 # the input copy page-locked (the runner's default) and pageable: of the largest program, or of the programs
 # whose names PIN_PROGRAMS lists (e.g. PIN_PROGRAMS="wav2vec2_fp16_b1 video_fp32_b1")

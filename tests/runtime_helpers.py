@@ -41,14 +41,18 @@ def export_tiny(
     extra_specs: tuple[tuple[str, bytes], ...] = (),
     families: tuple[str, ...] | None = None,
     variant: str = "",
+    device_io: bool = False,
 ) -> tuple[Path, list[bytes], dict[str, bytes]]:
     """A conv -> relu -> 1x1 conv model lowered with the real CudaTritonPartitioner; returns the .pte, the
     delegate blobs in execution order and the delegates' named data (key -> bytes: weights and cubins). With
     ``external_tag`` the weights go to ``<tag>.ptd`` beside the .pte; ``extra_specs`` are added to the compile
     specs. ``families`` limits the partitioner to those op families (``("conv",)``: the relu runs on the CPU
     between two delegates). ``variant`` names an export made under a test's patches, cached apart from the others.
+    ``device_io``: device-planned with the program's inputs and outputs left in device memory
+    (`cuda_triton.device_io`).
     Cached per process (exports take a while on 2 cores)."""
-    key = (device_memory, archs, external_tag, extra_specs, families, variant)
+    device_memory = device_memory or device_io
+    key = (device_memory, archs, external_tag, extra_specs, families, variant, device_io)
     if key in _tiny_cache:
         return _tiny_cache[key]
     import torch
@@ -92,8 +96,14 @@ def export_tiny(
     stem += "".join(f"_{k}{v.decode()}" for k, v in extra_specs)
     stem += "" if families is None else "_" + "_".join(families)
     stem += f"_{variant}" if variant else ""
+    stem += "_device_io" if device_io else ""
     path = Path(directory) / f"{stem}.pte"
-    program = lowered.to_executorch()
+    if device_io:
+        from cuda_triton.device_io import device_io_backend_config
+
+        program = lowered.to_executorch(device_io_backend_config())
+    else:
+        program = lowered.to_executorch()
     path.write_bytes(program.buffer)
     if external_tag:
         program.write_tensor_data_to_file(str(directory))

@@ -221,6 +221,62 @@ def test_device_planned_io_is_page_locked(build, tmp_path, device_planned, pin: 
         assert not any(_after_pinned_h2d(lines, i) for i in range(len(lines)))
 
 
+@pytest.fixture(scope="module")
+def device_io(tmp_path_factory):
+    return export_tiny(tmp_path_factory.mktemp("pte_dev_io"), device_io=True)
+
+
+def test_device_resident_io_copies_nothing_per_execution(build, tmp_path, device_io) -> None:
+    """A program whose inputs and outputs stay in device memory (`cuda_triton.device_io`): the runner copies the
+    input to device memory once and the output back once, after the timed runs; each execution replays the graph
+    and is followed by one synchronization (the runner's: nothing in execute() waits for the GPU); the kernels read
+    the input's bytes where the runner put them, and nothing is page-locked (there is no host side)."""
+    pte, blobs, _ = device_io
+    _, counts = _expected(blobs, 80)
+    x = np.random.default_rng(3).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    r, log = _run(build, tmp_path, pte, counts, cc="8.0",
+                  args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "3", "--warmup", "1",
+                        "--output_file", str(tmp_path / "out.bin")))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "device-resident I/O: 1 inputs copied to device memory once, 1 outputs left there" in r.stdout
+    lines = log.read_text().splitlines()
+    assert not [line for line in lines if line.startswith("FAIL")]
+    copies = [line for line in lines if line.startswith("COPY ")]
+    assert copies == [f"COPY HtoD {x.nbytes}", f"COPY DtoH {4 * int(np.prod(OUTPUT_SHAPE))}"], copies
+    first_launch = min(i for i, line in enumerate(lines) if line.startswith(("LAUNCH", "GRAPH_LAUNCH")))
+    assert lines.index(copies[0]) < first_launch and lines.index(copies[1]) > first_launch
+    replays = [i for i, line in enumerate(lines) if line == "GRAPH_LAUNCH"]
+    assert len(replays) == 4, lines
+    ends = [*replays[1:], lines.index(copies[1])]
+    assert all(lines[a:b].count("SYNC") == 1 for a, b in zip(replays, ends, strict=True)), lines
+    assert not any(line.startswith(("PIN ", "UNPIN ")) for line in lines)
+    assert (tmp_path / "out.bin").stat().st_size == 4 * int(np.prod(OUTPUT_SHAPE))
+    # The kernels of the first (captured) execution read the input's bytes in the runner's device buffer.
+    expected, _ = _expected(blobs, 80)
+    rows = _parse_log(log)
+    first_blob = deserialize(blobs[0])
+    refs = [j for j, a in enumerate(expected[0][6])
+            if isinstance(a, ValueRef) and first_blob.values[a.value].kind == "input"]  # fmt: skip
+    assert refs and all(rows[0][5][j] == _fnv16(x.tobytes()) for j in refs)
+
+
+def test_device_resident_io_survives_load_cycles(build, tmp_path, device_io) -> None:
+    pte, blobs, _ = device_io
+    _, counts = _expected(blobs, 80)
+    r, _ = _run(build, tmp_path, pte, counts, cc="8.0", args=("--num_executions", "1", "--load_cycles", "2"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "load cycle 2:" in r.stdout
+
+
+def test_device_resident_io_without_a_device_is_a_clean_error(build, tmp_path, device_io) -> None:
+    pte, blobs, _ = device_io
+    _, counts = _expected(blobs, 80)
+    r, _ = _run(build, tmp_path, pte, counts, extra_env={"FAKE_CUDA_OOM_AFTER": "0"})
+    assert r.returncode == 1 and "cuda_triton_runner: error:" in r.stderr, r.stderr[-2000:]
+    assert "Segmentation" not in r.stderr and "Aborted" not in r.stderr
+
+
 def test_wrong_arch_is_a_clean_error(build, tmp_path, host_planned) -> None:
     pte, blobs, _ = host_planned
     r, _ = _run(build, tmp_path, pte, _expected(blobs, 80)[1], cc="9.0")

@@ -8,6 +8,7 @@ device memory) is left to the GPU run; the plumbing, the classification and the 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
@@ -183,18 +184,25 @@ def test_bench_models_report_merges_runs(tmp_path, monkeypatch) -> None:
     assert merged["date"] == "d1, d3"
 
 
-def test_bench_models_host_io_variant(monkeypatch) -> None:
-    """A ``--variant NAME:--host-io`` entry is the same program host-planned: ``--device-memory`` dropped, the
-    variant's other flags kept; other variants add their flags to the device-planned base."""
+def test_bench_models_io_modes_and_variants(monkeypatch) -> None:
+    """Programs keep their I/O in device memory by default (``--device-io``); ``--variant NAME:--io=MODE ...``
+    is the same program with another I/O mode (its I/O flags replaced, its other flags kept); other variants add
+    their flags to the base's; an unknown mode is refused."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     bench_models = importlib.import_module("bench_models")
-    variants = [bench_models.parse_variant("host:--host-io --no-fuse-prologues"),
+    variants = [bench_models.parse_variant("host:--io=host --no-fuse-prologues"),
+                bench_models.parse_variant("copy:--io=boundary"),
                 bench_models.parse_variant("pdl:--programmatic-launch")]  # fmt: skip
-    rows = {e[0]: e[3] for e in bench_models.entries(["demo"], ["fp16"], [1], False, variants)}
-    assert "--device-memory" in rows["demo_fp16_b1"]
-    assert "--device-memory" not in rows["demo_fp16_b1_host"] and "--host-io" not in rows["demo_fp16_b1_host"]
+    rows = {e[0]: e[3] for e in bench_models.entries(["demo"], ["fp16"], [1], "device", variants)}
+    assert rows["demo_fp16_b1"][-1] == "--device-io"
+    assert not any(f.startswith(("--device", "--io")) for f in rows["demo_fp16_b1_host"])
     assert rows["demo_fp16_b1_host"][-1] == "--no-fuse-prologues"
+    assert rows["demo_fp16_b1_copy"][-1] == "--device-memory" and "--device-io" not in rows["demo_fp16_b1_copy"]
     assert rows["demo_fp16_b1_pdl"] == (*rows["demo_fp16_b1"], "--programmatic-launch")
+    boundary = {e[0]: e[3] for e in bench_models.entries(["demo"], ["fp16"], [1], "boundary")}
+    assert boundary["demo_fp16_b1"][-1] == "--device-memory"
+    with pytest.raises(argparse.ArgumentTypeError, match="I/O modes"):
+        bench_models.parse_variant("x:--io=pinned")
     row = {"model": "tv:convnext_tiny", "dtype": "float16", "batch": 32}
     labels = [bench_models.model_label({**row, "name": n}) for n in ("tv_convnext_tiny_fp16_b32", "tv_convnext_tiny_fp16_b32_fold")]  # fmt: skip
     assert labels == ["tv:convnext_tiny", "tv:convnext_tiny (fold)"]

@@ -275,6 +275,30 @@ const char* cuda_triton_backend_execution_summary(void) {
   return summary.c_str();
 }
 
+int cuda_triton_backend_synchronize(int device) {
+  cuda_triton::DeviceRuntime* rt = nullptr;
+  cuda_triton::Status st = cuda_triton::DeviceRuntime::get(device, &rt);
+  if (st.ok()) {
+    st = rt->health();
+  }
+  if (st.ok()) {
+    cuda_triton::ScopedContext scope(rt->context());
+    st = scope.status();
+    if (st.ok()) {
+      st = cuda_triton::check_cu(cuda_triton::Driver::get().cuStreamSynchronize(rt->stream()),
+                                 "cuStreamSynchronize (the delegates' work)");
+      if (!st.ok()) {
+        rt->record_failure(st);
+      }
+    }
+  }
+  if (!st.ok()) {
+    cuda_triton::remember_backend_error("CudaTritonBackend: " + st.message());
+    return -1;
+  }
+  return 0;
+}
+
 int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes) {
   return cuda_triton::in_device_context(device, [&] {
     size_t free_b = 0, total_b = 0;

@@ -45,6 +45,11 @@ const char* cuda_triton_backend_execution_summary(void);
 int cuda_triton_backend_pin_host_memory(void* ptr, unsigned long long bytes);
 // Undoes cuda_triton_backend_pin_host_memory for the range that starts at `ptr`; 0 on success, -1 otherwise.
 int cuda_triton_backend_unpin_host_memory(void* ptr);
+// Waits for the work of every delegate (and the CUDA allocator's copies) on device `device`'s shared stream: what a
+// caller does before it reads the outputs of a program whose outputs stay in device memory (cuda_triton.device_io),
+// as nothing in execute() waits for the GPU then. 0 on success; -1 when the device cannot be used or the work
+// failed on it (cuda_triton_backend_last_error says why; a fault makes the device unusable for later executes).
+int cuda_triton_backend_synchronize(int device);
 // Free and total memory of CUDA device `device` (cuMemGetInfo in its primary context); 0 on success, -1 when the
 // device cannot be queried.
 int cuda_triton_backend_device_memory(int device, unsigned long long* free_bytes, unsigned long long* total_bytes);

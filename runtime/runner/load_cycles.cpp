@@ -9,6 +9,7 @@
 #include <executorch/extension/module/module.h>
 
 #include "backend/cuda_triton_backend.h"
+#include "runner/device_io.h"
 
 namespace cuda_triton::runner {
 
@@ -63,9 +64,27 @@ bool run_load_cycles(const LoadCycleOptions& options, const std::vector<EValue>&
       if (e != Error::Ok) {
         return failed(error, i, "loading method '" + options.method_name + "'", e);
       }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      auto method = module->method(options.method_name);
+#pragma GCC diagnostic pop
+      if (!method.ok()) {
+        return failed(error, i, "getting method '" + options.method_name + "'", method.error());
+      }
+      // `inputs` are the main run's: already in device memory where the program wants them there.
+      DeviceResidentIo device_io;
+      std::string why;
+      if (!device_io.prepare_outputs(**method, &why)) {
+        *error = "load cycle " + std::to_string(i) + ": " + why;
+        return false;
+      }
       auto out = module->execute(options.method_name, inputs);
       if (!out.ok()) {
         return failed(error, i, "executing", out.error());
+      }
+      if (device_io.active() && !DeviceResidentIo::synchronize(&why)) {
+        *error = "load cycle " + std::to_string(i) + ": " + why;
+        return false;
       }
     }  // the module, its method and every delegate are destroyed here
     if (i == 1 || i % every == 0 || i == options.cycles) {

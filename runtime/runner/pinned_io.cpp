@@ -41,7 +41,9 @@ std::vector<HostRange> merge_by_page(std::vector<HostRange> ranges, uintptr_t pa
 size_t PinnedIo::pin(const Method& method) {
   std::vector<HostRange> ranges;
   const auto add = [&](const EValue& v) {
-    if (v.isTensor() && v.toTensor().nbytes() > 0 && v.toTensor().const_data_ptr() != nullptr) {
+    // Device-resident I/O (cuda_triton.device_io) has no host side to pin.
+    if (v.isTensor() && v.toTensor().nbytes() > 0 && v.toTensor().const_data_ptr() != nullptr &&
+        v.toTensor().device_type() == executorch::runtime::etensor::DeviceType::CPU) {
       const auto begin = reinterpret_cast<uintptr_t>(v.toTensor().const_data_ptr());
       ranges.push_back({begin, begin + v.toTensor().nbytes()});
     }
