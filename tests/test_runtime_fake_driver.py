@@ -261,6 +261,23 @@ def test_device_resident_io_copies_nothing_per_execution(build, tmp_path, device
     assert refs and all(rows[0][5][j] == _fnv16(x.tobytes()) for j in refs)
 
 
+def test_device_io_program_plans_no_memory_for_its_io(device_io) -> None:
+    """The program's own input and output are CUDA tensors with no planned memory (the caller's), and nothing but
+    the delegate runs; the config refuses to have its two fields overridden."""
+    from cuda_triton.device_io import device_io_backend_config
+    from executorch.exir._serialize import _deserialize_pte_binary
+    from executorch.exir.schema import DeviceType
+
+    pte, _, _ = device_io
+    plan = _deserialize_pte_binary(pte.read_bytes()).program.execution_plan[0]
+    for index in (*plan.inputs, *plan.outputs):
+        tensor = plan.values[index].val
+        assert tensor.allocation_info is None and tensor.extra_tensor_info.device_type == DeviceType.CUDA
+    assert [op.name for op in plan.operators] == [] and len(plan.delegates) == 1
+    with pytest.raises(ValueError, match="sets memory_planning_pass itself"):
+        device_io_backend_config(memory_planning_pass=None)
+
+
 def test_device_resident_io_survives_load_cycles(build, tmp_path, device_io) -> None:
     pte, blobs, _ = device_io
     _, counts = _expected(blobs, 80)
