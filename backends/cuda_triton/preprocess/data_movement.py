@@ -34,7 +34,6 @@ from ..ops.data_movement import CatSpec, PadSpec, SplitSpec, StridedCopySpec, Up
 from ..ops.data_movement.shape import slice_start
 from ..ops.data_movement.views import view_strides
 from ..ops.tensor_meta import is_channels_last_contiguous, is_contiguous
-from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import (
     RESHAPES,
     DataMovementConfig,
@@ -44,19 +43,8 @@ from ..partition.config.data_movement import (
     spec_on,
     with_recorded_layout,
 )
-from ..serialization import (
-    ELEMENT_SIZE,
-    CatRecord,
-    CopyRecord,
-    OpRecord,
-    PadRecord,
-    PermuteRecord,
-    ReshapeRecord,
-    SliceRecord,
-    SplitRecord,
-    UpsampleRecord,
-    ValueRef,
-)
+from ..partition.config.nodes import bound_arguments
+from ..serialization import ELEMENT_SIZE, OpRecord, ValueRef, records
 from ..serialization.encoding import VIEW_ALIGNMENT
 from ..utils.graph import tensor_val
 from .draft import CudaTritonPreprocessError, node_errors
@@ -90,7 +78,7 @@ def draft_data_movement(node: Node, pd: ProgramDraft) -> None:
             _draft_strided(node, pd, refs[0], spec)
         elif isinstance(spec, CatSpec):
             out = _result(node, pd, spec)
-            record = CatRecord(inputs=[r.value for r in refs], output=out, dim=spec.dim)
+            record = records.CatRecord(inputs=[r.value for r in refs], output=out, dim=spec.dim)
             _add(node, pd, record, spec, refs, {"out": out})
         elif isinstance(spec, SplitSpec):
             _draft_split(node, pd, refs[0], spec)
@@ -205,30 +193,30 @@ def _strided_record(
     args = bound_arguments(node)
     rank = spec.input.rank
     if op in RESHAPES:
-        return ReshapeRecord(input=x.value, output=out)
+        return records.ReshapeRecord(input=x.value, output=out)
     if op is aten.permute_copy.default:
-        return PermuteRecord(input=x.value, output=out, perm=[int(d) % rank for d in args["dims"]])
+        return records.PermuteRecord(input=x.value, output=out, perm=[int(d) % rank for d in args["dims"]])
     if op is aten.slice_copy.Tensor:
         dim = int(args.get("dim", 0)) % rank
         start = slice_start(spec.input.sizes[dim], int(args.get("start") or 0))
         length = spec.view_sizes[dim]
         step = int(args.get("step", 1))
         end = start + (length - 1) * step + 1 if length else start
-        return SliceRecord(input=x.value, output=out, dim=dim, start=start, end=end, step=step)
+        return records.SliceRecord(input=x.value, output=out, dim=dim, start=start, end=end, step=step)
     if op is aten.select_copy.int:
         # A slice of length one along ``dim`` into the result viewed with that dim kept.
         dim = int(args["dim"]) % rank
         index = int(args["index"]) % spec.input.sizes[dim]
         sizes, strides = list(spec.out_sizes), list(spec.out_strides)
         kept = pd.view(out, [*sizes[:dim], 1, *sizes[dim:]], [*strides[:dim], 1, *strides[dim:]])
-        return SliceRecord(input=x.value, output=kept, dim=dim, start=index, end=index + 1, step=1)
+        return records.SliceRecord(input=x.value, output=kept, dim=dim, start=index, end=index + 1, step=1)
     if op in (aten.expand_copy.default, aten.as_strided_copy.default):
         # A copy with the output's sizes, from the input viewed as the op reads it (an aligned offset:
         # `blob_limits`).
         offset_bytes = spec.view_offset * ELEMENT_SIZE[TRITON_PTR_DTYPE[spec.input.dtype]]
         source = pd.view(x.value, list(spec.view_sizes), list(spec.view_strides), offset_bytes)
-        return CopyRecord(input=source, output=out)
-    return CopyRecord(input=x.value, output=out)  # the dim-order copies
+        return records.CopyRecord(input=source, output=out)
+    return records.CopyRecord(input=x.value, output=out)  # the dim-order copies
 
 
 # ---- split, pad, upsample ------------------------------------------------------------------------------------
@@ -245,7 +233,7 @@ def _draft_split(node: Node, pd: ProgramDraft, x: ValueRef, spec: SplitSpec) -> 
             copied.append(k)
     if len(copied) == len(parts):
         outs = [pd.result(part) for part in parts]
-        record = SplitRecord(input=x.value, outputs=outs, dim=spec.dim)
+        record = records.SplitRecord(input=x.value, outputs=outs, dim=spec.dim)
         roles = {("out" if k == 0 else f"out{k}"): v for k, v in enumerate(outs)}
         _add(node, pd, record, spec, [x], roles)
         return
@@ -255,20 +243,22 @@ def _draft_split(node: Node, pd: ProgramDraft, x: ValueRef, spec: SplitSpec) -> 
         piece = piece.with_out_strides(tuple(_recorded(part)[1]))
         out = pd.result(part)
         end = start + spec.split_sizes[k]
-        record = SliceRecord(input=x.value, output=out, dim=spec.dim, start=start, end=end, step=1)
+        record = records.SliceRecord(input=x.value, output=out, dim=spec.dim, start=start, end=end, step=1)
         _add(node, pd, record, piece, [x], {"out": out})
 
 
 def _draft_pad(node: Node, pd: ProgramDraft, x: ValueRef, spec: PadSpec) -> None:
     out = _result(node, pd, spec)
-    record = PadRecord(input=x.value, output=out, pad=list(spec.pad), mode="constant", value=spec.value)
+    record = records.PadRecord(
+        input=x.value, output=out, pad=list(spec.pad), mode="constant", value=spec.value
+    )
     _add(node, pd, record, spec, [x], {"out": out})
 
 
 def _draft_upsample(node: Node, pd: ProgramDraft, x: ValueRef, spec: UpsampleSpec) -> None:
     out = _result(node, pd, spec)
     given = all(s is not None for s in spec.scales)  # the op was given scale factors, not output sizes
-    record = UpsampleRecord(
+    record = records.UpsampleRecord(
         input=x.value,
         output=out,
         output_size=list(spec.output_size),
