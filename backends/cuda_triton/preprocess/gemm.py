@@ -33,9 +33,9 @@ from ..kernel.launch import TRITON_PTR_DTYPE
 from ..ops.data_movement.views import view_strides
 from ..ops.gemm import COLSUM_ROLE, GemmSpec
 from ..ops.tensor_meta import TensorMeta, expand_strides
-from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import RESHAPES
 from ..partition.config.gemm import gemm_operands, gemm_spec
+from ..partition.config.nodes import bound_arguments
 from ..serialization import ConstantRef, GemmRecord, NullPtr, ValueRef
 from ..utils.graph import tensor_val
 from .draft import CudaTritonPreprocessError, add_constant, describe, node_errors

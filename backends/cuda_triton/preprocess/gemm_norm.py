@@ -27,9 +27,9 @@ from torch.fx import Node
 from ..conv.binding import aten_overload
 from ..ops.data_movement.views import view_strides
 from ..ops.gemm import GemmSpec, column_sums
-from ..partition.config.base import bound_arguments
 from ..partition.config.data_movement import RESHAPES
 from ..partition.config.gemm import first_matrix, gemm_spec
+from ..partition.config.nodes import bound_arguments
 from ..partition.config.norm import LAYER_NORM
 from ..serialization import ConstantRef, ValueRef
 from ..utils.graph import tensor_val

@@ -13,7 +13,7 @@ from dataclasses import replace
 from torch.fx import Node
 
 from ..ops.pooling import ADAPTIVE_AVG_POOL, AVG_POOL, MAX_POOL, PoolSpec
-from ..partition.config.base import bound_arguments
+from ..partition.config.nodes import bound_arguments
 from ..partition.config.pooling import pool_output, pool_spec
 from ..serialization import PoolingRecord, ValueRef
 from ..utils.graph import tensor_val

@@ -12,7 +12,7 @@ from dataclasses import replace
 from torch.fx import Node
 
 from ..ops.reduction import supports
-from ..partition.config.base import bound_arguments
+from ..partition.config.nodes import bound_arguments
 from ..partition.config.reduction import reduction_node_spec
 from ..serialization import ReductionRecord, ValueRef
 from .draft import CudaTritonPreprocessError, describe, node_errors

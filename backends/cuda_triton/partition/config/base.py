@@ -14,22 +14,17 @@ from __future__ import annotations
 
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch.export import ExportedProgram
 from torch.fx import Node
-from torch.fx.operator_schemas import normalize_function
 
 from ...conv.binding import aten_overload
 from ...kernel.launch import Support
-from ...ops.tensor_meta import TensorMeta
 from ..options import CudaTritonOptions
-
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
 
 # A config's answer for one node: taken, or declined with the reason. The same truthy answer with a reason that
 # a template gives for a problem, so a family's `supports` answer passes through as it is.
@@ -84,70 +79,7 @@ class OpConfig(ABC):
         return first_output_readers(node) if aten_overload(node.target) in self.multi_output else []
 
 
-# ---- binding and checks several families share --------------------------------------------------------------------------
-def bound_arguments(node: Node) -> dict[str, Any]:
-    """The node's arguments by schema name, defaults filled in (trailing defaults are dropped from node.args)."""
-    op = aten_overload(node.target)
-    bound = normalize_function(op, tuple(node.args), dict(node.kwargs), normalize_to_only_use_kwargs=True)
-    if bound is None:
-        raise ValueError(f"the arguments of '{node.name}' do not match {op}'s schema")
-    # normalize_function names a schema's ``self`` "input"; give the schema's own names back (same order).
-    names = [a.name for a in op._schema.arguments]
-    return dict(zip(names, bound.kwargs.values(), strict=True))
-
-
-def tensor_meta(node: object) -> torch.Tensor | None:
-    """A node's recorded tensor value (fake), or None when it is not a tensor node."""
-    if not isinstance(node, Node):
-        return None
-    v = node.meta.get("val")
-    return v if isinstance(v, torch.Tensor) else None
-
-
-def static_tensor(what: str, node: object) -> tuple[torch.Tensor | None, str]:
-    """(value, "") for a tensor node with static sizes and strides, else (None, why not)."""
-    v = tensor_meta(node)
-    if v is None:
-        return None, f"its {what} is not a tensor with a recorded value"
-    try:
-        [int(s) for s in v.shape]
-        [int(s) for s in v.stride()]
-    except Exception:  # a symbolic size or stride
-        return None, f"its {what} has symbolic sizes or strides"
-    return v, ""
-
-
-def static_value(what: str, node: object) -> torch.Tensor:
-    """`static_tensor`'s value, or ValueError with its reason: what the spec builders raise (a builder's ValueError
-    is the node's verdict, `spec_verdict`)."""
-    v, why = static_tensor(what, node)
-    if v is None:
-        raise ValueError(why)
-    return v
-
-
-def static_meta(what: str, node: object) -> TensorMeta:
-    """The `TensorMeta` of `static_value`."""
-    return TensorMeta.of(static_value(what, node))
-
-
-def float_inputs(node: Node, tensors: list[tuple[str, object]]) -> Verdict:
-    """Every named tensor has static shapes and one of the float dtypes the kernels take.
-
-    Mixed dtypes are the family's to judge (an elementwise chain computes in fp32 and rounds once, so a 0-dim
-    fp32 constant next to an fp16 tensor is fine; ATen's promotion gives the output dtype the node records).
-    """
-    for what, arg in tensors:
-        v, why = static_tensor(what, arg)
-        if v is None:
-            return Verdict.no(why)
-        if v.dtype not in FLOAT_DTYPES:
-            return Verdict.no(
-                f"its {what} has dtype {v.dtype}; the kernels take float32, float16 and bfloat16"
-            )
-    return Verdict.yes()
-
-
+# ---- the multi-output ops' first output -----------------------------------------------------------------------
 def only_first_output_used(node: Node) -> Verdict:
     """A multi-output op read only through ``getitem(node, 0)`` (e.g. a max pool's indices unused)."""
     for user in node.users:
@@ -156,18 +88,6 @@ def only_first_output_used(node: Node) -> Verdict:
                 f"its output {user.args[1] if len(user.args) > 1 else '?'} is used by '{user.name}'"
             )
     return Verdict.yes()
-
-
-def spec_verdict(build: Callable[[], Any], supports: Callable[[Any], Any]) -> Verdict:
-    """Yes when ``build()`` makes the family's spec and ``supports(spec)`` takes it; else no with the reason
-    (``build`` raises ValueError naming what is malformed; ``supports`` answers with a truthy or falsy verdict
-    that carries ``reason``)."""
-    try:
-        spec = build()
-    except ValueError as e:
-        return Verdict.no(str(e))
-    support = supports(spec)
-    return Verdict.yes() if support else Verdict.no(support.reason)
 
 
 def first_output_readers(node: Node) -> list[Node]:
@@ -186,18 +106,10 @@ def first_output(node: Node, multi_output: Collection[torch._ops.OpOverload]) ->
 
 
 __all__ = [
-    "FLOAT_DTYPES",
-    "bound_arguments",
     "OpConfig",
     "PartitionContext",
     "Verdict",
     "first_output",
     "first_output_readers",
-    "float_inputs",
     "only_first_output_used",
-    "spec_verdict",
-    "static_meta",
-    "static_tensor",
-    "static_value",
-    "tensor_meta",
 ]

@@ -21,15 +21,8 @@ from ...conv.binding import aten_overload
 from ...ops.data_movement import CatSpec, PadSpec, SplitSpec, StridedCopySpec, UpsampleSpec
 from ...ops.tensor_meta import TensorMeta, dtype_name
 from ...serialization.encoding import VIEW_ALIGNMENT
-from .base import (
-    FLOAT_DTYPES,
-    OpConfig,
-    PartitionContext,
-    Verdict,
-    bound_arguments,
-    first_output_readers,
-    static_meta,
-)
+from .base import OpConfig, PartitionContext, Verdict, first_output_readers
+from .nodes import FLOAT_DTYPES, bound_arguments, static_meta
 
 aten = torch.ops.aten
 dim_order_ops = torch.ops.dim_order_ops

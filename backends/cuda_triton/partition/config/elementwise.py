@@ -18,7 +18,8 @@ from ...conv.binding import aten_overload
 from ...ops.elementwise import ChainBuilder, ElementwiseSpec, supports
 from ...ops.elementwise.spec import Value
 from ...ops.tensor_meta import TensorMeta
-from .base import OpConfig, PartitionContext, Verdict, bound_arguments, float_inputs, static_meta
+from .base import OpConfig, PartitionContext, Verdict
+from .nodes import bound_arguments, float_inputs, static_meta
 
 aten = torch.ops.aten
 

@@ -18,16 +18,8 @@ from torch.fx import Node
 from ...conv.binding import aten_overload
 from ...ops.gemm import GemmSpec
 from ...ops.tensor_meta import TensorMeta
-from .base import (
-    OpConfig,
-    PartitionContext,
-    Verdict,
-    bound_arguments,
-    float_inputs,
-    static_meta,
-    static_value,
-    tensor_meta,
-)
+from .base import OpConfig, PartitionContext, Verdict
+from .nodes import bound_arguments, float_inputs, static_meta, static_value, tensor_meta
 
 aten = torch.ops.aten
 GEMM_OPS = (aten.addmm.default, aten.mm.default, aten.bmm.default, aten.linear.default)

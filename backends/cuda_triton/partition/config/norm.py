@@ -25,17 +25,8 @@ from ...conv.binding import aten_overload
 from ...ops.norm import batch_norm_spec, group_norm_spec, layer_norm_spec, softmax_spec, supports
 from ...ops.norm.spec import NormSpec
 from ...ops.tensor_meta import TensorMeta, dtype_name
-from .base import (
-    OpConfig,
-    PartitionContext,
-    Verdict,
-    bound_arguments,
-    first_output,
-    float_inputs,
-    spec_verdict,
-    static_meta,
-    static_value,
-)
+from .base import OpConfig, PartitionContext, Verdict, first_output
+from .nodes import bound_arguments, float_inputs, spec_verdict, static_meta, static_value
 
 aten = torch.ops.aten
 

@@ -15,16 +15,8 @@ from torch.fx import Node
 
 from ...conv.binding import aten_overload
 from ...ops.pooling import PoolSpec
-from .base import (
-    OpConfig,
-    PartitionContext,
-    Verdict,
-    bound_arguments,
-    first_output,
-    float_inputs,
-    static_meta,
-    static_value,
-)
+from .base import OpConfig, PartitionContext, Verdict, first_output
+from .nodes import bound_arguments, float_inputs, static_meta, static_value
 
 aten = torch.ops.aten
 

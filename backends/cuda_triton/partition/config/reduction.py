@@ -16,16 +16,8 @@ from torch.fx import Node
 from ...conv.binding import aten_overload
 from ...ops.reduction import ReductionSpec, reduction_spec, supports
 from ...ops.tensor_meta import TensorMeta, dtype_name
-from .base import (
-    FLOAT_DTYPES,
-    OpConfig,
-    PartitionContext,
-    Verdict,
-    bound_arguments,
-    float_inputs,
-    spec_verdict,
-    static_value,
-)
+from .base import OpConfig, PartitionContext, Verdict
+from .nodes import FLOAT_DTYPES, bound_arguments, float_inputs, spec_verdict, static_value
 
 aten = torch.ops.aten
 
