@@ -28,18 +28,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernel.launch import (
-    KernelLaunch,
-    ScalarArg,
-    Schedule,
-    ScratchTensor,
-    TensorArg,
-    cdiv,
-    split_k_scratch,
-)
+from ...kernel.launch import KernelLaunch, Schedule, ScratchTensor, TensorArg, cdiv, split_k_scratch
 from ...kernel.spaces import TILE_FIELDS, load_rows
 from ..problem import ConvProblem
 from .geometry import NUM_SMS, Geometry
+from .launch_args import size_args
 
 
 @triton.jit
@@ -160,9 +153,7 @@ def splitk_reduce_launch(problem: ConvProblem, split: int, row0: int, rows: int)
         TensorArg("workspace", "fp32"),
         TensorArg("bias", dt),
         TensorArg("output", dt),
-        ScalarArg("M", "i32", rows),
-        ScalarArg("OUT_PIXELS", "i32", g.m // g.batch),
-        ScalarArg("ROW0", "i32", row0),
+        *size_args(M=rows, OUT_PIXELS=g.m // g.batch, ROW0=row0),
     )
     constexprs = (
         ("C_OUT", g.cout),
