@@ -156,21 +156,32 @@ def _check_launches(r, log, blobs, arch, executions, input_bytes, waits=0, graph
             else:
                 assert g == want, (i, j, g, want)
     # Arguments that reference the delegate input see its bytes in device memory (staged or planned).
+    _assert_input_in_device_memory(rows, blobs, expected, input_bytes)
+
+
+def _assert_input_in_device_memory(rows, blobs, expected, input_bytes: bytes) -> None:
+    """The first launch's arguments that reference the delegate input point at its bytes in device memory."""
     first_blob = deserialize(blobs[0])
-    first_args = expected[0][6]
-    for j, a in enumerate(first_args):
-        if isinstance(a, ValueRef) and first_blob.values[a.value].kind == "input":
-            assert rows[0][5][j] == _fnv16(input_bytes), "the input's bytes did not reach device memory"
+    refs = [j for j, a in enumerate(expected[0][6])
+            if isinstance(a, ValueRef) and first_blob.values[a.value].kind == "input"]  # fmt: skip
+    assert refs and all(rows[0][5][j] == _fnv16(input_bytes) for j in refs), (
+        "the input did not reach the device"
+    )
+
+
+def _run_on_random_input(build, tmp_path, program, seed: int, cc: str, args=()):
+    """The runner on ``program`` (a fixture's export) with a random input file; (result, log, input, blobs)."""
+    pte, blobs, _ = program
+    _, counts = _expected(blobs, 80)
+    x = np.random.default_rng(seed).standard_normal(INPUT_SHAPE).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    r, log = _run(build, tmp_path, pte, counts, cc=cc, args=("--inputs", str(tmp_path / "in.bin"), *args))
+    return r, log, x, blobs
 
 
 def test_host_planned_program_runs_on_fake_driver(build, tmp_path, host_planned) -> None:
-    pte, blobs, _ = host_planned
-    _, counts = _expected(blobs, 80)
-    x = np.random.default_rng(0).standard_normal(INPUT_SHAPE).astype(np.float32)
-    (tmp_path / "in.bin").write_bytes(x.tobytes())
-    r, log = _run(build, tmp_path, pte, counts, cc="8.6",
-                  args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "3", "--warmup", "1",
-                        "--output_file", str(tmp_path / "out.bin")))  # fmt: skip
+    args = ("--num_executions", "3", "--warmup", "1", "--output_file", str(tmp_path / "out.bin"))
+    r, log, x, blobs = _run_on_random_input(build, tmp_path, host_planned, 0, "8.6", args)
     _check_launches(r, log, blobs, 80, 4, x.tobytes())
     assert "latency over 3 executions" in r.stdout and "median" in r.stdout and "p90" in r.stdout
     assert (tmp_path / "out.bin").stat().st_size == int(np.prod(OUTPUT_SHAPE)) * 4
@@ -231,13 +242,8 @@ def test_device_resident_io_copies_nothing_per_execution(build, tmp_path, device
     input to device memory once and the output back once, after the timed runs; each execution replays the graph
     and is followed by one synchronization (the runner's: nothing in execute() waits for the GPU); the kernels read
     the input's bytes where the runner put them, and nothing is page-locked (there is no host side)."""
-    pte, blobs, _ = device_io
-    _, counts = _expected(blobs, 80)
-    x = np.random.default_rng(3).standard_normal(INPUT_SHAPE).astype(np.float32)
-    (tmp_path / "in.bin").write_bytes(x.tobytes())
-    r, log = _run(build, tmp_path, pte, counts, cc="8.0",
-                  args=("--inputs", str(tmp_path / "in.bin"), "--num_executions", "3", "--warmup", "1",
-                        "--output_file", str(tmp_path / "out.bin")))  # fmt: skip
+    args = ("--num_executions", "3", "--warmup", "1", "--output_file", str(tmp_path / "out.bin"))
+    r, log, x, blobs = _run_on_random_input(build, tmp_path, device_io, 3, "8.0", args)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "device-resident I/O: 1 inputs copied to device memory once, 1 outputs left there" in r.stdout
     lines = log.read_text().splitlines()
@@ -253,12 +259,7 @@ def test_device_resident_io_copies_nothing_per_execution(build, tmp_path, device
     assert not any(line.startswith(("PIN ", "UNPIN ")) for line in lines)
     assert (tmp_path / "out.bin").stat().st_size == 4 * int(np.prod(OUTPUT_SHAPE))
     # The kernels of the first (captured) execution read the input's bytes in the runner's device buffer.
-    expected, _ = _expected(blobs, 80)
-    rows = _parse_log(log)
-    first_blob = deserialize(blobs[0])
-    refs = [j for j, a in enumerate(expected[0][6])
-            if isinstance(a, ValueRef) and first_blob.values[a.value].kind == "input"]  # fmt: skip
-    assert refs and all(rows[0][5][j] == _fnv16(x.tobytes()) for j in refs)
+    _assert_input_in_device_memory(_parse_log(log), blobs, _expected(blobs, 80)[0], x.tobytes())
 
 
 def test_device_io_program_plans_no_memory_for_its_io(device_io) -> None:
