@@ -26,7 +26,8 @@ gpu_step models "${T_MODELS:-300}" python3 scripts/bench_models.py run --out "$o
   --num-executions "${EXECUTIONS:-100}" ${ONLY:+--only "${only[@]}"}
 pack
 # the input copy page-locked (the runner's default) and pageable: of the largest program, or of the programs
-# whose names PIN_PROGRAMS lists (e.g. PIN_PROGRAMS="wav2vec2_fp16_b1 video_fp32_b1")
+# whose names PIN_PROGRAMS lists (programs with boundary copies: `bench_models.py prepare --io boundary` or a
+# `copy:--io=boundary` variant; device-I/O programs copy nothing) (e.g. PIN_PROGRAMS="wav2vec2_fp16_b1 video_fp32_b1")
 pin_inputs=$(ls -S "$carry"/exports/*.input0.bin 2>/dev/null | head -1)
 if [ -n "${PIN_PROGRAMS:-}" ]; then
   pin_inputs=$(for p in $PIN_PROGRAMS; do echo "$carry/exports/$p.input0.bin"; done)
