@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,10 @@ BUILD_DIR = ROOT / "build" / "gpu"
 # (.carry/gpu_validate_part1, ...) that earlier calls carry while the machine stays warm (a warm machine keeps
 # ignored paths between calls); `join_carry` puts the files back together there and checks their SHA-256.
 PART_BYTES = 52 * 2**20
+# Programs of one model at several batch sizes or export variants hold mostly the same named data (weights and
+# cubins): `dedupe_carry` keeps one copy of each buffer of at least this many bytes and records where the others
+# were cut out; `join_carry` puts them back.
+DEDUPE_MIN_BYTES = 4096
 PART_DIR_PREFIX = "gpu_validate_part"
 SPLIT_RECORD_BYTES = 512  # room for a cut file's record in the manifest (its name, sizes, digest, pieces)
 ET_LIBS = ("libexecutorch.so", "libexecutorch_kernels_optimized.so", "libexecutorch_threadpool.so",
@@ -253,7 +258,11 @@ def prepare(args: argparse.Namespace, finish: bool = True) -> int:
 
 
 def finish_carry() -> None:
-    """Split the carry where it exceeds one call's limit, then print the device calls that run it."""
+    """Share the programs' common named data, split the carry where it still exceeds one call's limit, then print
+    the device calls that run it."""
+    saved = dedupe_carry()
+    if saved:
+        print(f"[prepare] named data the programs share is carried once: {saved / 2**20:.1f} MiB saved")
     parts = split_carry()
     print(f"[prepare] {CARRY}: {_dir_bytes(CARRY) / 2**20:.1f} MiB")
     if parts:
@@ -272,6 +281,78 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def named_data_buffers(pte: Path) -> list[bytes]:
+    """The named-data buffers (weights, cubins) a .pte holds, read with ExecuTorch's deserializer (`prepare` runs
+    where executorch is installed)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    return [bytes(b) for b in deserialize_pte_binary(pte.read_bytes()).named_data.buffers]
+
+
+def dedupe_carry(buffers_of: Callable[[Path], list[bytes]] = named_data_buffers) -> int:
+    """Cut out of each carried .pte every named-data buffer (``buffers_of``) of DEDUPE_MIN_BYTES or more that a
+    .pte before it (by name) already holds, recording in the manifest's ``dedupe`` list where each came from
+    (file and offset, in that file's whole form); `join_carry` puts them back. Returns the bytes saved."""
+    manifest = json.loads(MANIFEST.read_text())
+    first: dict[str, tuple[str, int]] = {}  # buffer digest -> (file, offset) of the copy that stays
+    records: list[dict[str, Any]] = []
+    saved = 0
+    for path in sorted(EXPORTS.glob("*.pte")):
+        data = path.read_bytes()
+        cut: list[list[Any]] = []  # [offset, length, source file, source offset]
+        for buffer in buffers_of(path):
+            at = data.find(buffer) if len(buffer) >= DEDUPE_MIN_BYTES else -1
+            if at < 0:
+                continue
+            digest = hashlib.sha256(buffer).hexdigest()
+            if digest not in first:
+                first[digest] = (path.name, at)
+            elif not any(at < o + n and o < at + len(buffer) for o, n, _, _ in cut):
+                cut.append([at, len(buffer), *first[digest]])
+        if not cut:
+            continue
+        cut.sort()
+        kept, pos = bytearray(), 0
+        for at, length, _, _ in cut:
+            kept += data[pos:at]
+            pos = at + length
+        kept += data[pos:]
+        records.append({"file": path.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                        "cut": cut})  # fmt: skip
+        path.write_bytes(bytes(kept))
+        saved += len(data) - len(kept)
+    manifest["dedupe"] = records
+    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+    return saved
+
+
+def _restore_deduped(manifest: dict[str, Any]) -> None:
+    """Put back the buffers `dedupe_carry` cut out, in its order (a source file is whole before it is read)."""
+    whole: dict[str, bytes] = {}
+    for record in manifest.get("dedupe", []):
+        path = EXPORTS / record["file"]
+        data = path.read_bytes()
+        if len(data) == record["size"] and hashlib.sha256(data).hexdigest() == record["sha256"]:
+            whole[path.name] = data
+            continue
+        out, pos = bytearray(), 0
+        for at, length, source, source_at in record["cut"]:
+            take = at - len(out)
+            out += data[pos : pos + take]
+            pos += take
+            if source not in whole:
+                whole[source] = (EXPORTS / source).read_bytes()
+            out += whole[source][source_at : source_at + length]
+        out += data[pos:]
+        if len(out) != record["size"] or hashlib.sha256(out).hexdigest() != record["sha256"]:
+            raise SystemExit(
+                f"{path.name}: rebuilt from the shared named data, its SHA-256 differs from the export's"
+            )
+        path.write_bytes(bytes(out))
+        whole[path.name] = bytes(out)
+        print(f"[run] restored {path.name}'s {len(record['cut'])} shared buffers")
 
 
 def split_carry(limit: int = PART_BYTES) -> list[Path]:
@@ -320,14 +401,17 @@ def split_carry(limit: int = PART_BYTES) -> list[Path]:
 
 
 def join_carry() -> None:
-    """Put the files `split_carry` cut back together from the sibling folders earlier calls carried (a no-op for
-    files already whole); exits with the folder to carry when a piece is missing, or when a joined file's SHA-256
-    differs from the one recorded at the split."""
+    """Put the files `split_carry` cut back together from the sibling folders earlier calls carried, then the named
+    data `dedupe_carry` cut out back into each program (a no-op for files already whole); exits with the folder to
+    carry when a piece is missing, or when a rebuilt file's SHA-256 differs from the one recorded at the cut."""
     manifest = json.loads(MANIFEST.read_text())
+    restored = {r["file"]: (r["size"], r["sha256"]) for r in manifest.get("dedupe", [])}
     for record in manifest.get("split", []):
         path = EXPORTS / record["file"]
         if path.stat().st_size == record["size"] and _sha256(path) == record["sha256"]:
             continue
+        if record["file"] in restored and (path.stat().st_size, _sha256(path)) == restored[record["file"]]:
+            continue  # joined and its shared buffers put back by an earlier run
         sources = [CARRY.parent / folder / piece for folder, piece in record["pieces"]]
         missing = sorted({str(p.parent.relative_to(ROOT)) for p in sources if not p.exists()})
         if missing:
@@ -343,6 +427,7 @@ def join_carry() -> None:
         if _sha256(path) != record["sha256"]:
             raise SystemExit(f"{path.name}: joined from its pieces, its SHA-256 differs from the split's")
         print(f"[run] joined {path.name} from {len(sources)} pieces")
+    _restore_deduped(manifest)
 
 
 def _export_cmd(model: str, dtype: str, out: Path, flags: list[str], archs: str) -> list[str]:

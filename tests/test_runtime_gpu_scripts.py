@@ -197,7 +197,9 @@ def test_bench_models_io_modes_and_variants(monkeypatch) -> None:
     assert rows["demo_fp16_b1"][-1] == "--device-io"
     assert not any(f.startswith(("--device", "--io")) for f in rows["demo_fp16_b1_host"])
     assert rows["demo_fp16_b1_host"][-1] == "--no-fuse-prologues"
-    assert rows["demo_fp16_b1_copy"][-1] == "--device-memory" and "--device-io" not in rows["demo_fp16_b1_copy"]
+    assert (
+        rows["demo_fp16_b1_copy"][-1] == "--device-memory" and "--device-io" not in rows["demo_fp16_b1_copy"]
+    )
     assert rows["demo_fp16_b1_pdl"] == (*rows["demo_fp16_b1"], "--programmatic-launch")
     boundary = {e[0]: e[3] for e in bench_models.entries(["demo"], ["fp16"], [1], "boundary")}
     assert boundary["demo_fp16_b1"][-1] == "--device-memory"
@@ -242,6 +244,64 @@ def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
     with pytest.raises(SystemExit, match="gpu_validate_part2"):
         gv.join_carry()
     assert gv.split_carry(10**6) == [] and not list((tmp_path / ".carry").glob("gpu_validate_part*"))
+
+
+def test_dedupe_carry_round_trip(tmp_path, monkeypatch) -> None:
+    """Buffers a later program shares with an earlier one are carried once: cut out of the later file, put back
+    by `join_carry` (also through a split), byte for byte; small buffers stay; a second join is a no-op; a rebuilt
+    file that differs from the export is a clear error."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    gv = importlib.import_module("gpu_validate")
+    carry = tmp_path / ".carry" / "gpu_validate"
+    exports = carry / "exports"
+    exports.mkdir(parents=True)
+    for name, value in (("ROOT", tmp_path), ("CARRY", carry), ("EXPORTS", exports)):
+        monkeypatch.setattr(gv, name, value)
+    monkeypatch.setattr(gv, "MANIFEST", carry / "manifest.json")
+    rng = np.random.default_rng(1)
+    weight, cubin, small = rng.bytes(9000), rng.bytes(5000), rng.bytes(100)
+    buffers = {
+        "a_b1.pte": [weight, cubin, small],
+        "a_b32.pte": [cubin, weight, small],
+        "a_b32_copy.pte": [weight, rng.bytes(6000)],
+    }
+    files = {}
+    for name, parts in buffers.items():
+        files[name] = b"".join(rng.bytes(300) + p for p in parts) + rng.bytes(50)
+        (exports / name).write_bytes(files[name])
+    gv.MANIFEST.write_text(json.dumps({"entries": []}))
+    saved = gv.dedupe_carry(lambda path: buffers[path.name])
+    assert saved == 2 * len(weight) + len(cubin)
+    assert (exports / "a_b1.pte").read_bytes() == files["a_b1.pte"]  # the first holder keeps its copies
+    assert (
+        small in (exports / "a_b32.pte").read_bytes() and weight not in (exports / "a_b32.pte").read_bytes()
+    )
+    gv.split_carry(8000)
+    gv.join_carry()
+    for name, data in files.items():
+        assert (exports / name).read_bytes() == data
+    gv.join_carry()  # already whole
+    gv.dedupe_carry(lambda path: buffers[path.name])
+    kept = bytearray((exports / "a_b32.pte").read_bytes())  # not split: only its shared buffers are restored
+    kept[10] ^= 1
+    (exports / "a_b32.pte").write_bytes(bytes(kept))
+    with pytest.raises(SystemExit, match="a_b32.pte: rebuilt from the shared named data"):
+        gv.join_carry()
+
+
+def test_dedupe_carry_finds_the_named_data_of_real_programs(tmp_path) -> None:
+    """ExecuTorch's reader lists a .pte's named data: a host-planned and a device-planned export of one model hold
+    the same weights and cubins, so the second keeps almost nothing of them."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    gv = importlib.import_module("gpu_validate")
+    from runtime_helpers import export_tiny
+
+    (tmp_path / "h").mkdir()
+    (tmp_path / "d").mkdir()
+    host, _, named = export_tiny(tmp_path / "h")
+    device, _, _ = export_tiny(tmp_path / "d", device_memory=True)
+    host_buffers, device_buffers = gv.named_data_buffers(host), gv.named_data_buffers(device)
+    assert sorted(host_buffers) == sorted(device_buffers) == sorted(named.values())
 
 
 def test_tune_gemm_lists_a_models_linear_layers(tmp_path) -> None:
