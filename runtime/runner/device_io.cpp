@@ -113,8 +113,12 @@ bool DeviceResidentIo::prepare_inputs(Method& method, std::vector<TensorPtr>& te
 bool DeviceResidentIo::prepare_outputs(Method& method, std::string* error) {
   for (size_t i = 0; i < method.outputs_size(); ++i) {
     const EValue& out = method.get_output(i);
-    if (!on_cuda(out) || out.toTensor().const_data_ptr() != nullptr) {
-      continue;  // a host output, or one the memory plan gave a buffer
+    if (!on_cuda(out)) {
+      continue;
+    }
+    ++num_outputs_;  // left in device memory: each execute needs the runner's synchronization
+    if (out.toTensor().const_data_ptr() != nullptr) {
+      continue;  // the memory plan gave it a buffer
     }
     DeviceBuffer buf;
     if (!buf.allocate(out.toTensor().nbytes(), error)) {
@@ -128,7 +132,6 @@ bool DeviceResidentIo::prepare_outputs(Method& method, std::string* error) {
       return false;
     }
     buffers_.push_back(std::move(buf));
-    ++num_outputs_;
   }
   return true;
 }

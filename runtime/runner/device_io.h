@@ -47,8 +47,8 @@ class DeviceResidentIo {
   // an allocation or the copy fails. Call after load_method, before the first execute.
   bool prepare_inputs(executorch::runtime::Method& method, std::vector<executorch::extension::TensorPtr>& tensors,
                       std::vector<executorch::runtime::EValue>& inputs, std::string* error);
-  // Gives every output the program leaves in CUDA memory without a buffer of its own a device buffer
-  // (Method::set_output_data_ptr). False with `error` set when an allocation fails or ExecuTorch refuses.
+  // Counts the outputs the program leaves in CUDA memory and gives each that has no buffer of its own a device
+  // buffer (Method::set_output_data_ptr). False with `error` set when an allocation fails or ExecuTorch refuses.
   bool prepare_outputs(executorch::runtime::Method& method, std::string* error);
   // Whether the program has device-resident inputs or outputs: then each execute is followed by synchronize().
   bool active() const {
