@@ -210,18 +210,28 @@ def test_bench_models_io_modes_and_variants(monkeypatch) -> None:
     assert labels == ["tv:convnext_tiny", "tv:convnext_tiny (fold)"]
 
 
-def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
-    """A carry above one device call's limit is cut into the main folder plus sibling folders, each within the
-    limit; joining them back gives the original bytes, a second join is a no-op, and a missing sibling folder is
-    a clear error naming it. A carry within the limit is not split."""
+def carry_in(tmp_path, monkeypatch):
+    """scripts/gpu_validate.py with its carry folders under ``tmp_path``: (module, carry, exports)."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     gv = importlib.import_module("gpu_validate")
     carry = tmp_path / ".carry" / "gpu_validate"
     exports = carry / "exports"
     exports.mkdir(parents=True)
-    for name, value in (("ROOT", tmp_path), ("CARRY", carry), ("EXPORTS", exports)):
+    for name, value in (
+        ("ROOT", tmp_path),
+        ("CARRY", carry),
+        ("EXPORTS", exports),
+        ("MANIFEST", carry / "manifest.json"),
+    ):
         monkeypatch.setattr(gv, name, value)
-    monkeypatch.setattr(gv, "MANIFEST", carry / "manifest.json")
+    return gv, carry, exports
+
+
+def test_split_carry_round_trip(tmp_path, monkeypatch) -> None:
+    """A carry above one device call's limit is cut into the main folder plus sibling folders, each within the
+    limit; joining them back gives the original bytes, a second join is a no-op, and a missing sibling folder is
+    a clear error naming it. A carry within the limit is not split."""
+    gv, carry, exports = carry_in(tmp_path, monkeypatch)
     rng = np.random.default_rng(0)
     files = {"big.pte": rng.bytes(2500), "small.pte": rng.bytes(700), "x.io.json": b"{}"}
     for name, data in files.items():
@@ -250,14 +260,7 @@ def test_dedupe_carry_round_trip(tmp_path, monkeypatch) -> None:
     """Buffers a later program shares with an earlier one are carried once: cut out of the later file, put back
     by `join_carry` (also through a split), byte for byte; small buffers stay; a second join is a no-op; a rebuilt
     file that differs from the export is a clear error."""
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    gv = importlib.import_module("gpu_validate")
-    carry = tmp_path / ".carry" / "gpu_validate"
-    exports = carry / "exports"
-    exports.mkdir(parents=True)
-    for name, value in (("ROOT", tmp_path), ("CARRY", carry), ("EXPORTS", exports)):
-        monkeypatch.setattr(gv, name, value)
-    monkeypatch.setattr(gv, "MANIFEST", carry / "manifest.json")
+    gv, carry, exports = carry_in(tmp_path, monkeypatch)
     rng = np.random.default_rng(1)
     weight, cubin, small = rng.bytes(9000), rng.bytes(5000), rng.bytes(100)
     buffers = {
