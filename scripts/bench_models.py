@@ -50,9 +50,9 @@ DEVICE_COMMAND = "PYTHONPATH=backends python scripts/bench_models.py run --out $
 # --io: the export_pte.py flags of each way a program meets its inputs and outputs
 IO_FLAGS = {"device": ("--device-io",), "boundary": ("--device-memory",), "host": ()}
 IO_NOTE = {
-    "device": "keep their inputs and outputs in device memory: no copy per execution",
-    "boundary": "device-planned, with the input's host-to-device copy in the runner's latency",
-    "host": "host-planned: the delegate stages its I/O",
+    "device": "inputs and outputs stay in device memory, no copy per execution",
+    "boundary": "device-planned, the input's host-to-device copy included in the runner's latency",
+    "host": "host-planned, the delegate stages its inputs and outputs",
 }
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -220,7 +220,9 @@ def run(args: argparse.Namespace) -> int:
     runner = gv.build_runner(log)
     rows: list[dict[str, Any]] = []
     torch_rows: dict[tuple, dict[str, Any]] = {}
-    chosen = [e for e in manifest["entries"] if not args.only or any(fnmatch(e["name"], p) for p in args.only)]
+    chosen = [
+        e for e in manifest["entries"] if not args.only or any(fnmatch(e["name"], p) for p in args.only)
+    ]
     if not chosen:
         print(f"no program of {gv.MANIFEST} matches --only {' '.join(args.only)}", file=sys.stderr)
         return 2
@@ -316,16 +318,17 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
         f"# Whole models: runner vs PyTorch eager vs torch.compile ({s['gpu']})",
         "",
         f"{s['date']}, torch {s['torch']}, medians of {s['num_executions']} forwards (CUDA events; input on the "
-        f"GPU; the runner's programs {IO_NOTE.get(s.get('io', 'boundary'), 'in the I/O mode their names say')}). Command: `{s['command']}` (programs exported {s.get('exported')}).",
+        f"GPU). Command: `{s['command']}` (programs exported {s.get('exported')}).",
         "",
-        "| model | dtype | batch | runner ms | eager ms | compiled ms | vs eager | vs compiled | delegate GPU ms | "
-        "input copy ms | execute host us | err/max |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | dtype | batch | I/O | runner ms | eager ms | compiled ms | vs eager | vs compiled | delegate GPU ms "
+        "| input copy ms | execute host us | err/max |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["rows"]:
         ve, vc = r.get("speedup_vs_eager"), r.get("speedup_vs_compiled")
         lines.append(
-            f"| {model_label(r)} | {r['dtype']} | {r['batch']} | {_ms(r['runner_ms'])} | {_ms(r.get('eager_ms'))} | "
+            f"| {model_label(r)} | {r['dtype']} | {r['batch']} | {r.get('io', '-')} | {_ms(r['runner_ms'])} | "
+            f"{_ms(r.get('eager_ms'))} | "
             f"{_ms(r.get('compiled_ms'))} | {'-' if ve is None else f'{ve:.2f}x'} | "
             f"{'-' if vc is None else f'{vc:.2f}x'} | {_ms(r.get('delegate_gpu_ms'))} | "
             f"{_ms(r.get('input_copy_ms'))} | {r.get('runner', {}).get('execute_host_us', '-')} | "
@@ -333,7 +336,9 @@ def markdown(s: dict[str, Any], plot: str | None = None) -> str:
         )
     lines += [
         "",
-        "delegate GPU ms: the delegate's own GPU time per execution (CUDA events, from a profiled run's ETDump, "
+        "I/O: how the runner's program meets its input and output; "
+        + "; ".join(f"{mode}: {note}" for mode, note in IO_NOTE.items())
+        + " (`bench_models.py prepare --io`). delegate GPU ms: the delegate's own GPU time per execution (CUDA events, from a profiled run's ETDump, "
         "`--etdump`; the event pair around every op adds time, so on small models it exceeds the unprofiled "
         "runner's latency); input copy ms: ExecuTorch's host-to-device copy of the input at the program boundary, which "
         "the runner's latency includes and the eager and compiled times do not; execute host us: the host time of one "
@@ -447,7 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--num-executions", type=int, default=100)
     r.add_argument("--warmup", type=int, default=10)
     r.add_argument(
-        "--only", nargs="*", help="only the carried programs whose names match these patterns (fnmatch: tv_*_b32)"
+        "--only",
+        nargs="*",
+        help="only the carried programs whose names match these patterns (fnmatch: tv_*_b32)",
     )
     r.add_argument(
         "--etdump", action="store_true", help="also a profiled run per program, its ETDump written to --out"
