@@ -49,6 +49,7 @@ SET = "bench_models"
 DEVICE_COMMAND = "PYTHONPATH=backends python scripts/bench_models.py run --out $OUT"
 # --io: the export_pte.py flags of each way a program meets its inputs and outputs
 IO_FLAGS = {"device": ("--device-io",), "boundary": ("--device-memory",), "host": ()}
+IO_VARIANT = "--io="  # a --variant's flag naming another I/O mode (this script's, not export_pte.py's)
 IO_NOTE = {
     "device": "inputs and outputs stay in device memory, no copy per execution",
     "boundary": "device-planned, the input's host-to-device copy included in the runner's latency",
@@ -80,7 +81,7 @@ def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
             f"--variant takes NAME:FLAGS, e.g. pdl:--programmatic-launch, not {text!r}"
         )
     for flag in flags.split():
-        if flag.startswith("--io=") and flag[len("--io=") :] not in IO_FLAGS:
+        if flag.startswith(IO_VARIANT) and flag[len(IO_VARIANT) :] not in IO_FLAGS:
             raise argparse.ArgumentTypeError(f"{flag}: the I/O modes are {', '.join(IO_FLAGS)}")
     return name, tuple(flags.split())
 
@@ -101,9 +102,9 @@ def entries(
                 name = entry_name(model, dtype, batch)
                 out.append((name, model, dtype, (*base, *IO_FLAGS[io]), "pass"))
                 for variant, extra in variants:
-                    # `--io=MODE` is this script's flag, not export_pte.py's: it replaces the I/O flags.
-                    modes = [f[len("--io=") :] for f in extra if f.startswith("--io=")]
-                    rest = tuple(f for f in extra if not f.startswith("--io="))
+                    # `--io=MODE` replaces the base's I/O flags.
+                    modes = [f[len(IO_VARIANT) :] for f in extra if f.startswith(IO_VARIANT)]
+                    rest = tuple(f for f in extra if not f.startswith(IO_VARIANT))
                     io_flags = IO_FLAGS[modes[-1] if modes else io]
                     out.append((f"{name}_{variant}", model, dtype, (*base, *io_flags, *rest), "pass"))
     return out
@@ -259,7 +260,6 @@ def run(args: argparse.Namespace) -> int:
         "date": gv._now(), "gpu": gpu, "torch": torch.__version__,
         "command": DEVICE_COMMAND + (" --etdump" if args.etdump else ""),
         "exported": manifest.get("created"), "num_executions": args.num_executions, "rows": rows,
-        "io": ",".join(sorted({r["io"] for r in rows})),
     }  # fmt: skip
     (out_dir / "bench_models.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out_dir / "bench_models.md").write_text(markdown(summary))
@@ -436,8 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--archs", default="90")
     p.add_argument(
         "--io", choices=list(IO_FLAGS), default="device",
-        help="device: inputs and outputs stay in device memory (default; no copy per execution); boundary: "
-        "ExecuTorch copies them at the program boundary; host: host-planned (the delegate stages them)",
+        help="; ".join(f"{mode}: {note}" for mode, note in IO_NOTE.items()) + " (default: device)",
     )  # fmt: skip
     p.add_argument(
         "--variant", action="append", type=parse_variant, default=[], metavar="NAME:FLAGS",

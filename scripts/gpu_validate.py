@@ -408,10 +408,10 @@ def join_carry() -> None:
     restored = {r["file"]: (r["size"], r["sha256"]) for r in manifest.get("dedupe", [])}
     for record in manifest.get("split", []):
         path = EXPORTS / record["file"]
-        if path.stat().st_size == record["size"] and _sha256(path) == record["sha256"]:
+        now = (path.stat().st_size, _sha256(path))
+        # whole as split, or also with its shared buffers put back by an earlier run
+        if now == (record["size"], record["sha256"]) or now == restored.get(record["file"]):
             continue
-        if record["file"] in restored and (path.stat().st_size, _sha256(path)) == restored[record["file"]]:
-            continue  # joined and its shared buffers put back by an earlier run
         sources = [CARRY.parent / folder / piece for folder, piece in record["pieces"]]
         missing = sorted({str(p.parent.relative_to(ROOT)) for p in sources if not p.exists()})
         if missing:
